@@ -1,0 +1,192 @@
+"""pyql's error tree.
+
+Every error pyql raises on purpose is a :class:`PyqlError`. The tree separates errors *caused by
+the input* (an LLM's malformed action, an unknown entity, a program that does not type-check),
+which an agent feeds back to the model, from errors of the *environment* (a backend that is down,
+a timeout), which must never be mistaken for an empty result.
+
+Errors carry structure (positions, argument index, expected/got, suggestions) so that callers and
+tests can decide on fields rather than on message text.
+
+::
+
+    PyqlError
+    ├── InputError                  the text/call/query given to pyql is wrong
+    │   ├── ParseError              program/action text does not parse (position, line, col)
+    │   ├── TermError               an argument is not a valid term for its slot (arg index)
+    │   ├── CallError               unknown function / wrong arity
+    │   │   ├── UnknownFunctionError
+    │   │   └── ArityError
+    │   ├── QueryError              the call is well-formed but invalid for the current query
+    │   ├── UnknownEntityError      a mention/label not in the entity table
+    │   └── SchemaError             unknown table/column (SQL), with close matches
+    ├── ReadOnlyError               a write (SPARQL Update, DML/DDL, PRAGMA, ...) was refused
+    ├── ProfileError                a KB profile is misconfigured or cannot render a term
+    └── BackendError                the KB/DB failed (never an empty result)
+        ├── BackendUnavailableError the server cannot be reached
+        ├── BackendTimeoutError     the query ran out of time
+        └── BackendQueryError       the engine rejected the query
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "PyqlError",
+    "InputError",
+    "ParseError",
+    "TermError",
+    "CallError",
+    "UnknownFunctionError",
+    "ArityError",
+    "QueryError",
+    "UnknownEntityError",
+    "SchemaError",
+    "ReadOnlyError",
+    "ProfileError",
+    "BackendError",
+    "BackendUnavailableError",
+    "BackendTimeoutError",
+    "BackendQueryError",
+]
+
+
+class PyqlError(Exception):
+    """Base class of every error pyql raises on purpose."""
+
+
+class InputError(PyqlError):
+    """The input given to pyql (text, call, query step) is invalid."""
+
+
+class ParseError(InputError):
+    """Program or action text that does not parse.
+
+    ``position`` is the 0-based character offset into ``text``; ``line``/``col`` are 1-based.
+    """
+
+    def __init__(self, message: str, text: str = "", position: int = 0) -> None:
+        self.description = message
+        self.text = text
+        self.position = max(0, min(position, len(text)))
+        before = text[: self.position]
+        self.line = before.count("\n") + 1
+        self.col = self.position - (before.rfind("\n") + 1) + 1
+        super().__init__(f"{message} (line {self.line}, col {self.col})" if text else message)
+
+    @property
+    def highlight(self) -> str:
+        """The offending line with a caret under the error position."""
+        lines = self.text.split("\n")
+        line = lines[self.line - 1] if self.line - 1 < len(lines) else ""
+        return f"{line}\n{' ' * (self.col - 1)}^"
+
+
+class TermError(InputError):
+    """An argument that is not a valid term for its slot.
+
+    ``text`` is the argument as written, ``expected`` says what the slot accepts, ``index`` is
+    the 0-based argument position when known.
+    """
+
+    def __init__(
+        self, message: str, *, text: str = "", expected: str = "", index: int | None = None
+    ) -> None:
+        self.text = text
+        self.expected = expected
+        self.index = index
+        super().__init__(message)
+
+    def at(self, index: int, function: str | None = None) -> TermError:
+        """A copy of this error located at argument ``index`` (of ``function``)."""
+        where = f"argument {index + 1}" + (f" of {function}()" if function else "")
+        message = str(self)
+        if not message.startswith("argument "):
+            message = f"{where}: {message}"
+        return type(self)(message, text=self.text, expected=self.expected, index=index)
+
+
+class CallError(InputError):
+    """A call that does not match any DSL function signature."""
+
+    def __init__(self, message: str, *, function: str = "") -> None:
+        self.function = function
+        super().__init__(message)
+
+
+class UnknownFunctionError(CallError):
+    """A call of a function that is not in the tool set."""
+
+    def __init__(self, function: str, available: Sequence[str]) -> None:
+        self.available = tuple(available)
+        super().__init__(
+            f"unknown function {function!r}; available: {', '.join(self.available)}",
+            function=function,
+        )
+
+
+class ArityError(CallError):
+    """A call with the wrong number of arguments."""
+
+    def __init__(self, function: str, expected: int | tuple[int, int], got: int, signature: str):
+        self.expected = expected
+        self.got = got
+        self.signature = signature
+        if isinstance(expected, tuple):
+            lo, hi = expected
+            want = f"{lo} to {hi} arguments"
+        else:
+            want = f"{expected} argument{'s' if expected != 1 else ''}"
+        super().__init__(f"{signature} takes {want}, got {got}", function=function)
+
+
+class QueryError(InputError):
+    """A well-formed call that is invalid for the current query (e.g. unknown variable)."""
+
+    def __init__(self, message: str, *, code: str = "", suggestions: Sequence[str] = ()) -> None:
+        self.code = code
+        self.suggestions = tuple(suggestions)
+        super().__init__(message)
+
+
+class UnknownEntityError(TermError):
+    """A mention or label that is not in the entity table and is not an id."""
+
+
+class SchemaError(InputError):
+    """A table or column that does not exist; ``suggestions`` holds the closest names."""
+
+    def __init__(self, message: str, *, name: str = "", suggestions: Sequence[str] = ()) -> None:
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        super().__init__(message)
+
+
+class ReadOnlyError(PyqlError):
+    """A write was refused before it reached an engine (pyql backends are read-only)."""
+
+
+class ProfileError(PyqlError):
+    """A KB profile is misconfigured, or cannot render/resolve a term."""
+
+
+class BackendError(PyqlError):
+    """The KB/DB failed. Never confused with an empty result."""
+
+    def __init__(self, message: str, *, backend: str = "", query: str = "") -> None:
+        self.backend = backend
+        self.query = query
+        super().__init__(message)
+
+
+class BackendUnavailableError(BackendError):
+    """The server cannot be reached (connection refused, DNS, dead process)."""
+
+
+class BackendTimeoutError(BackendError):
+    """The query did not finish within the configured timeout."""
+
+
+class BackendQueryError(BackendError):
+    """The engine rejected or failed the query (syntax it does not support, runtime error)."""

@@ -1,0 +1,114 @@
+"""The KB backend contract.
+
+A backend runs read-only SPARQL SELECT/ASK queries and returns a
+:class:`~pyql.results.ResultSet` whose cells are pyql terms. It translates native failures into
+:mod:`pyql.errors` (``BackendUnavailableError``, ``BackendTimeoutError``, ``BackendQueryError``)
+— an endpoint failure is never an empty result — and refuses SPARQL Update with
+:class:`~pyql.errors.ReadOnlyError` before anything reaches the engine.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+
+from pyql.errors import ReadOnlyError
+from pyql.profiles import Profile, get_profile
+from pyql.results import ResultSet
+
+__all__ = ["KB", "ensure_read_only"]
+
+# Update operations of SPARQL 1.1 Update; matched outside of IRIs, strings and comments.
+_UPDATE_KEYWORDS = re.compile(
+    r"(?<![?$:\w.\-])(INSERT|DELETE|LOAD|CLEAR|CREATE|DROP|COPY|MOVE|ADD|WITH)(?![\w:.\-])",
+    re.IGNORECASE,
+)
+_FORM = re.compile(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
+
+
+def _strip_literals(query: str) -> str:
+    """The query with strings, IRIs and comments blanked out (keywords inside them don't count)."""
+    out: list[str] = []
+    i = 0
+    n = len(query)
+    while i < n:
+        ch = query[i]
+        if ch in "\"'":
+            long = query.startswith(ch * 3, i)
+            end_token = ch * 3 if long else ch
+            j = i + len(end_token)
+            while j < n and not query.startswith(end_token, j):
+                j += 2 if query[j] == "\\" else 1
+            i = j + len(end_token)
+            out.append('""')
+            continue
+        if ch == "<":
+            m = re.compile(r"<[^<>\"{}|^`\\\x00-\x20]*>").match(query, i)
+            if m:
+                out.append("<>")
+                i = m.end()
+                continue
+        if ch == "#":
+            nl = query.find("\n", i)
+            i = n if nl < 0 else nl
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def ensure_read_only(query: str) -> str:
+    """Return ``query`` if it is a read query; raise :class:`ReadOnlyError` for SPARQL Update.
+
+    >>> ensure_read_only("SELECT * WHERE { ?s ?p ?o }")[:6]
+    'SELECT'
+    >>> ensure_read_only("DELETE WHERE { ?s ?p ?o }")
+    Traceback (most recent call last):
+    pyql.errors.ReadOnlyError: SPARQL Update is not allowed (found DELETE); pyql backends are read-only
+    """
+    bare = _strip_literals(query)
+    m = _UPDATE_KEYWORDS.search(bare)
+    if m:
+        raise ReadOnlyError(
+            f"SPARQL Update is not allowed (found {m.group(1).upper()}); pyql backends are read-only"
+        )
+    if not _FORM.search(bare):
+        raise ReadOnlyError("not a SPARQL query (no SELECT/ASK/CONSTRUCT/DESCRIBE)")
+    return query
+
+
+class KB(ABC):
+    """A read-only SPARQL knowledge base with a :class:`~pyql.profiles.Profile`."""
+
+    profile: Profile
+
+    def __init__(self, profile: str | Profile = "generic") -> None:
+        self.profile = get_profile(profile)
+        #: how many queries this backend ran (for QPQ accounting)
+        self.query_count = 0
+
+    def select(self, query: str, *, timeout: float | None = None) -> ResultSet:
+        """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure."""
+        ensure_read_only(query)
+        self.query_count += 1
+        return self._select(query, timeout=timeout)
+
+    def ask(self, query: str, *, timeout: float | None = None) -> bool:
+        ensure_read_only(query)
+        self.query_count += 1
+        return self._ask(query, timeout=timeout)
+
+    @abstractmethod
+    def _select(self, query: str, *, timeout: float | None) -> ResultSet: ...
+
+    @abstractmethod
+    def _ask(self, query: str, *, timeout: float | None) -> bool: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (connections, file handles)."""
+
+    def __enter__(self) -> KB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

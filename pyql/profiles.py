@@ -1,0 +1,201 @@
+"""KB profiles: how a knowledge base names entities and relations, labels nodes, and shows
+compound (CVT/blank) nodes.
+
+A profile is data, not an if-chain: the compiler, the terms parser and the Session ask it.
+
+- :data:`FREEBASE`: ``ns:`` prefix, ``m.``/``g.`` ids, ``type.object.name`` (English) labels; a
+  node without a name is a CVT shown as ``UnName_Entity``.
+- :data:`GENERIC`: any RDF; entities are IRIs or prefixed names, labels are ``rdfs:label``.
+- :data:`METAQA`: generic RDF where one entity has one label and the id *is* the label
+  (``Kismet``); IRIs are minted under ``http://pyql.dev/metaqa/``.
+
+>>> FREEBASE.entity("m.0crbvqz").iri
+'http://rdf.freebase.com/ns/m.0crbvqz'
+>>> METAQA.entity("The Green Mile").iri
+'http://pyql.dev/metaqa/entity/The_Green_Mile'
+>>> METAQA.compact(METAQA.entity("The Green Mile").iri)
+'The Green Mile'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from urllib.parse import quote, unquote
+
+from pyql.errors import ProfileError, TermError
+from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
+
+__all__ = ["Profile", "FREEBASE", "GENERIC", "METAQA", "get_profile", "PROFILES"]
+
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+OWL = "http://www.w3.org/2002/07/owl#"
+FB = "http://rdf.freebase.com/ns/"
+METAQA_BASE = "http://pyql.dev/metaqa/"
+
+_STANDARD_PREFIXES = {"rdf": RDF, "rdfs": RDFS, "xsd": XSD, "owl": OWL}
+_PREFIXED = re.compile(r"([A-Za-z][\w\-.]*)?:([^\s<>\"{}|^`\\]*)")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one KB names and shows things. Frozen; derive variants with :meth:`with_prefixes`."""
+
+    name: str
+    prefixes: Mapping[str, str] = field(default_factory=lambda: dict(_STANDARD_PREFIXES))
+    #: namespace of short entity ids (``m.0x`` -> ``ns:m.0x``); None: ids must be IRIs/prefixed
+    entity_base: str | None = None
+    #: how ids are turned into IRI local names: "raw" (validated as is) or "label" (percent-encoded
+    #: with spaces as underscores, reversible)
+    id_encoding: str = "raw"
+    #: regex of texts that are entity ids by themselves (``m.0x``); None: only via the entity table
+    entity_id_pattern: str | None = None
+    relation_base: str | None = None
+    relation_pattern: str | None = None
+    label_predicates: tuple[str, ...] = (RDFS + "label",)
+    label_lang: str | None = None
+    type_predicate: str = RDF_TYPE
+    #: how a node without a label is shown (Freebase CVT nodes); None: show its short id
+    unnamed_label: str | None = None
+    #: relations never listed by get_relation (labels, bookkeeping)
+    hidden_relations: frozenset[str] = frozenset()
+    #: restrict literal answers to this language (the WebQSP gold queries do)
+    answer_lang: str | None = None
+    #: the prefix used when printing SPARQL (e.g. ``ns``)
+    display_prefix: str | None = None
+
+    # -- naming -------------------------------------------------------------------------------
+    def is_entity_id(self, text: str) -> bool:
+        return self.entity_id_pattern is not None and re.fullmatch(self.entity_id_pattern, text) is not None
+
+    def expand_prefixed(self, text: str) -> str | None:
+        """The IRI for a prefixed name with a known prefix, else None."""
+        m = _PREFIXED.fullmatch(text)
+        if not m or text.startswith(("http:", "https:")):
+            return None
+        base = self.prefixes.get(m.group(1) or "")
+        if base is None:
+            return None
+        try:
+            return validate_iri(base + m.group(2))
+        except TermError:
+            return None
+
+    def _encode(self, local: str) -> str:
+        if self.id_encoding == "label":
+            return quote(local.replace("_", "%5F").replace(" ", "_"), safe="_-.~!$&'()*+,;=:@")
+        return local
+
+    def _decode(self, local: str) -> str:
+        if self.id_encoding == "label":
+            return unquote(local.replace("_", " "))
+        return local
+
+    def entity(self, kb_id: str) -> Entity:
+        """The entity named ``kb_id`` (a short id, a prefixed name or a full IRI)."""
+        if kb_id.startswith("<") and kb_id.endswith(">"):
+            return Entity(validate_iri(kb_id[1:-1]), self.compact(kb_id[1:-1]))
+        if kb_id.startswith(("http://", "https://", "urn:")):
+            return Entity(validate_iri(kb_id), self.compact(kb_id))
+        if self.entity_base is not None:
+            return Entity(validate_iri(self.entity_base + self._encode(kb_id)), kb_id)
+        expanded = self.expand_prefixed(kb_id)
+        if expanded is not None:
+            return Entity(expanded, kb_id)
+        raise TermError(
+            f"{kb_id!r} is not an entity of the {self.name} profile (use an IRI or a prefixed name)",
+            text=kb_id, expected="an IRI or prefixed name",
+        )
+
+    def relation(self, name: str) -> Relation:
+        """The relation called ``name`` (short name, prefixed name or full IRI)."""
+        if name.startswith("<") and name.endswith(">"):
+            return Relation(validate_iri(name[1:-1]), self.compact(name[1:-1]))
+        if name.startswith(("http://", "https://", "urn:")):
+            return Relation(validate_iri(name), self.compact(name))
+        expanded = self.expand_prefixed(name) if ":" in name else None
+        if expanded is not None:
+            return Relation(expanded, name)
+        if self.relation_base is not None:
+            if self.relation_pattern is not None and not re.fullmatch(self.relation_pattern, name):
+                raise TermError(
+                    f"{name!r} is not a relation name", text=name,
+                    expected=f"a relation like {self._relation_example()}",
+                )
+            return Relation(validate_iri(self.relation_base + name), name)
+        raise TermError(
+            f"{name!r} is not a relation of the {self.name} profile (use an IRI or a prefixed name)",
+            text=name, expected="an IRI or prefixed name",
+        )
+
+    def _relation_example(self) -> str:
+        return "people.person.spouse_s" if self is FREEBASE or self.name == "freebase" else "directed_by"
+
+    def compact(self, iri: str) -> str:
+        """The short form an LLM reads and writes for ``iri``."""
+        if self.entity_base and iri.startswith(self.entity_base):
+            local = iri[len(self.entity_base):]
+            if self.id_encoding == "label" or self.is_entity_id(local) or self.entity_id_pattern is None:
+                return self._decode(local)
+        if self.relation_base and iri.startswith(self.relation_base):
+            return iri[len(self.relation_base):]
+        if self.entity_base and iri.startswith(self.entity_base):
+            return iri[len(self.entity_base):]
+        for prefix, base in self.prefixes.items():
+            if iri.startswith(base) and re.fullmatch(r"[\w\-.]*", iri[len(base):]):
+                return f"{prefix}:{iri[len(base):]}"
+        return f"<{iri}>"
+
+    def with_prefixes(self, **prefixes: str) -> Profile:
+        """A copy with more prefixes (``GENERIC.with_prefixes(ex="http://example.org/")``)."""
+        for base in prefixes.values():
+            validate_iri(base)
+        return replace(self, prefixes={**self.prefixes, **prefixes})
+
+
+FREEBASE = Profile(
+    name="freebase",
+    prefixes={**_STANDARD_PREFIXES, "ns": FB},
+    entity_base=FB,
+    entity_id_pattern=r"[mg]\.[0-9a-z_]+",
+    relation_base=FB,
+    relation_pattern=r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+",
+    label_predicates=(FB + "type.object.name",),
+    label_lang="en",
+    type_predicate=FB + "type.object.type",
+    unnamed_label="UnName_Entity",
+    hidden_relations=frozenset({FB + "type.object.name", RDFS + "label"}),
+    answer_lang="en",
+    display_prefix="ns",
+)
+
+GENERIC = Profile(
+    name="generic",
+    hidden_relations=frozenset({RDFS + "label"}),
+)
+
+METAQA = Profile(
+    name="metaqa",
+    prefixes={**_STANDARD_PREFIXES, "e": METAQA_BASE + "entity/", "r": METAQA_BASE + "relation/"},
+    entity_base=METAQA_BASE + "entity/",
+    id_encoding="label",
+    relation_base=METAQA_BASE + "relation/",
+    relation_pattern=r"[A-Za-z_][A-Za-z0-9_]*",
+    hidden_relations=frozenset({RDFS + "label"}),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (FREEBASE, GENERIC, METAQA)}
+
+
+def get_profile(profile: str | Profile) -> Profile:
+    """A profile by name (``"freebase"``, ``"generic"``, ``"metaqa"``) or as given."""
+    if isinstance(profile, Profile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise ProfileError(
+            f"unknown KB profile {profile!r}; known: {', '.join(sorted(PROFILES))}"
+        ) from None

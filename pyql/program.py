@@ -1,0 +1,548 @@
+"""DSL calls and programs.
+
+A :class:`Call` is a frozen value: a function name and its arguments as lexical
+:class:`~pyql.syntax.Atom` values. A :class:`Program` is a tuple of calls. Both parse from the
+text an LLM writes, print back canonically, and replay onto an empty query.
+
+Two input styles are accepted:
+
+- agent style, one call per line: ``add_fact(m.0x, people.person.spouse_s, ?y)``
+- the original PyQL Python style: ``a=PyQL()`` then ``a.add_fact('m.0x', 'people.person.spouse_s', 'x0')``
+
+The functions, their parameters and what each parameter accepts are *declared* in
+:data:`TOOLSETS` (one :class:`Signature` per function); validation, tool documentation and the JSON
+schemas for native tool-calling are all derived from those declarations.
+
+>>> p = Program.parse("a=PyQL()\\na.add_fact('m.03_r3', 'location.country.languages_spoken', 'x0')\\na.set_answer('x0')")
+>>> print(p)
+add_fact(m.03_r3, location.country.languages_spoken, ?x0)
+set_answer(?x0)
+>>> Program.parse(str(p)) == p
+True
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from pyql.errors import ArityError, ParseError, UnknownFunctionError
+from pyql.syntax import Atom, AtomKind, lex_atom, split_arguments
+from pyql.terms import Slot
+
+if TYPE_CHECKING:
+    from pyql.profiles import Profile
+    from pyql.sparql import Sparql
+
+__all__ = [
+    "ParamKind",
+    "Param",
+    "Signature",
+    "Toolset",
+    "TOOLSETS",
+    "SPARQL_TOOLS",
+    "SQL_TOOLS",
+    "Call",
+    "Program",
+    "parse_call",
+    "COMPARISON_OPS",
+]
+
+#: comparison operators accepted by add_filter / add_condition (``<>`` is read as ``!=``)
+COMPARISON_OPS = ("=", "!=", ">", "<", ">=", "<=")
+
+
+class ParamKind(str, Enum):
+    TERM = "term"  # a KB term; what kinds is given by Param.slot
+    OP = "op"  # a comparison operator
+    COLUMN = "column"  # a SQL column (optionally table.column)
+    TABLE = "table"  # a SQL table
+    VALUE = "value"  # a SQL value (string/number)
+    AGG = "agg"  # an aggregation: None, MAX, MIN, COUNT, SUM, AVG
+    DIRECTION = "direction"  # asc / desc
+    INT = "int"  # a non-negative integer
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: ParamKind
+    doc: str = ""
+    slot: Slot | None = None
+    optional: bool = False
+    #: OP params: the operators allowed
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One DSL function: its name, parameters, one-line doc and role.
+
+    ``role`` is ``"env"`` for calls that ask the KB/DB without changing the query
+    (``get_relation``, ``get_column``), ``"build"`` for calls that add to the query and
+    ``"terminal"`` for ``execute``.
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    doc: str
+    role: str = "build"
+
+    @property
+    def arity(self) -> tuple[int, int]:
+        required = sum(1 for p in self.params if not p.optional)
+        return required, len(self.params)
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(p.name for p in self.params)})"
+
+    def check_arity(self, got: int) -> None:
+        lo, hi = self.arity
+        if not lo <= got <= hi:
+            raise ArityError(self.name, lo if lo == hi else (lo, hi), got, str(self))
+
+
+class Toolset(Mapping[str, Signature]):
+    """An ordered, named set of signatures (the SPARQL or the SQL version of PyQL)."""
+
+    def __init__(self, name: str, signatures: Iterable[Signature]) -> None:
+        self.name = name
+        self._by_name = {s.name: s for s in signatures}
+
+    def __getitem__(self, key: str) -> Signature:
+        return self._by_name[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def signature(self, name: str) -> Signature:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownFunctionError(name, list(self._by_name)) from None
+
+    def __repr__(self) -> str:
+        return f"Toolset({self.name!r}, {list(self._by_name)})"
+
+
+def _term(name: str, slot: Slot, doc: str, optional: bool = False) -> Param:
+    return Param(name, ParamKind.TERM, doc, slot=slot, optional=optional)
+
+
+_OP = Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=", choices=COMPARISON_OPS)
+
+SPARQL_TOOLS = Toolset(
+    "sparql",
+    [
+        Signature(
+            "get_relation",
+            (_term("node", Slot.VAR | Slot.ENTITY | Slot.LITERAL, "an entity id (m.02x1bx) or a variable (?computer)"),),
+            "Get the one-hop relations (forward and backward) of an entity or a variable.",
+            role="env",
+        ),
+        Signature(
+            "add_fact",
+            (
+                _term("head", Slot.NODE, "an entity, a literal or a variable"),
+                _term("relation", Slot.RELATION, "a relation from get_relation()"),
+                _term("tail", Slot.NODE, "an entity, a literal or a variable"),
+            ),
+            "Add a triple pattern (head, relation, tail) to the query.",
+        ),
+        Signature(
+            "add_type",
+            (_term("var", Slot.VAR, "a variable"), _term("type", Slot.CLASS, "a type/class")),
+            "Constrain a variable to instances of a type.",
+        ),
+        Signature(
+            "add_filter",
+            (
+                _term("ob1", Slot.VALUE, "a variable"),
+                _OP,
+                _term("ob2", Slot.VALUE, "a number, date, entity or variable"),
+            ),
+            "Add a comparison constraint: the result must satisfy ob1 op ob2 (e.g. ?length > 10).",
+        ),
+        Signature(
+            "add_time_constrain",
+            (
+                _term("var", Slot.VAR, "the node (often a CVT) that has the start and end relations"),
+                _term("start_relation", Slot.RELATION, "relation to the start time"),
+                _term("end_relation", Slot.RELATION, "relation to the end time"),
+                _term("window_end", Slot.LITERAL, "latest allowed start (a date)"),
+                _term("window_start", Slot.LITERAL, "earliest allowed end (a date)"),
+            ),
+            "Keep ?var whose [start, end] period overlaps the window: no start or start <= window_end, "
+            "and no end or end >= window_start.",
+        ),
+        Signature("add_max", (_term("max_var", Slot.VAR, "a variable"),),
+                  "Keep only the results where max_var is the largest."),
+        Signature("add_min", (_term("min_var", Slot.VAR, "a variable"),),
+                  "Keep only the results where min_var is the smallest."),
+        Signature(
+            "add_count",
+            (_term("count_var", Slot.VAR, "the variable to count"),
+             _term("new_var", Slot.VAR, "the variable that holds the count", optional=True)),
+            "Count the distinct values of count_var into new_var (default ?count).",
+        ),
+        Signature(
+            "add_sum",
+            (_term("sum_var", Slot.VAR, "the variable to add up"),
+             _term("new_var", Slot.VAR, "the variable that holds the sum", optional=True)),
+            "Sum the values of sum_var into new_var (default ?sum).",
+        ),
+        Signature(
+            "add_avg",
+            (_term("avg_var", Slot.VAR, "the variable to average"),
+             _term("new_var", Slot.VAR, "the variable that holds the average", optional=True)),
+            "Average the values of avg_var into new_var (default ?avg).",
+        ),
+        Signature("set_answer", (_term("answer_var", Slot.VAR, "an existing variable"),),
+                  "Set the variable that the query returns."),
+        Signature("execute", (), "Execute the query and return the answers.", role="terminal"),
+    ],
+)
+
+_COLUMN = Param("column", ParamKind.COLUMN, "a column name (quote it if it has commas or parentheses)")
+
+SQL_TOOLS = Toolset(
+    "sql",
+    [
+        Signature("get_column", (_COLUMN,),
+                  "Get the values stored in a column (distinct values with counts).", role="env"),
+        Signature(
+            "add_condition",
+            (_COLUMN,
+             Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=, LIKE",
+                   choices=(*COMPARISON_OPS, "LIKE", "NOT LIKE")),
+             Param("value", ParamKind.VALUE, "a string or a number")),
+            "Keep rows where `column op value` holds.",
+        ),
+        Signature(
+            "set_answer",
+            (_COLUMN,
+             Param("aggregation", ParamKind.AGG, "None, MAX, MIN, COUNT, SUM or AVG", optional=True)),
+            "Return a column, optionally aggregated (None, MAX, MIN, COUNT, SUM, AVG); call again "
+            "for more answer columns.",
+        ),
+        Signature(
+            "add_join",
+            (Param("table", ParamKind.TABLE, "the table to join"),
+             Param("left_column", ParamKind.COLUMN, "join column (default: a declared foreign key)", optional=True),
+             Param("right_column", ParamKind.COLUMN, "join column of the new table", optional=True)),
+            "Join another table, along a declared foreign key or the given columns.",
+        ),
+        Signature("add_group_by", (_COLUMN,), "Group the rows by a column."),
+        Signature(
+            "add_having",
+            (_COLUMN,
+             Param("aggregation", ParamKind.AGG, "MAX, MIN, COUNT, SUM or AVG"),
+             Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=", choices=COMPARISON_OPS),
+             Param("value", ParamKind.VALUE, "a number or string")),
+            "Keep groups where `aggregation(column) op value` holds.",
+        ),
+        Signature(
+            "add_order",
+            (_COLUMN,
+             Param("direction", ParamKind.DIRECTION, "asc or desc", optional=True),
+             Param("limit", ParamKind.INT, "how many rows to keep", optional=True)),
+            "Order the rows by a column (asc/desc), optionally keeping the first N.",
+        ),
+        Signature("set_distinct", (), "Return distinct rows only."),
+        Signature("execute", (), "Execute the query and return the answers.", role="terminal"),
+    ],
+)
+
+TOOLSETS: dict[str, Toolset] = {"sparql": SPARQL_TOOLS, "sql": SQL_TOOLS}
+
+
+def _toolset(tools: str | Toolset) -> Toolset:
+    if isinstance(tools, Toolset):
+        return tools
+    try:
+        return TOOLSETS[tools]
+    except KeyError:
+        raise ValueError(f"unknown toolset {tools!r}; known: {', '.join(TOOLSETS)}") from None
+
+
+_BARE_VAR = re.compile(r"x\d+")
+
+
+def _canonical(atom: Atom, param: Param) -> Atom:
+    # Original PyQL names variables x0, x1 ...; where a variable is allowed, read them as such.
+    if (
+        atom.kind is AtomKind.NAME
+        and param.slot is not None
+        and Slot.VAR in param.slot
+        and _BARE_VAR.fullmatch(atom.value)
+    ):
+        return Atom(AtomKind.VAR, atom.value)
+    if param.kind is ParamKind.OP and atom.kind is AtomKind.NAME and atom.value == "<>":
+        return Atom(AtomKind.NAME, "!=")
+    return atom
+
+
+class Call(BaseModel):
+    """One DSL call: a function name and its arguments as written (lexical atoms).
+
+    >>> c = Call.parse('add_filter(?x, >=, "2015-08-10"^^xsd:dateTime)')
+    >>> c.name, len(c.args)
+    ('add_filter', 3)
+    >>> str(c)
+    'add_filter(?x, >=, "2015-08-10"^^xsd:dateTime)'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    args: tuple[Atom, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_]\w*", v):
+            raise ValueError(f"not a function name: {v!r}")
+        return v
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(_render_arg(a) for a in self.args)})"
+
+    def __repr__(self) -> str:
+        return f"Call({str(self)!r})"
+
+    @classmethod
+    def of(cls, name: str, *args: str | Atom) -> Call:
+        """Build a call from argument texts (each lexed as one atom)."""
+        return cls(name=name, args=tuple(a if isinstance(a, Atom) else lex_atom(a) for a in args))
+
+    @classmethod
+    def parse(cls, text: str, tools: str | Toolset = "sparql") -> Call:
+        """Parse exactly one call (agent or Python style)."""
+        return parse_call(text, tools)
+
+    def validate_against(self, tools: str | Toolset = "sparql") -> Signature:
+        """The signature of this call; raises UnknownFunctionError / ArityError."""
+        sig = _toolset(tools).signature(self.name)
+        sig.check_arity(len(self.args))
+        return sig
+
+
+def _render_arg(atom: Atom) -> str:
+    text = str(atom)
+    if atom.kind is AtomKind.NAME and (
+        any(c in text for c in ",()\"'") or text != text.strip() or not text
+    ):
+        # a name that would not lex back as one bare argument is written as a quoted string
+        return str(Atom(AtomKind.STRING, atom.value))
+    return text
+
+
+@dataclass
+class _Scanner:
+    text: str
+    pos: int = 0
+
+    def skip_blank(self) -> None:
+        text = self.text
+        while self.pos < len(text):
+            ch = text[self.pos]
+            if ch in " \t\r\n;":
+                self.pos += 1
+            elif ch == "#":
+                nl = text.find("\n", self.pos)
+                self.pos = len(text) if nl < 0 else nl + 1
+            else:
+                break
+
+    def peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def skip_inline(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t":
+            self.pos += 1
+
+    def at_end(self) -> bool:
+        self.skip_blank()
+        return self.pos >= len(self.text)
+
+    def identifier(self) -> str:
+        m = re.compile(r"[A-Za-z_]\w*").match(self.text, self.pos)
+        if not m:
+            raise ParseError("expected a function call like add_fact(...)", self.text, self.pos)
+        self.pos = m.end()
+        return m.group(0)
+
+    def closing_paren(self, open_at: int) -> int:
+        """Index of the ')' matching the '(' at ``open_at``, skipping quoted strings."""
+        text = self.text
+        depth = 0
+        i = open_at
+        arg_start = open_at + 1
+        while i < len(text):
+            ch = text[i]
+            if ch in "\"'" and not text[arg_start:i].strip():
+                quote = ch
+                i += 1
+                while i < len(text) and text[i] != quote:
+                    i += 2 if text[i] == "\\" else 1
+                if i >= len(text):
+                    raise ParseError("unterminated string", text, arg_start)
+                i += 1
+                continue
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    return i
+            elif ch == "," and depth == 1:
+                arg_start = i + 1
+            i += 1
+        raise ParseError("missing ')'", text, open_at)
+
+
+def _python_arg(piece: str, offset: int, source: str) -> Atom:
+    """An argument of the original Python style: a Python literal whose content is an atom."""
+    stripped = piece.strip()
+    lead = offset + len(piece) - len(piece.lstrip())
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, SyntaxError):
+        raise ParseError(f"expected a Python string literal, got {stripped!r}", source, lead) from None
+    if isinstance(value, bool) or value is None:
+        return Atom(AtomKind.NAME, str(value))
+    if isinstance(value, (int, float)):
+        return Atom(AtomKind.NUMBER, repr(value))
+    if not isinstance(value, str):
+        raise ParseError(f"expected a string argument, got {stripped!r}", source, lead)
+    try:
+        return lex_atom(value)
+    except ParseError as exc:
+        raise ParseError(exc.description, source, lead) from None
+
+
+def _parse_calls(text: str, tools: Toolset) -> list[Call]:
+    scanner = _Scanner(text)
+    receivers: set[str] = set()
+    calls: list[Call] = []
+    while not scanner.at_end():
+        start = scanner.pos
+        name = scanner.identifier()
+        scanner.skip_inline()
+        if scanner.peek() == "=":  # a = PyQL()
+            scanner.pos += 1
+            scanner.skip_inline()
+            ctor_at = scanner.pos
+            ctor = scanner.identifier()
+            scanner.skip_inline()
+            if ctor not in ("PyQL", "PyQL_SQL", "PyQLSQL") or not scanner.text.startswith("()", scanner.pos):
+                raise ParseError("expected `name = PyQL()`", text, ctor_at)
+            scanner.pos += 2
+            receivers.add(name)
+            continue
+        python_style = False
+        if scanner.peek() == ".":
+            if name not in receivers:
+                raise ParseError(f"{name!r} is not a PyQL object (write `{name} = PyQL()` first)", text, start)
+            scanner.pos += 1
+            name = scanner.identifier()
+            python_style = True
+            scanner.skip_inline()
+        if scanner.peek() != "(":
+            raise ParseError(f"expected '(' after {name!r}", text, scanner.pos)
+        open_at = scanner.pos
+        close_at = scanner.closing_paren(open_at)
+        pieces = split_arguments(text, open_at + 1, close_at)
+        if python_style:
+            atoms = [_python_arg(p, off, text) for p, off in pieces]
+        else:
+            atoms = [lex_atom(p, offset=off, source=text) for p, off in pieces]
+        sig = tools.signature(name)
+        sig.check_arity(len(atoms))
+        atoms = [_canonical(a, p) for a, p in zip(atoms, sig.params)]
+        calls.append(Call(name=name, args=tuple(atoms)))
+        scanner.pos = close_at + 1
+        rest = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)").match(text, scanner.pos)
+        if not rest:
+            raise ParseError("unexpected text after call", text, scanner.pos)
+    return calls
+
+
+def parse_call(text: str, tools: str | Toolset = "sparql") -> Call:
+    """Parse exactly one call; raises ParseError / UnknownFunctionError / ArityError."""
+    calls = _parse_calls(text, _toolset(tools))
+    if len(calls) != 1:
+        raise ParseError(f"expected one call, found {len(calls)}", text, 0)
+    return calls[0]
+
+
+class Program(BaseModel):
+    """A list of DSL calls: parses, prints back, replays.
+
+    Equality is by calls and toolset, so ``Program.parse(str(p)) == p``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: tuple[Call, ...] = ()
+    tools: str = "sparql"
+
+    @classmethod
+    def parse(cls, text: str, tools: str | Toolset = "sparql") -> Program:
+        toolset = _toolset(tools)
+        return cls(calls=tuple(_parse_calls(text, toolset)), tools=toolset.name)
+
+    @classmethod
+    def of(cls, calls: Sequence[Call | str], tools: str = "sparql") -> Program:
+        return cls(
+            calls=tuple(c if isinstance(c, Call) else parse_call(c, tools) for c in calls),
+            tools=tools,
+        )
+
+    def __str__(self) -> str:
+        return "\n".join(str(c) for c in self.calls)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def __iter__(self) -> Iterator[Call]:  # type: ignore[override]
+        return iter(self.calls)
+
+    def __getitem__(self, index: int) -> Call:
+        return self.calls[index]
+
+    def append(self, call: Call) -> Program:
+        return Program(calls=(*self.calls, call), tools=self.tools)
+
+    def to_query(
+        self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> Sparql:
+        """Replay the program onto an empty SPARQL query (env calls add nothing)."""
+        from pyql.profiles import get_profile
+        from pyql.sparql import Sparql
+        from pyql.sparql.apply import apply_call
+        from pyql.terms import Context
+
+        prof = get_profile(profile)
+        ctx = Context(prof, dict(entities or {}))
+        query = Sparql(profile=prof, **options)
+        for call in self.calls:
+            query = apply_call(query, call, ctx)
+        return query
+
+    def to_sparql(
+        self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> str:
+        """Replay and compile to SPARQL text."""
+        return self.to_query(profile, entities, **options).to_sparql()

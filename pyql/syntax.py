@@ -1,0 +1,236 @@
+"""Lexical layer: what an LLM or a person writes, split into atoms and calls.
+
+This module knows nothing about KBs. It turns text such as
+``add_fact(m.0crbvqz, people.person.spouse_s, ?y)`` into a function name and a tuple of
+:class:`Atom` values (variable, IRI, quoted string, number, bare name), keeping enough to print
+the text back canonically. Giving atoms a meaning (entity? relation? literal?) is the job of
+:mod:`pyql.terms`, which needs the KB profile and the entity table.
+
+The scanner is a real tokenizer: commas, quotes and parentheses inside quoted literals are
+handled, and every error carries its position.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from pyql.errors import ParseError
+
+__all__ = ["AtomKind", "Atom", "lex_atom", "split_arguments", "quote_string"]
+
+
+class AtomKind(str, Enum):
+    VAR = "var"  # ?x or $x
+    IRI = "iri"  # <http://...>
+    STRING = "string"  # "..." or '...' with optional @lang / ^^datatype
+    NUMBER = "number"  # 12, -1.5, 1e3, optionally ^^datatype
+    NAME = "name"  # anything else, trimmed: m.0x, people.person.spouse_s, The Green Mile, >=
+
+
+_VAR_NAME = re.compile(r"[^\W]\w*|\d\w*", re.UNICODE)
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_LANG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One argument as written, classified lexically.
+
+    ``value`` is the unescaped content (variable name without ``?``, IRI without ``<>``, string
+    content without quotes, number text, trimmed name). ``datatype`` is the datatype as written
+    (``xsd:float``, ``http://...#float``) and ``lang`` the language tag, for strings/numbers.
+    """
+
+    kind: AtomKind
+    value: str
+    datatype: str | None = None
+    lang: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind is AtomKind.VAR:
+            return f"?{self.value}"
+        if self.kind is AtomKind.IRI:
+            return f"<{self.value}>"
+        if self.kind is AtomKind.NAME:
+            return self.value
+        body = quote_string(self.value) if self.kind is AtomKind.STRING else self.value
+        if self.lang:
+            return f"{body}@{self.lang}"
+        if self.datatype:
+            dt = self.datatype
+            return f"{body}^^{dt}" if ":" in dt and "/" not in dt else f"{body}^^<{dt}>"
+        return body
+
+
+def quote_string(value: str) -> str:
+    """Double-quoted, escaped form of ``value`` (valid in PyQL text and in SPARQL)."""
+    out = ['"']
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _read_quoted(text: str, start: int) -> tuple[str, int]:
+    """Read a quoted string starting at ``text[start]``; return (content, index after quote)."""
+    quote = text[start]
+    i = start + 1
+    out: list[str] = []
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= len(text):
+                raise ParseError("unterminated escape in string", text, i)
+            nxt = text[i + 1]
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+                i += 2
+                continue
+            if nxt in "uU":
+                width = 4 if nxt == "u" else 8
+                digits = text[i + 2 : i + 2 + width]
+                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                    raise ParseError(f"bad \\{nxt} escape in string", text, i)
+                code = int(digits, 16)
+                if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                    raise ParseError("escape is not a valid unicode character", text, i)
+                out.append(chr(code))
+                i += 2 + width
+                continue
+            # Unknown escape: keep the backslash literally (LLMs write e.g. "C:\path").
+            out.append(ch)
+            i += 1
+            continue
+        if ch == quote:
+            return "".join(out), i + 1
+        out.append(ch)
+        i += 1
+    raise ParseError("unterminated string", text, start)
+
+
+def _read_suffix(text: str, i: int) -> tuple[str | None, str | None, int]:
+    """Read an optional ``@lang`` or ``^^datatype`` suffix at ``i``."""
+    if text.startswith("@", i):
+        m = _LANG.match(text, i + 1)
+        if not m:
+            raise ParseError("bad language tag", text, i)
+        return None, m.group(0), m.end()
+    if text.startswith("^^", i):
+        j = i + 2
+        if text.startswith("<", j):
+            end = text.find(">", j)
+            if end < 0:
+                raise ParseError("unterminated datatype IRI", text, j)
+            return text[j + 1 : end], None, end + 1
+        m = re.compile(r"[A-Za-z][\w.\-]*:[^\s,()<>\"'{}|^`\\]+").match(text, j)
+        if not m:
+            raise ParseError("bad datatype after ^^", text, j)
+        return m.group(0), None, m.end()
+    return None, None, i
+
+
+def lex_atom(text: str, *, offset: int = 0, source: str | None = None) -> Atom:
+    """Classify one argument text as an :class:`Atom`.
+
+    >>> lex_atom("?x")
+    Atom(kind=<AtomKind.VAR: 'var'>, value='x', datatype=None, lang=None)
+    >>> str(lex_atom('"2015-08-10"^^xsd:dateTime'))
+    '"2015-08-10"^^xsd:dateTime'
+    >>> lex_atom("The Green Mile").kind
+    <AtomKind.NAME: 'name'>
+    """
+    src = source if source is not None else text
+    stripped = text.strip()
+    lead = offset + (len(text) - len(text.lstrip()))
+    if not stripped:
+        raise ParseError("empty argument", src, lead)
+    first = stripped[0]
+    if first in "?$" and len(stripped) > 1:
+        name = stripped[1:]
+        if not _VAR_NAME.fullmatch(name):
+            raise ParseError(f"bad variable name {stripped!r}", src, lead)
+        return Atom(AtomKind.VAR, name)
+    if first == "<" and stripped.endswith(">") and len(stripped) > 2 and " " not in stripped:
+        return Atom(AtomKind.IRI, stripped[1:-1])
+    if first in "\"'":
+        try:
+            content, end = _read_quoted(stripped, 0)
+            datatype, lang, end = _read_suffix(stripped, end)
+        except ParseError as exc:
+            raise ParseError(exc.description, src, lead + exc.position) from None
+        if end != len(stripped):
+            raise ParseError("unexpected text after quoted string", src, lead + end)
+        return Atom(AtomKind.STRING, content, datatype, lang)
+    m = _NUMBER.match(stripped)
+    if m:
+        try:
+            datatype, lang, end = _read_suffix(stripped, m.end())
+        except ParseError as exc:
+            raise ParseError(exc.description, src, lead + exc.position) from None
+        if end == len(stripped) and lang is None:
+            return Atom(AtomKind.NUMBER, m.group(0), datatype)
+    if any(c in stripped for c in "\n\r\x00"):
+        raise ParseError("control character in unquoted argument; quote it", src, lead)
+    return Atom(AtomKind.NAME, stripped)
+
+
+def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
+    """Split ``text[start:end]`` at top-level commas.
+
+    A quoted string that starts an argument, and nested parentheses, protect commas. Returns (piece, offset) pairs.
+    An empty argument list returns ``[]``.
+    """
+    pieces: list[tuple[str, int]] = []
+    depth = 0
+    i = start
+    piece_start = start
+    while i < end:
+        ch = text[i]
+        # A quote opens a string only where an argument starts (so "Ocean's Eleven" unquoted works).
+        if ch in "\"'" and depth == 0 and not text[piece_start:i].strip():
+            _, i = _read_quoted_bounded(text, i, end)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise ParseError("unbalanced ')'", text, i)
+        elif ch == "," and depth == 0:
+            pieces.append((text[piece_start:i], piece_start))
+            piece_start = i + 1
+        i += 1
+    if depth:
+        raise ParseError("unbalanced '('", text, start)
+    last = text[piece_start:end]
+    if pieces or last.strip():
+        pieces.append((last, piece_start))
+    return pieces
+
+
+def _read_quoted_bounded(text: str, i: int, end: int) -> tuple[str, int]:
+    try:
+        content, after = _read_quoted(text[:end], i)
+    except ParseError as exc:
+        raise ParseError(exc.description, text, exc.position) from None
+    return content, after

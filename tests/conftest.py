@@ -1,0 +1,26 @@
+"""Shared pytest fixtures. Server fixtures (Virtuoso, PostgreSQL) live in tests/support/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Where the shared datasets are: $PYQL_DATA, else ../shared/data next to the checkout."""
+    env = os.environ.get("PYQL_DATA")
+    if env:
+        return Path(env)
+    return REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def pyql_data() -> Path:
+    path = data_dir()
+    if not path.exists():
+        pytest.skip(f"datasets not found at {path} (set PYQL_DATA)")
+    return path
