@@ -1,0 +1,72 @@
+"""Reasoning memory: a typed, read-only view of a Session's history.
+
+A :class:`Memory` is a frozen value; the Session replaces it after each accepted step and keeps
+the old one when a step is rolled back (Algorithm 1, line 15), so guidelines can never change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyql.feedback import Relations, VariableValues
+    from pyql.program import Call
+
+__all__ = ["Memory"]
+
+
+def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What happened so far in a Session."""
+
+    #: accepted calls, in order
+    calls: tuple[Call, ...] = ()
+    #: variables of the current query (``?x`` form), in order of appearance
+    variables: tuple[str, ...] = ()
+    #: variables that have values (occur in a triple/type pattern)
+    bound_variables: tuple[str, ...] = ()
+    #: node (short form: ``m.0x`` or ``?x``) -> its relations, for every get_relation done
+    relations: Mapping[str, Relations] = field(default_factory=_frozen)
+    #: linked entities of the question: mention -> KB id
+    entities: Mapping[str, str] = field(default_factory=_frozen)
+    #: values per variable of the last non-empty query result
+    last_values: Mapping[str, VariableValues] = field(default_factory=_frozen)
+    #: the answer variable (``?x``) if set_answer was called
+    answer: str | None = None
+    #: the SQL tables/columns known to the session (empty for KBs)
+    columns: tuple[str, ...] = ()
+
+    def called(self, function: str) -> bool:
+        return any(c.name == function for c in self.calls)
+
+    @property
+    def fetched_nodes(self) -> tuple[str, ...]:
+        return tuple(self.relations)
+
+    def relations_of(self, node: str) -> Relations | None:
+        return self.relations.get(node)
+
+    def known_relations(self) -> frozenset[str]:
+        """Every relation listed by any get_relation so far."""
+        out: set[str] = set()
+        for rels in self.relations.values():
+            out.update(rels.forward)
+            out.update(rels.backward)
+        return frozenset(out)
+
+    def nodes_listing(self, relation: str) -> tuple[str, ...]:
+        """Nodes whose fetched relation lists contain ``relation``."""
+        return tuple(n for n, rels in self.relations.items() if relation in rels)
+
+    def with_(self, **changes: Any) -> Memory:
+        for key in ("relations", "entities", "last_values"):
+            if key in changes:
+                changes[key] = _frozen(changes[key])
+        return replace(self, **changes)

@@ -1,0 +1,226 @@
+"""The SPARQL compiler: pure functions from a :class:`~pyql.sparql.query.Sparql` tree to text.
+
+Terms render through :func:`render_term`, which only ever emits a validated IRI in ``<...>``, a
+prefixed name whose local part is checked against SPARQL's ``PN_LOCAL`` subset, a variable
+whose name is ``\\w+``, or an escaped literal. No user text is concatenated into the query
+unescaped.
+
+Comparison coercions used by ``add_filter`` and ``add_time_constrain``:
+
+- **dates** (``xsd:date``, ``xsd:dateTime``, ``xsd:gYear`` ... or a bare ``2015-08-10``): both
+  sides compare as ISO-8601 *text* truncated to the shorter of the two, so a value of ``"1859"``
+  (year precision) is ``>= "1859-01-01"`` and ``<= "1859-12-31"``. This is what the WebQSP gold
+  queries rely on Virtuoso's lenient ``xsd:datetime()`` cast for, done portably.
+- **plain strings**: ``STR(?v) op "text"``, so language tags and string datatypes don't matter.
+- **numbers**: compared numerically as typed literals (``?v > 10``).
+- **entities / variables**: compared as RDF terms (``?x != ns:m.0x``, ``?x != ?y``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
+
+if TYPE_CHECKING:
+    from pyql.profiles import Profile
+    from pyql.sparql.query import Filter, Sparql, TimeConstraint
+
+__all__ = ["compile_query", "render_term", "where_lines", "compile_relations", "prologue"]
+
+# A conservative subset of PN_LOCAL: at most one inner dot. Oxigraph (0.5) rejects valid local
+# names with two dots (ns:a.bc.d), so relation names like people.person.spouse_s go as full IRIs.
+_PN_LOCAL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)?")
+_INDENT = "  "
+
+
+def render_term(term: Term, profile: Profile) -> str:
+    """SPARQL text of ``term``, using the profile's display prefix where it is safe."""
+    if isinstance(term, (Entity, Relation)):
+        prefix = profile.display_prefix
+        if prefix is not None:
+            base = profile.prefixes[prefix]
+            if term.iri.startswith(base):
+                local = term.iri[len(base):]
+                if _PN_LOCAL.fullmatch(local):
+                    return f"{prefix}:{local}"
+        return str(term)
+    if isinstance(term, (Var, Literal, BlankNode)):
+        return str(term)
+    raise TypeError(f"not a term: {term!r}")
+
+
+def prologue(profile: Profile) -> list[str]:
+    if profile.display_prefix is None:
+        return []
+    return [f"PREFIX {profile.display_prefix}: <{profile.prefixes[profile.display_prefix]}>"]
+
+
+class _Fresh:
+    """Fresh variable names that cannot collide with the query's own."""
+
+    def __init__(self, query: Sparql) -> None:
+        self.taken = {v.name for v in query.variables}
+        self.n = 0
+
+    def __call__(self, stem: str) -> Var:
+        while True:
+            self.n += 1
+            name = f"pyql_{stem}{self.n}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return Var(name)
+
+
+def _temporal_compare(value: str, op: str, lit: Literal) -> str:
+    """Compare ``value`` (an expression) with a date literal at the coarser precision."""
+    lex = lit.lexical
+    n = len(lex)
+    text = f"STR({value})"
+    length = f"IF(STRLEN({text}) < {n}, STRLEN({text}), {n})"
+    return f"SUBSTR({text}, 1, {length}) {op} SUBSTR({Literal(lex)}, 1, {length})"
+
+
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
+
+
+def _filter_expr(f: Filter, profile: Profile) -> str:
+    left, op, right = f.left, f.op, f.right
+    if isinstance(left, Literal) and isinstance(right, Var):
+        left, right, op = right, left, _FLIP[op]
+    if isinstance(right, Literal) and isinstance(left, Var):
+        if right.is_temporal:
+            return _temporal_compare(str(left), op, right)
+        if right.datatype is None and right.lang is None:
+            return f"STR({left}) {op} {right}"
+    return f"{render_term(left, profile)} {op} {render_term(right, profile)}"
+
+
+def _time_lines(tc: TimeConstraint, profile: Profile, fresh: _Fresh) -> list[str]:
+    v = str(tc.var)
+    out = []
+    for rel, op, bound in (
+        (tc.start_relation, "<=", tc.window_end),
+        (tc.end_relation, ">=", tc.window_start),
+    ):
+        r = render_term(rel, profile)
+        absent, present = fresh("t"), fresh("t")
+        out.append(
+            f"FILTER (NOT EXISTS {{ {v} {r} {absent} }} || "
+            f"EXISTS {{ {v} {r} {present} . FILTER ({_temporal_compare(str(present), op, bound)}) }})"
+        )
+    return out
+
+
+def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
+    profile = query.profile
+    lines = [
+        f"{render_term(t.head, profile)} {render_term(t.relation, profile)} "
+        f"{render_term(t.tail, profile)} ."
+        for t in query.triples
+    ]
+    type_pred = Relation(profile.type_predicate)
+    lines += [
+        f"{tc.var} {render_term(type_pred, profile)} {render_term(tc.type, profile)} ."
+        for tc in query.types
+    ]
+    lines += [f"FILTER ({_filter_expr(f, profile)})" for f in query.filters]
+    for tc in query.time_constraints:
+        lines += _time_lines(tc, profile, fresh)
+    return lines
+
+
+def where_lines(query: Sparql, fresh: _Fresh | None = None) -> list[str]:
+    """The WHERE-clause lines of ``query`` (without braces), extrema in 'ties' mode included."""
+    fresh = fresh or _Fresh(query)
+    lines = _base_lines(query, fresh)
+    if query.extremum_mode == "ties":
+        for ext in query.extrema:
+            agg = fresh(ext.kind)
+            inner = [_INDENT + line for line in lines]
+            lines = [
+                *lines,
+                f"{{ SELECT ({ext.kind.upper()}({ext.var}) AS {agg}) WHERE {{",
+                *inner,
+                "} }",
+                f"FILTER ({ext.var} = {agg})",
+            ]
+    return lines
+
+
+def _lang_filter(var: Var, lang: str) -> str:
+    return f'FILTER (!isLiteral({var}) || lang({var}) = "" || langMatches(lang({var}), {Literal(lang)}))'
+
+
+def compile_query(
+    query: Sparql, *, select: tuple[Var, ...] | None = None, limit: int | None = None
+) -> str:
+    """SPARQL text for ``query``.
+
+    ``select`` overrides the projection (the Session uses it to show every variable); ``limit``
+    adds a LIMIT (after the paper-mode ORDER BY ... LIMIT 1, if any, the smaller wins).
+    """
+    profile = query.profile
+    fresh = _Fresh(query)
+    body = where_lines(query, fresh)
+    head = prologue(profile)
+    tail: list[str] = []
+
+    if query.aggregate is not None:
+        agg = query.aggregate
+        if agg.func == "count":
+            projection = f"(COUNT(DISTINCT {agg.var}) AS {agg.new_var})"
+            where = body
+        else:
+            bound = " ".join(str(v) for v in sorted(query.bound_variables, key=lambda v: v.name))
+            projection = f"({agg.func.upper()}({agg.var}) AS {agg.new_var})"
+            where = [f"{{ SELECT DISTINCT {bound} WHERE {{", *[_INDENT + x for x in body], "} }"]
+        lines = [*head, f"SELECT {projection}", "WHERE {", *[_INDENT + x for x in where], "}"]
+        if limit is not None:
+            lines.append(f"LIMIT {int(limit)}")
+        return "\n".join(lines)
+
+    if select is not None:
+        variables = select
+    elif query.answer is not None:
+        variables = (query.answer,)
+        if profile.answer_lang:
+            body = [*body, _lang_filter(query.answer, profile.answer_lang)]
+    else:
+        variables = tuple(v for v in query.variables if v in query.bound_variables)
+    projection = " ".join(str(v) for v in variables) if variables else "*"
+
+    effective_limit = limit
+    if query.extremum_mode == "limit" and query.extrema:
+        ext = query.extrema[-1]
+        order = "DESC" if ext.kind == "max" else "ASC"
+        tail.append(f"ORDER BY {order}({ext.var})")
+        effective_limit = 1 if limit is None else min(1, int(limit))
+    if effective_limit is not None:
+        tail.append(f"LIMIT {int(effective_limit)}")
+    lines = [*head, f"SELECT DISTINCT {projection}", "WHERE {", *[_INDENT + x for x in body], "}", *tail]
+    return "\n".join(lines)
+
+
+def compile_relations(
+    query: Sparql, node: Entity | Var | Literal, direction: str, *, limit: int | None = None
+) -> str:
+    """``SELECT DISTINCT ?r`` of relations leaving (``forward``) or entering (``backward``) ``node``.
+
+    For a variable, the current query's patterns constrain it (extrema and aggregates are
+    ignored: they do not change which relations the variable's values have).
+    """
+    profile = query.profile
+    plain = type(query)(profile=profile, triples=query.triples, types=query.types,
+                        filters=query.filters, time_constraints=query.time_constraints)
+    fresh = _Fresh(plain)
+    rel, other = fresh("r"), fresh("o")
+    body = where_lines(plain, fresh) if isinstance(node, Var) else []
+    n = render_term(node, profile)
+    pattern = f"{n} {rel} {other} ." if direction == "forward" else f"{other} {rel} {n} ."
+    lines = [*prologue(profile), f"SELECT DISTINCT {rel}", "WHERE {",
+             *[_INDENT + x for x in (*body, pattern)], "}"]
+    if limit is not None:
+        lines.append(f"LIMIT {int(limit)}")
+    return "\n".join(lines)
