@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Real servers started by the tests themselves (skipped only when the binaries are missing).
+pytest_plugins = ("tests.support.virtuoso", "tests.support.postgres")
+
 REPO = Path(__file__).resolve().parent.parent
 
 
