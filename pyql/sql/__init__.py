@@ -1,0 +1,65 @@
+"""SQL query trees: an immutable builder compiled with sqlglot for any dialect.
+
+>>> from pyql.sql import Sql
+>>> Sql("players").add_condition("Player", "=", "Terrence Ross").set_answer("Nationality").to_sql("postgres")
+'SELECT "Nationality" FROM "players" WHERE "Player" = \\'Terrence Ross\\''
+"""
+
+from __future__ import annotations
+
+from pyql.sql.apply import apply_call, atom_value, program_to_query, program_to_sql
+from pyql.sql.query import (
+    AGGREGATIONS,
+    LIKE_ESCAPE,
+    OPERATORS,
+    STAR,
+    Answer,
+    ColumnRef,
+    Condition,
+    Join,
+    Operand,
+    OrderKey,
+    SetOperation,
+    Sql,
+    Value,
+    escape_like,
+    normalise_aggregation,
+    normalise_operator,
+)
+from pyql.sql.schema import (
+    TYPE_CATEGORIES,
+    ColumnInfo,
+    ForeignKey,
+    Schema,
+    TableInfo,
+    normalise_type,
+)
+
+__all__ = [
+    "Sql",
+    "ColumnRef",
+    "Condition",
+    "Answer",
+    "OrderKey",
+    "Join",
+    "SetOperation",
+    "Value",
+    "Operand",
+    "OPERATORS",
+    "AGGREGATIONS",
+    "LIKE_ESCAPE",
+    "STAR",
+    "escape_like",
+    "normalise_operator",
+    "normalise_aggregation",
+    "Schema",
+    "TableInfo",
+    "ColumnInfo",
+    "ForeignKey",
+    "TYPE_CATEGORIES",
+    "normalise_type",
+    "apply_call",
+    "atom_value",
+    "program_to_query",
+    "program_to_sql",
+]
