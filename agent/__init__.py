@@ -1,0 +1,110 @@
+"""pyql.agent: the QueryAgent (ReAct over a pyql Session), LLM clients, accounting, relation
+ranking, prompts and trajectories.
+
+``openai`` and ``tiktoken`` (extra ``agent``) are imported only when a client or a token counter
+needs them; sentence-transformers (extra ``embed``) only by the local embedding ranker.
+
+>>> from pyql.agent import QueryAgent, ScriptedLLM, OpenAIChat  # doctest: +SKIP
+>>> agent = QueryAgent(OpenAIChat("gpt-4o-mini"), kb, guidelines=True)  # doctest: +SKIP
+>>> agent.run("who directed [Kismet]", {"Kismet": "Kismet"}).answers  # doctest: +SKIP
+"""
+
+from pyql.agent.accounting import (
+    DEFAULT_PRICES,
+    Price,
+    PriceTable,
+    TokenCounter,
+    TokenUsage,
+    Usage,
+    get_encoding,
+    load_encoding,
+)
+from pyql.agent.errors import (
+    LLMAuthError,
+    LLMBadRequestError,
+    LLMContextLengthError,
+    LLMError,
+    LLMModelNotFoundError,
+    LLMRateLimitError,
+    LLMReplayMismatchError,
+    LLMResponseError,
+    LLMScriptExhaustedError,
+    LLMServerError,
+    LLMTimeoutError,
+)
+from pyql.agent.llm import (
+    LLM,
+    LLMReply,
+    OpenAIChat,
+    OpenAIEmbeddings,
+    ReplayLLM,
+    ScriptedLLM,
+    ToolCall,
+)
+from pyql.agent.prompting import (
+    RETRY_WORDING,
+    PromptProfile,
+    get_prompt_profile,
+    render_hint,
+    system_prompt,
+    tool_schemas,
+    tools_doc,
+)
+from pyql.agent.query_agent import QueryAgent, Result, SessionFactory
+from pyql.agent.ranking import (
+    BM25Ranker,
+    EmbeddingCache,
+    EmbeddingRanker,
+    RelationRanker,
+    SentenceTransformerEmbedder,
+    rank_relations,
+)
+from pyql.agent.trajectory import Step, Trajectory, load_trajectories
+
+__all__ = [
+    "QueryAgent",
+    "Result",
+    "SessionFactory",
+    "LLM",
+    "LLMReply",
+    "ToolCall",
+    "OpenAIChat",
+    "OpenAIEmbeddings",
+    "ScriptedLLM",
+    "ReplayLLM",
+    "LLMError",
+    "LLMAuthError",
+    "LLMModelNotFoundError",
+    "LLMContextLengthError",
+    "LLMRateLimitError",
+    "LLMTimeoutError",
+    "LLMServerError",
+    "LLMBadRequestError",
+    "LLMResponseError",
+    "LLMReplayMismatchError",
+    "LLMScriptExhaustedError",
+    "Usage",
+    "TokenUsage",
+    "TokenCounter",
+    "Price",
+    "PriceTable",
+    "DEFAULT_PRICES",
+    "load_encoding",
+    "get_encoding",
+    "RelationRanker",
+    "BM25Ranker",
+    "EmbeddingRanker",
+    "EmbeddingCache",
+    "SentenceTransformerEmbedder",
+    "rank_relations",
+    "PromptProfile",
+    "get_prompt_profile",
+    "system_prompt",
+    "tools_doc",
+    "tool_schemas",
+    "render_hint",
+    "RETRY_WORDING",
+    "Step",
+    "Trajectory",
+    "load_trajectories",
+]

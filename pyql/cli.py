@@ -1,11 +1,14 @@
 """pyql's command line: ``pyql demo``, ``pyql compile``, ``pyql run``.
 
 - ``pyql demo``: an offline tour: questions answered one DSL call at a time on the bundled
-  movie KB, showing each call, its observation and the query so far.
-- ``pyql compile PROGRAM``: a program (text, a file, ``@file`` or ``-`` for stdin) to SPARQL
-  (or SQL with ``--sql`` once :mod:`pyql.sql` provides ``program_to_sql``).
+  movie KB, showing each call, its observation and the query so far; ``pyql demo --sql`` tours
+  the bundled basketball database (:mod:`pyql.sql.demo`).
+- ``pyql compile PROGRAM``: a program (text, a file, ``@file`` or ``-`` for stdin) to SPARQL,
+  or to SQL with ``--sql [--dialect D] [--table T]`` (:func:`pyql.sql.program_to_sql`).
 - ``pyql run --kb PATH_OR_URL PROGRAM``: runs each call in a :class:`~pyql.session.Session` and
-  prints the observations, the final query and the answers (``--json`` for tools).
+  prints the observations, the final query and the answers (``--json`` for tools);
+  ``pyql run --db URL_OR_SQLITE_FILE [--table T] PROGRAM`` does the same for a SQL program in a
+  :class:`~pyql.sql.session.SqlSession` over a read-only :class:`~pyql.db.SqlDB`.
 
 Errors are one red ``error: ...`` line on stderr (with a ``hint:`` line where one helps) and exit
 code 1; usage errors (a bad option) exit with 2. Never a traceback for a known error.
@@ -693,29 +696,48 @@ def _open_kb_session(
     )
 
 
-def _open_sql_session(url: str, table: str | None, max_values: int, timeout: float | None) -> Any:
-    """A SQL session on ``url``: the extension point for pyql.db / pyql.sql.
-
-    Expects ``pyql.sql.SqlSession(db, table=..., max_values=..., timeout=...)`` with the
-    Session interface (``run(call) -> Observation``, ``program``); adjust here when it lands.
-    """
-    session_cls = _sql_function("SqlSession")
+def _open_sql_session(url: str, table: str | None, entities: Mapping[str, str],
+                      max_values: int, timeout: float | None) -> Any:
+    """A :class:`~pyql.sql.session.SqlSession` on ``url`` (a SQLAlchemy URL or a SQLite file),
+    opened read-only."""
     try:
-        db_module = importlib.import_module("pyql.db")
+        from pyql.db import SqlDB
+        from pyql.sql.session import SqlSession
     except ImportError:
-        db_module = None
-    db_cls = getattr(db_module, "SqlDB", None)
-    if db_cls is None:
-        raise CliError(
-            "SQL support is not installed in this build",
-            hint="pyql.db.SqlDB is not available; use --kb to run SPARQL programs",
-        )
-    options: dict[str, Any] = {"max_values": max_values}
-    if table is not None:
-        options["table"] = table
+        raise CliError("SQL support is not installed in this build",
+                       hint="pyql.sql.session / pyql.db are not available; use --kb to run "
+                       "SPARQL programs") from None
+    if entities:
+        raise CliError("--entity/--entities link KB entities; a SQL run does not use them",
+                       hint="drop --entity/--entities, or use --kb for a SPARQL program")
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if not path.is_file():
+            raise CliError(f"no such database file: {url}",
+                           hint="give a SQLite file or a URL such as sqlite:///path.db, "
+                           "postgresql://user@host/db or duckdb:///file.duckdb")
+        url = f"sqlite:///{path.resolve()}"
+    options: dict[str, Any] = {}
     if timeout is not None:
-        options["timeout"] = timeout
-    return session_cls(db_cls(url), **options)
+        options["statement_timeout"] = timeout
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        db = SqlDB(url, **options)
+    except ImportError as exc:  # a SQLAlchemy dialect whose driver is not installed
+        raise CliError(f"cannot open {url}: {exc}",
+                       hint="install the database driver (pip install 'pyql-kbqa[postgres]' "
+                       "or 'pyql-kbqa[duckdb]')") from None
+    except SQLAlchemyError as exc:  # not a URL SQLAlchemy understands
+        raise CliError(f"cannot open {url}: {exc}",
+                       hint="give a SQLite file or a SQLAlchemy URL") from None
+    try:
+        return SqlSession(db, table=table, max_values=max_values)
+    except InputError as exc:
+        error = _as_cli_error(exc)
+        if error.hint is None and getattr(exc, "suggestions", ()):
+            error.hint = "tables: " + ", ".join(exc.suggestions)  # type: ignore[attr-defined]
+        raise error from None
 
 
 def _run_calls(session: Any, program: Program, keep_going: bool) -> list[tuple[Observation, bool]]:

@@ -116,6 +116,13 @@ class KBFeedback(BaseModel):
     answers: tuple[Any, ...] | None = None
     #: variables of the query that no triple pattern constrains
     unconstrained: tuple[str, ...] = ()
+    #: SQL: normalised type category (``pyql.sql.schema.TYPE_CATEGORIES``) of the columns the
+    #: step involves, by column name
+    column_types: dict[str, str] = Field(default_factory=dict)
+    #: SQL: distinct values (as text, possibly a sample) of the columns the step involves
+    column_values: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: SQL add_condition: whether the condition's value occurs in its column at all (None: unknown)
+    value_found: bool | None = None
 
 
 class Feedback(BaseModel):

@@ -85,7 +85,14 @@ class Profile:
 
     def _encode(self, local: str) -> str:
         if self.id_encoding == "label":
-            return quote(local.replace("_", "%5F").replace(" ", "_"), safe="_-.~!$&'()*+,;=:@")
+            # quote first ('%' -> %25, ' ' -> %20), then '_' -> %5F and spaces -> '_', so that
+            # _decode (unquote after '_' -> ' ') is the exact inverse
+            try:
+                encoded = quote(local, safe="-.~!$&'()*+,;=:@")
+            except UnicodeEncodeError:  # a lone surrogate
+                raise TermError(f"{local!r} is not valid unicode text", text=local,
+                                expected="an entity name") from None
+            return encoded.replace("_", "%5F").replace("%20", "_")
         return local
 
     def _decode(self, local: str) -> str:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from pyql.errors import ArityError, ParseError, UnknownFunctionError
-from pyql.syntax import Atom, AtomKind, lex_atom, split_arguments
+from pyql.syntax import Atom, AtomKind, iri_token_end, lex_atom, split_arguments
 from pyql.terms import Slot
 
 if TYPE_CHECKING:
@@ -222,8 +222,8 @@ SQL_TOOLS = Toolset(
         Signature(
             "add_condition",
             (_COLUMN,
-             Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=, LIKE",
-                   choices=(*COMPARISON_OPS, "LIKE", "NOT LIKE")),
+             Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=, LIKE, NOT LIKE, contains",
+                   choices=(*COMPARISON_OPS, "LIKE", "NOT LIKE", "contains", "IN", "NOT IN")),
              Param("value", ParamKind.VALUE, "a string or a number")),
             "Keep rows where `column op value` holds.",
         ),
@@ -286,6 +286,9 @@ def _canonical(atom: Atom, param: Param) -> Atom:
         and _BARE_VAR.fullmatch(atom.value)
     ):
         return Atom(AtomKind.VAR, atom.value)
+    if param.kind is not ParamKind.TERM and atom.kind is AtomKind.VAR:
+        # only KB term slots have variables; elsewhere "?x" is text (e.g. a SQL header)
+        return Atom(AtomKind.NAME, f"?{atom.value}")
     if param.kind is ParamKind.OP and atom.kind is AtomKind.NAME and atom.value == "<>":
         return Atom(AtomKind.NAME, "!=")
     return atom
@@ -338,12 +341,26 @@ class Call(BaseModel):
 
 def _render_arg(atom: Atom) -> str:
     text = str(atom)
-    if atom.kind is AtomKind.NAME and (
-        any(c in text for c in ",()\"'") or text != text.strip() or not text
-    ):
+    if atom.kind is AtomKind.NAME and not _reads_back_bare(atom):
         # a name that would not lex back as one bare argument is written as a quoted string
         return str(Atom(AtomKind.STRING, atom.value))
     return text
+
+
+def _reads_back_bare(atom: Atom) -> bool:
+    """Does the atom (a name or an IRI) written bare in an argument list read back as itself?
+
+    ``Ocean's Eleven`` and ``The Green Mile (film)`` do (a quote opens a string only at the start
+    of an argument; balanced parentheses are kept), so they print bare and keep their meaning.
+    """
+    text = str(atom)
+    if not text or text != text.strip() or text[0] in "\"'":
+        return False
+    try:
+        pieces = split_arguments(text, 0, len(text))
+        return len(pieces) == 1 and lex_atom(pieces[0][0]) == atom
+    except ParseError:
+        return False
 
 
 @dataclass
@@ -390,14 +407,19 @@ class _Scanner:
         while i < len(text):
             ch = text[i]
             if ch in "\"'" and not text[arg_start:i].strip():
-                quote = ch
+                quote, quote_at = ch, i
                 i += 1
                 while i < len(text) and text[i] != quote:
                     i += 2 if text[i] == "\\" else 1
                 if i >= len(text):
-                    raise ParseError("unterminated string", text, arg_start)
+                    raise ParseError("unterminated string", text, quote_at)
                 i += 1
                 continue
+            if ch == "<" and depth == 1 and not text[arg_start:i].strip():
+                after = iri_token_end(text, i)
+                if after is not None:  # an <IRI> argument may hold ')' and ','
+                    i = after
+                    continue
             if ch == "(":
                 depth += 1
             elif ch == ")":
@@ -425,9 +447,16 @@ def _python_arg(piece: str, offset: int, source: str) -> Atom:
     if not isinstance(value, str):
         raise ParseError(f"expected a string argument, got {stripped!r}", source, lead)
     try:
-        return lex_atom(value)
+        atom = lex_atom(value)
     except ParseError as exc:
         raise ParseError(exc.description, source, lead) from None
+    if atom.kind in (AtomKind.NAME, AtomKind.IRI) and not _reads_back_bare(atom):
+        # text the agent style can only write quoted (a comma, an unbalanced parenthesis): it is
+        # a string here too, so that the program prints back to what it parsed from
+        if atom.kind is AtomKind.IRI:
+            raise ParseError(f"not a valid IRI: {value!r}", source, lead)
+        return Atom(AtomKind.STRING, atom.value)
+    return atom
 
 
 def _parse_calls(text: str, tools: Toolset) -> list[Call]:

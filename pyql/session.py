@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -189,6 +190,14 @@ class Session:
     """A KB environment for one question. See the module docstring."""
 
     tools = "sparql"
+
+    def __new__(cls, kb: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """``Session(sql_db, table=...)`` is a :class:`pyql.sql.session.SqlSession`."""
+        if cls is Session and _is_sql_db(kb):
+            from pyql.sql.session import SqlSession
+
+            return SqlSession(kb, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -351,7 +360,8 @@ class Session:
         totals = self._totals(query, shown) if truncated else None
         values = {}
         for i, var in enumerate(rs.columns):
-            distinct = rs.distinct(i)
+            # a stable order, the same on every backend (engines return rows in any order)
+            distinct = sorted(rs.distinct(i), key=_sort_key)
             labelled = self._display(distinct[: self.max_values])
             unnamed = sum(1 for v in distinct if self._is_unnamed(v))
             total = totals.get(var, len(distinct)) if totals else len(distinct)
@@ -385,7 +395,7 @@ class Session:
             answer = bound[0]
         rs = self.kb.select(query.to_sparql(select=None if query.aggregate or query.answer else (answer,)),
                             timeout=self.timeout)
-        cells = rs.distinct(0) if rs.columns else []
+        cells = sorted(rs.distinct(0), key=_sort_key) if rs.columns else []
         answers = tuple(self._answer_value(c) for c in cells)
         labels = tuple(self._display(cells[: self.max_values]))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
@@ -419,7 +429,7 @@ class Session:
             elif isinstance(cell, Literal):
                 out.append(cell.lexical)
             elif isinstance(cell, BlankNode):
-                out.append(self.profile.unnamed_label or str(cell))
+                out.append(self.profile.unnamed_label or "UnName_Entity")  # blank node ids mean nothing
             else:
                 out.append(str(cell))
         return out
@@ -451,6 +461,25 @@ class Session:
             for e in missing:
                 self._labels[e.iri] = None
         return {e.iri: self._labels.get(e.iri) for e in entities}
+
+
+def _sort_key(cell: Any) -> tuple[int, float, str]:
+    if isinstance(cell, Literal):
+        value = cell.value
+        if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+            return (0, float(value), cell.lexical)
+        return (1, 0.0, cell.lexical)
+    if isinstance(cell, Entity):
+        return (2, 0.0, cell.short)
+    return (3, 0.0, str(cell))
+
+
+def _is_sql_db(backend: Any) -> bool:
+    # Without importing pyql.db (SQLAlchemy): a SqlDB exists only if its module was imported.
+    import sys
+
+    module = sys.modules.get("pyql.db.sqldb")
+    return module is not None and isinstance(backend, module.SqlDB)
 
 
 def _guess_function(text: str) -> str | None:

@@ -22,7 +22,7 @@ __all__ = ["AtomKind", "Atom", "lex_atom", "split_arguments", "quote_string"]
 
 
 class AtomKind(str, Enum):
-    VAR = "var"  # ?x or $x
+    VAR = "var"  # ?x (a leading $ is plain text: SQL headers like "$ Amount")
     IRI = "iri"  # <http://...>
     STRING = "string"  # "..." or '...' with optional @lang / ^^datatype
     NUMBER = "number"  # 12, -1.5, 1e3, optionally ^^datatype
@@ -165,7 +165,7 @@ def lex_atom(text: str, *, offset: int = 0, source: str | None = None) -> Atom:
     if not stripped:
         raise ParseError("empty argument", src, lead)
     first = stripped[0]
-    if first in "?$" and len(stripped) > 1:
+    if first == "?" and len(stripped) > 1:
         name = stripped[1:]
         if not _VAR_NAME.fullmatch(name):
             raise ParseError(f"bad variable name {stripped!r}", src, lead)
@@ -210,6 +210,12 @@ def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
         if ch in "\"'" and depth == 0 and not text[piece_start:i].strip():
             _, i = _read_quoted_bounded(text, i, end)
             continue
+        # So does an <IRI> (<http://dbpedia.org/resource/Washington,_D.C.> is one argument).
+        if ch == "<" and depth == 0 and not text[piece_start:i].strip():
+            after = iri_token_end(text, i, end)
+            if after is not None:
+                i = after
+                continue
         if ch == "(":
             depth += 1
         elif ch == ")":
@@ -226,6 +232,25 @@ def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
     if pieces or last.strip():
         pieces.append((last, piece_start))
     return pieces
+
+
+_IRI_TOKEN = re.compile(r"<[A-Za-z][A-Za-z0-9+.\-]*:[^<>\"{}|^`\\\x00-\x20]*>")  # <scheme:...>
+
+
+def iri_token_end(text: str, i: int, end: int | None = None) -> int | None:
+    """If an ``<IRI>`` that makes up a whole argument starts at ``text[i]``, the index after it.
+
+    The IRI must start with a scheme and be followed by blanks and then ``,``, ``)`` or the end,
+    so that a comparison operator such as ``<`` is never mistaken for the start of an IRI.
+    """
+    end = len(text) if end is None else end
+    m = _IRI_TOKEN.match(text, i, end)
+    if not m:
+        return None
+    j = m.end()
+    while j < end and text[j] in " \t":
+        j += 1
+    return m.end() if j >= end or text[j] in ",)" else None
 
 
 def _read_quoted_bounded(text: str, i: int, end: int) -> tuple[str, int]:

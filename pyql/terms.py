@@ -27,6 +27,8 @@ from decimal import Decimal, InvalidOperation
 from enum import Flag, auto
 from typing import TYPE_CHECKING, Union
 
+import pyoxigraph as _ox
+
 from pyql.errors import ParseError, TermError, UnknownEntityError
 from pyql.syntax import Atom, AtomKind, lex_atom, quote_string
 
@@ -54,7 +56,14 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 _INVALID_IRI_CHARS = re.compile(r'[\x00-\x20<>"{}|^`\\]')
-_VAR_NAME = re.compile(r"\w+", re.UNICODE)
+# SPARQL's VARNAME (PN_CHARS_U, digits, and the combining/extender characters after the first),
+# restricted to the BMP, which is what Oxigraph accepts. ``\w`` is wider (``?x²`` is not SPARQL).
+_PN_CHARS_U = (
+    "A-Za-z_\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c\u200d"
+    "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd"
+)
+_VAR_NAME = re.compile(f"[{_PN_CHARS_U}0-9][{_PN_CHARS_U}0-9\u00b7\u0300-\u036f\u203f\u2040]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _BARE_VAR = re.compile(r"x\d+")  # original PyQL writes variables as 'x0', 'x1', ...
 _ISO_DATE = re.compile(r"-?\d{4}(-\d{2}(-\d{2})?)?")
 _ISO_DATETIME = re.compile(r"-?\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?")
@@ -66,6 +75,10 @@ def validate_iri(iri: str) -> str:
         raise TermError(f"invalid IRI {iri!r}", text=iri, expected="an IRI without spaces or <>\"{}|^`\\")
     if ":" not in iri:
         raise TermError(f"IRI {iri!r} is not absolute (no scheme)", text=iri, expected="an absolute IRI")
+    try:  # the full RFC 3987 check (percent-encoding, host, one '#', ...), as SPARQL parsers do
+        _ox.NamedNode(iri)
+    except ValueError as exc:  # UnicodeEncodeError (lone surrogates) is a ValueError too
+        raise TermError(f"invalid IRI {iri!r}: {exc}", text=iri, expected="a valid IRI") from None
     return iri
 
 
@@ -148,11 +161,22 @@ class Literal:
     lang: str | None = None
 
     def __post_init__(self) -> None:
+        if _SURROGATE.search(self.lexical):
+            raise TermError("a literal cannot contain a lone surrogate (not valid UTF-8)",
+                            text=self.lexical.encode("utf-8", "backslashreplace").decode(),
+                            expected="valid unicode text")
         if self.lang is not None:
             if self.datatype not in (None, RDF_LANG_STRING):
-                raise TermError("a literal has either a language or a datatype", text=self.lexical)
+                raise TermError("a literal has either a language or a datatype", text=self.lexical,
+                                expected="a language tag or a datatype, not both")
             if not re.fullmatch(r"[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*", self.lang):
-                raise TermError(f"invalid language tag {self.lang!r}", text=self.lang)
+                raise TermError(f"invalid language tag {self.lang!r}", text=self.lang,
+                                expected="a BCP 47 language tag (en, en-GB)")
+            try:  # BCP 47 well-formedness (``en-a`` is not), as SPARQL parsers check it
+                _ox.Literal("", language=self.lang)
+            except ValueError:
+                raise TermError(f"invalid language tag {self.lang!r}", text=self.lang,
+                                expected="a BCP 47 language tag (en, en-GB)") from None
             object.__setattr__(self, "datatype", None)
         elif self.datatype is not None:
             validate_iri(self.datatype)

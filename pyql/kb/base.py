@@ -23,6 +23,7 @@ _UPDATE_KEYWORDS = re.compile(
     r"(?<![?$:\w.\-])(INSERT|DELETE|LOAD|CLEAR|CREATE|DROP|COPY|MOVE|ADD|WITH)(?![\w:.\-])",
     re.IGNORECASE,
 )
+_LANG_TAG = re.compile(r"@[A-Za-z]+(?:-[A-Za-z0-9]+)*")  # SPARQL LANGTAG
 _FORM = re.compile(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
 
 
@@ -41,6 +42,9 @@ def _strip_literals(query: str) -> str:
                 j += 2 if query[j] == "\\" else 1
             i = j + len(end_token)
             out.append('""')
+            tag = _LANG_TAG.match(query, i)  # "x"@add is a language tag, not the ADD keyword
+            if tag:
+                i = tag.end()
             continue
         if ch == "<":
             m = re.compile(r"<[^<>\"{}|^`\\\x00-\x20]*>").match(query, i)

@@ -83,6 +83,7 @@ class OxigraphKB(KB):
         else:
             self.store = ox.Store()
         self.path = Path(path) if path is not None else None
+        self.read_only = read_only
 
     @classmethod
     def from_file(cls, path: str | Path, *, profile: str | Profile = "generic") -> OxigraphKB:
@@ -149,5 +150,5 @@ class OxigraphKB(KB):
         return bool(result)
 
     def close(self) -> None:
-        if self.path is not None:
+        if self.path is not None and not self.read_only:  # flush() raises on read-only stores
             self.store.flush()

@@ -167,15 +167,25 @@ def compile_query(
     head = prologue(profile)
     tail: list[str] = []
 
+    # extremum_mode="limit": ORDER BY every extremum in turn (argmax of the first, then of the
+    # next among its ties ...), keep one solution
+    order_by = ""
+    if query.extremum_mode == "limit" and query.extrema:
+        order_by = "ORDER BY " + " ".join(
+            f"{'DESC' if ext.kind == 'max' else 'ASC'}({ext.var})" for ext in query.extrema
+        )
+
     if query.aggregate is not None:
         agg = query.aggregate
-        if agg.func == "count":
+        if agg.func == "count" and not order_by:
             projection = f"(COUNT(DISTINCT {agg.var}) AS {agg.new_var})"
             where = body
         else:
             bound = " ".join(str(v) for v in sorted(query.bound_variables, key=lambda v: v.name))
-            projection = f"({agg.func.upper()}({agg.var}) AS {agg.new_var})"
-            where = [f"{{ SELECT DISTINCT {bound} WHERE {{", *[_INDENT + x for x in body], "} }"]
+            func = "COUNT(DISTINCT " if agg.func == "count" else f"{agg.func.upper()}("
+            projection = f"({func}{agg.var}) AS {agg.new_var})"
+            close = f"}} {order_by} LIMIT 1 }}" if order_by else "} }"
+            where = [f"{{ SELECT DISTINCT {bound} WHERE {{", *[_INDENT + x for x in body], close]
         lines = [*head, f"SELECT {projection}", "WHERE {", *[_INDENT + x for x in where], "}"]
         if limit is not None:
             lines.append(f"LIMIT {int(limit)}")
@@ -192,10 +202,8 @@ def compile_query(
     projection = " ".join(str(v) for v in variables) if variables else "*"
 
     effective_limit = limit
-    if query.extremum_mode == "limit" and query.extrema:
-        ext = query.extrema[-1]
-        order = "DESC" if ext.kind == "max" else "ASC"
-        tail.append(f"ORDER BY {order}({ext.var})")
+    if order_by:
+        tail.append(order_by)
         effective_limit = 1 if limit is None else min(1, int(limit))
     if effective_limit is not None:
         tail.append(f"LIMIT {int(effective_limit)}")

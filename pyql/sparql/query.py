@@ -9,7 +9,7 @@ the previous value is a complete rollback. Arguments may be terms or text; text 
 PREFIX ns: <http://rdf.freebase.com/ns/>
 SELECT DISTINCT ?c
 WHERE {
-  ns:m.0crbvqz ns:meteorology.tropical_cyclone.category ?c .
+  ns:m.0crbvqz <http://rdf.freebase.com/ns/meteorology.tropical_cyclone.category> ?c .
   FILTER (!isLiteral(?c) || lang(?c) = "" || langMatches(lang(?c), "en"))
 }
 """

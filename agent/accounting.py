@@ -1,0 +1,397 @@
+"""Tokens, cost and time: per LLM call and per question.
+
+- Token counts come from the API's ``usage`` when the provider reports it; otherwise they are
+  counted with tiktoken (:class:`TokenCounter`), and marked ``estimated``.
+- tiktoken encodings are built from local ``.tiktoken`` files (:func:`load_encoding`), so no
+  network is needed: set ``PYQL_TIKTOKEN_DIR`` to a directory holding ``cl100k_base.tiktoken``
+  and ``o200k_base.tiktoken`` (or files named by tiktoken's cache key, the sha1 of the URL).
+  Without it, tiktoken's own cache is read; nothing is downloaded unless asked
+  (``PYQL_TIKTOKEN_DOWNLOAD=1``).
+  Without tiktoken at all, a 4-characters-per-token estimate is used and a warning logged.
+- Cost comes from a :class:`PriceTable` (US$ per 1M input/output tokens; the paper's C.2 method).
+  A model not in the table costs 0, with one warning per model.
+- :class:`Usage` sums one question: LLM calls, tokens, cost, KB/DB queries, seconds and the
+  guidelines that fired, by code.
+
+>>> table = PriceTable({"m": Price(input=1.0, output=2.0)})
+>>> table.cost("m", 1_000_000, 500_000)
+2.0
+>>> table.cost("m-2024-01-01", 1_000_000, 0)  # dated snapshots price as their base model
+1.0
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = [
+    "ENCODINGS",
+    "Price",
+    "PriceTable",
+    "DEFAULT_PRICES",
+    "TokenUsage",
+    "Usage",
+    "TokenCounter",
+    "load_encoding",
+    "get_encoding",
+    "encoding_name_for_model",
+]
+
+log = logging.getLogger(__name__)
+
+_BASE_URL = "https://openaipublic.blob.core.windows.net/encodings/"
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+#: what tiktoken's ``tiktoken_ext.openai_public`` declares for the two encodings we ship support
+#: for: the split regex, the special tokens and the sha256 of the rank file
+ENCODINGS: dict[str, dict[str, Any]] = {
+    "cl100k_base": {
+        "pat_str": (
+            r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"""
+            r"""[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+        ),
+        "special_tokens": {
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+        "sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    },
+    "o200k_base": {
+        "pat_str": "|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+                r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+                r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        "special_tokens": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+        "sha256": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    },
+}
+
+
+def _rank_file(name: str, directory: Path) -> Path:
+    plain = directory / f"{name}.tiktoken"
+    if plain.is_file():
+        return plain
+    cached = directory / hashlib.sha1(f"{_BASE_URL}{name}.tiktoken".encode()).hexdigest()
+    if cached.is_file():
+        return cached
+    raise FileNotFoundError(
+        f"no {name}.tiktoken (or its tiktoken cache file {cached.name}) in {directory}"
+    )
+
+
+def _parse_ranks(data: bytes, source: Path) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line:
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+        except ValueError as exc:
+            raise ValueError(f"{source}:{number}: not a tiktoken rank line ({exc})") from None
+    return ranks
+
+
+@lru_cache(maxsize=8)
+def _load_encoding(name: str, directory: str) -> tiktoken.Encoding:
+    import tiktoken
+
+    try:
+        spec = ENCODINGS[name]
+    except KeyError:
+        raise ValueError(f"unknown encoding {name!r}; known: {', '.join(ENCODINGS)}") from None
+    path = _rank_file(name, Path(directory))
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec["sha256"]:
+        raise ValueError(f"{path}: sha256 {digest} is not the {name} rank file ({spec['sha256']})")
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=spec["pat_str"],
+        mergeable_ranks=_parse_ranks(data, path),
+        special_tokens=dict(spec["special_tokens"]),
+    )
+
+
+def load_encoding(name: str, directory: str | os.PathLike[str]) -> tiktoken.Encoding:
+    """A tiktoken encoding built from ``<directory>/<name>.tiktoken`` without any network.
+
+    The file may also be named by tiktoken's cache key (sha1 of its download URL). Its sha256
+    is checked against the one tiktoken expects. Encodings are cached per (name, directory).
+    """
+    return _load_encoding(name, str(Path(directory).resolve()))
+
+
+def _tiktoken_cache_dir() -> Path:
+    """Where tiktoken itself caches downloads."""
+    import tempfile
+
+    base = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    return Path(base) if base else Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def get_encoding(name: str = "cl100k_base", directory: str | os.PathLike[str] | None = None, *,
+                 download: bool | None = None) -> tiktoken.Encoding:
+    """The encoding from ``directory``, else ``$PYQL_TIKTOKEN_DIR``, else tiktoken's own cache.
+
+    Nothing is downloaded unless ``download=True`` (or ``$PYQL_TIKTOKEN_DOWNLOAD=1``), in which
+    case ``tiktoken.get_encoding`` fetches and caches the file. Raises FileNotFoundError when the
+    encoding is nowhere to be found.
+    """
+    directory = directory or os.environ.get("PYQL_TIKTOKEN_DIR") or None
+    if directory:
+        return load_encoding(name, directory)
+    try:
+        return load_encoding(name, _tiktoken_cache_dir())
+    except FileNotFoundError:
+        pass
+    if download is None:
+        download = os.environ.get("PYQL_TIKTOKEN_DOWNLOAD", "") not in ("", "0", "false", "no")
+    if not download:
+        raise FileNotFoundError(
+            f"no local {name} encoding: set PYQL_TIKTOKEN_DIR to a directory with {name}.tiktoken "
+            "(or PYQL_TIKTOKEN_DOWNLOAD=1 to let tiktoken download it)")
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+
+
+def encoding_name_for_model(model: str) -> str:
+    """``o200k_base`` for the GPT-4o generation and later, ``cl100k_base`` otherwise."""
+    bare = model.rsplit("/", 1)[-1].lower()
+    return "o200k_base" if bare.startswith(_O200K_PREFIXES) else "cl100k_base"
+
+
+class TokenCounter:
+    """Counts tokens of text and chat messages the way the OpenAI cookbook does.
+
+    ``encoding`` may be an encoding name; it is loaded lazily with :func:`get_encoding` (from
+    ``directory``, ``$PYQL_TIKTOKEN_DIR`` or tiktoken's cache). If tiktoken or the files are
+    missing, counts fall back to ``ceil(len(text) / 4)`` and :attr:`exact` is False.
+    """
+
+    #: per message overhead and reply priming of the chat format (gpt-3.5-turbo-0613 and later)
+    TOKENS_PER_MESSAGE = 3
+    TOKENS_PER_NAME = 1
+    REPLY_PRIMING = 3
+
+    def __init__(self, encoding: str | tiktoken.Encoding | None = None, *,
+                 model: str | None = None, directory: str | os.PathLike[str] | None = None) -> None:
+        self._spec = encoding or encoding_name_for_model(model or "")
+        self._directory = directory
+        self._encoding: Any = None if isinstance(self._spec, str) else self._spec
+        self._failed = False
+
+    @property
+    def encoding(self) -> tiktoken.Encoding | None:
+        if self._encoding is None and not self._failed:
+            try:
+                self._encoding = get_encoding(str(self._spec), self._directory)
+            except (ImportError, OSError, ValueError) as exc:  # requests errors are OSErrors
+                self._failed = True
+                log.warning("token counts are estimated (4 characters per token): %s", exc)
+        return self._encoding
+
+    @property
+    def exact(self) -> bool:
+        return self.encoding is not None
+
+    def count(self, text: str) -> int:
+        enc = self.encoding
+        if enc is None:
+            return -(-len(text) // 4)
+        return len(enc.encode(text, disallowed_special=()))
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]],
+                       tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Prompt tokens of chat ``messages`` (and, approximately, the tool schemas)."""
+        import json
+
+        total = self.REPLY_PRIMING
+        for message in messages:
+            total += self.TOKENS_PER_MESSAGE
+            for key, value in message.items():
+                if value is None:
+                    continue
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                total += self.count(text)
+                if key == "name":
+                    total += self.TOKENS_PER_NAME
+        if tools:
+            total += self.count(json.dumps(list(tools), ensure_ascii=False))
+        return total
+
+
+@dataclass(frozen=True)
+class Price:
+    """US$ per 1M tokens: ``input`` (prompt), ``output`` (completion), ``cached_input``."""
+
+    input: float
+    output: float = 0.0
+    cached_input: float | None = None
+
+
+#: list prices (US$ / 1M tokens) of a few OpenAI models; pass your own table for others.
+#: ``gpt-3.5-turbo-0613`` is the paper's price ($0.0015 / $0.002 per 1K tokens, appendix C.2).
+DEFAULT_PRICES: dict[str, Price] = {
+    "gpt-3.5-turbo": Price(0.50, 1.50),
+    "gpt-3.5-turbo-0613": Price(1.50, 2.00),
+    "gpt-3.5-turbo-1106": Price(1.00, 2.00),
+    "gpt-4": Price(30.0, 60.0),
+    "gpt-4-turbo": Price(10.0, 30.0),
+    "gpt-4o": Price(2.50, 10.0, 1.25),
+    "gpt-4o-mini": Price(0.15, 0.60, 0.075),
+    "gpt-4.1": Price(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "text-embedding-ada-002": Price(0.10),
+    "text-embedding-3-small": Price(0.02),
+    "text-embedding-3-large": Price(0.13),
+}
+
+
+class PriceTable:
+    """Model name -> :class:`Price`; dated snapshots (``gpt-4o-2024-08-06``) use the longest
+    matching name. Unknown models cost 0 (one warning per model)."""
+
+    def __init__(self, prices: Mapping[str, Price | Mapping[str, float] | Sequence[float]] | None = None,
+                 ) -> None:
+        table = DEFAULT_PRICES if prices is None else prices
+        self.prices: dict[str, Price] = {name: _as_price(p) for name, p in table.items()}
+        self._warned: set[str] = set()
+
+    def lookup(self, model: str) -> Price | None:
+        bare = model.rsplit("/", 1)[-1]
+        if bare in self.prices:
+            return self.prices[bare]
+        best = max((name for name in self.prices if bare.startswith(name + "-")), key=len,
+                   default=None)
+        return self.prices[best] if best else None
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int,
+             cached_tokens: int = 0) -> float:
+        price = self.lookup(model)
+        if price is None:
+            if model not in self._warned:
+                self._warned.add(model)
+                log.warning("no price for model %r: its cost is counted as 0", model)
+            return 0.0
+        cached = min(cached_tokens, prompt_tokens)
+        cached_price = price.cached_input if price.cached_input is not None else price.input
+        return ((prompt_tokens - cached) * price.input + cached * cached_price
+                + completion_tokens * price.output) / 1_000_000
+
+
+def _as_price(value: Price | Mapping[str, float] | Sequence[float]) -> Price:
+    if isinstance(value, Price):
+        return value
+    if isinstance(value, Mapping):
+        return Price(**value)
+    return Price(*value)
+
+
+class TokenUsage(BaseModel):
+    """Tokens of one LLM call; ``estimated`` when counted locally instead of reported by the API."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Usage(BaseModel):
+    """What answering one question used. Add two with ``+`` to total a run.
+
+    >>> u = Usage().add_call(TokenUsage(prompt_tokens=10, completion_tokens=2), cost=0.5, seconds=1)
+    >>> u = u.add_trigger("G001").add_trigger("G001")
+    >>> (u.llm_calls, u.prompt_tokens, u.guideline_triggers)
+    (1, 10, {'G001': 2})
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    #: some token counts are local estimates (the API reported no usage)
+    estimated_tokens: bool = False
+    cost: float = 0.0
+    #: seconds spent waiting for the LLM (including retries)
+    llm_seconds: float = 0.0
+    kb_queries: int = 0
+    #: wall-clock seconds of the whole question
+    seconds: float = 0.0
+    guideline_triggers: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0) -> Usage:
+        return self.model_copy(update={
+            "llm_calls": self.llm_calls + 1,
+            "prompt_tokens": self.prompt_tokens + tokens.prompt_tokens,
+            "completion_tokens": self.completion_tokens + tokens.completion_tokens,
+            "cached_tokens": self.cached_tokens + tokens.cached_tokens,
+            "estimated_tokens": self.estimated_tokens or tokens.estimated,
+            "cost": self.cost + cost,
+            "llm_seconds": self.llm_seconds + seconds,
+        })
+
+    def add_trigger(self, code: str) -> Usage:
+        triggers = dict(self.guideline_triggers)
+        triggers[code] = triggers.get(code, 0) + 1
+        return self.model_copy(update={"guideline_triggers": triggers})
+
+    def __add__(self, other: Usage) -> Usage:
+        triggers = dict(self.guideline_triggers)
+        for code, n in other.guideline_triggers.items():
+            triggers[code] = triggers.get(code, 0) + n
+        return Usage(
+            llm_calls=self.llm_calls + other.llm_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            estimated_tokens=self.estimated_tokens or other.estimated_tokens,
+            cost=self.cost + other.cost,
+            llm_seconds=self.llm_seconds + other.llm_seconds,
+            kb_queries=self.kb_queries + other.kb_queries,
+            seconds=self.seconds + other.seconds,
+            guideline_triggers=triggers,
+        )

@@ -1,0 +1,108 @@
+"""Typed errors of the LLM clients.
+
+Every failure of a language-model call is an :class:`LLMError` (a :class:`pyql.errors.PyqlError`)
+with structured fields, so callers decide on fields, not on message text:
+
+::
+
+    LLMError                       model, status (HTTP status or None), code (provider error code)
+    ├── LLMAuthError               401/403, or no API key configured
+    ├── LLMModelNotFoundError      404 / ``model_not_found``
+    ├── LLMContextLengthError      the prompt is longer than the model's context window
+    ├── LLMRateLimitError          429 after the retries (``retry_after`` in seconds, if given)
+    ├── LLMTimeoutError            the request timed out after the retries
+    ├── LLMServerError             5xx or connection failure after the retries
+    ├── LLMBadRequestError         any other 4xx (an invalid parameter, ...)
+    ├── LLMResponseError           a malformed response (bad JSON, no choices, ...)
+    │   └── LLMReplayMismatchError a replayed trajectory does not match the prompt it is given
+    └── LLMScriptExhaustedError    a scripted/replay client has no reply left
+
+Errors of the *model's output* (an action that does not parse, a malformed tool-call argument
+string) are not errors here: the agent turns them into observations for the model.
+"""
+
+from __future__ import annotations
+
+from pyql.errors import PyqlError
+
+__all__ = [
+    "LLMError",
+    "LLMAuthError",
+    "LLMModelNotFoundError",
+    "LLMContextLengthError",
+    "LLMRateLimitError",
+    "LLMTimeoutError",
+    "LLMServerError",
+    "LLMBadRequestError",
+    "LLMResponseError",
+    "LLMReplayMismatchError",
+    "LLMScriptExhaustedError",
+]
+
+
+class LLMError(PyqlError):
+    """A language-model call failed.
+
+    ``model`` is the model asked, ``status`` the HTTP status (None when there was no response)
+    and ``code`` the provider's error code (``context_length_exceeded``, ``invalid_api_key``...).
+    """
+
+    def __init__(
+        self, message: str, *, model: str = "", status: int | None = None, code: str | None = None
+    ) -> None:
+        self.model = model
+        self.status = status
+        self.code = code
+        super().__init__(message)
+
+
+class LLMAuthError(LLMError):
+    """The API key is missing, wrong, or not allowed to use the model (401/403)."""
+
+
+class LLMModelNotFoundError(LLMError):
+    """The model does not exist or the key has no access to it (404)."""
+
+
+class LLMContextLengthError(LLMError):
+    """The prompt (plus the completion budget) exceeds the model's context window."""
+
+
+class LLMRateLimitError(LLMError):
+    """Rate limited (429) and the retries ran out; ``retry_after`` is the server's advice."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str = "",
+        status: int | None = 429,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, model=model, status=status, code=code)
+
+
+class LLMTimeoutError(LLMError):
+    """The request timed out and the retries ran out."""
+
+
+class LLMServerError(LLMError):
+    """The server failed (5xx) or could not be reached, and the retries ran out."""
+
+
+class LLMBadRequestError(LLMError):
+    """The request was rejected (4xx other than auth, not-found, rate limit, context length)."""
+
+
+class LLMResponseError(LLMError):
+    """The response could not be understood (not JSON, no choices, wrong shape)."""
+
+
+class LLMReplayMismatchError(LLMResponseError):
+    """A :class:`~pyql.agent.llm.ReplayLLM` was given a prompt other than the recorded one."""
+
+
+class LLMScriptExhaustedError(LLMError):
+    """A scripted or replay client was asked for more replies than it holds."""

@@ -1,0 +1,496 @@
+"""QueryAgent: the ReAct loop of the paper (Algorithm 1, appendix B.1) over a pyql Session.
+
+::
+
+    prompt <- I + Q + E                                     system message + question message
+    while t <= T:
+        thought, action <- LLM(prompt)                      one LLM call, one step
+        kb_fb, py_fb <- Execute(action)                     Session.run(action)
+        error <- Detect_and_Distinguish_Err(env_fb)         ERASER, inside the Session
+        obs <- guideline if error (step rolled back) else execution result
+        prompt <- prompt + thought + action + observation
+        if action = execute(): break                        only when execute() was accepted
+
+The Session does the executing, the guideline checks and the rollback; this module asks the
+model, reads its output (text or tool calls), renders the observation and keeps the records.
+
+**Format errors of the model are observations, never crashes.** In text mode, a reply without an
+action or with several actions is handed to the Session as is (nothing, or the actions one per
+line), so the Session's Python feedback (``no_action`` / ``multiple_actions``) reaches the
+guidelines; with guidelines off the raw error is the observation. In tools mode each DSL function
+is a tool; several tool calls in one reply are refused the same way (``multiple_actions``), and
+arguments that are not a JSON object become Python feedback ``parse_error``.
+
+**When the loop ends without an accepted execute()** (``max_steps`` reached, or the prompt outgrew
+the context window), the result has ``finished=False`` and its answers are those of executing the
+current query if it has an answer (``set_answer`` or an aggregation), else ``()``.
+
+Errors of the framework (authentication, unknown model, exhausted retries) are raised.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.errors import LLMContextLengthError
+from pyql.agent.llm import LLM, LLMReply, ToolCall, prompt_fingerprint
+from pyql.agent.prompting import (
+    STOP_SEQUENCES,
+    PromptProfile,
+    get_prompt_profile,
+    parse_reply,
+    question_message,
+    render_observation,
+    system_prompt,
+    tool_schemas,
+)
+from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
+from pyql.agent.trajectory import Step, Trajectory
+
+from pyql.errors import ArityError, InputError, ParseError
+from pyql.feedback import Feedback
+from pyql.kb.base import KB
+from pyql.program import Call, Program, Signature
+from pyql.session import Observation, Session, python_feedback_for
+from pyql.syntax import lex_atom
+
+__all__ = ["QueryAgent", "Result", "SessionFactory"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["text", "tools"]
+
+
+class SessionFactory(Protocol):
+    """Makes the environment of one question (anything with the Session's ``run`` contract)."""
+
+    def __call__(self, *, entities: Mapping[str, str], guidelines: Any, table: str | None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one question: the trajectory (serialisable) and the program."""
+
+    trajectory: Trajectory
+    program: Program
+
+    @property
+    def question(self) -> str:
+        return self.trajectory.question
+
+    @property
+    def answers(self) -> tuple[Any, ...]:
+        return self.trajectory.answers
+
+    @property
+    def query(self) -> str:
+        """The final SPARQL/SQL text."""
+        return self.trajectory.query
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.trajectory.steps
+
+    @property
+    def usage(self) -> Usage:
+        return self.trajectory.usage
+
+    @property
+    def finished(self) -> bool:
+        """The model called execute() and it was accepted."""
+        return self.trajectory.finished
+
+    @property
+    def stop_reason(self) -> str:
+        return self.trajectory.stop_reason
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What one reply asks the environment to do."""
+
+    thought: str
+    #: a Call (tools mode), text (text mode), or an input error to report (bad tool call)
+    action: Call | str | InputError
+    action_text: str
+    issue: str | None = None
+
+
+def _sql_db_class() -> type | None:
+    try:
+        from pyql.db import SqlDB
+    except ImportError:
+        return None
+    return SqlDB if isinstance(SqlDB, type) else None
+
+
+def _resolve_guidelines(spec: Any, tools: str) -> Any:
+    """``True`` -> the default ERASER registry (loaded once); ``None``/``False`` -> off."""
+    if spec is None or spec is False:
+        return None
+    if spec is not True:
+        return spec
+    try:
+        from pyql.guidelines import default_registry
+    except ImportError as exc:
+        raise ImportError("guidelines=True needs pyql.guidelines.default_registry "
+                          f"(ERASER is not available: {exc})") from exc
+    params = inspect.signature(default_registry).parameters
+    return default_registry(tools=tools) if "tools" in params else default_registry()
+
+
+def _query_count(backend: Any) -> int | None:
+    count = getattr(backend, "query_count", None)
+    return count if isinstance(count, int) else None
+
+
+class QueryAgent:
+    """The QueryAgent of the paper over a KB, a SQL database, or any Session factory.
+
+    ``backend`` is a :class:`pyql.kb.KB` (each question gets a :class:`pyql.Session`), a
+    ``pyql.db.SqlDB`` (each question gets a ``pyql.sql.session.SqlSession(db, table=...)``), or
+    a :class:`SessionFactory`. ``guidelines``: ``True`` (ERASER's default registry), ``None``
+    (off: raw errors are observations — the paper's "w/o ERASER"), or a registry.
+    ``mode="text"`` reads ``Thought n``/``Action n`` from text; ``mode="tools"`` offers one tool
+    per DSL function. ``ranker`` ranks relation lists longer than ``top_k`` (``"bm25"``,
+    ``"openai"``, ``"minilm"``, a :class:`~pyql.agent.ranking.RelationRanker`, or None to keep
+    the first ``top_k`` — the paper's "w/o RR"). ``profile`` picks the prompt (default: from the
+    backend's KB profile; ``"wikisql"`` for SQL).
+
+    >>> from pyql.agent.llm import ScriptedLLM
+    >>> from pyql.kb import OxigraphKB
+    >>> kb = OxigraphKB(profile="metaqa")
+    >>> kb.load_bytes(b'<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> <http://pyql.dev/metaqa/entity/William_Dieterle> .', format="ntriples")
+    >>> llm = ScriptedLLM([
+    ...     "Thought 1 : find the director.\\nAction 1 : add_fact(Kismet, directed_by, ?d)",
+    ...     "Thought 2 : that is the answer.\\nAction 2 : set_answer(?d)",
+    ...     "Thought 3 : done.\\nAction 3 : execute()",
+    ... ])
+    >>> result = QueryAgent(llm, kb, guidelines=None).run("who directed [Kismet]", {"Kismet": "Kismet"})
+    >>> result.answers, result.finished
+    (('William Dieterle',), True)
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        backend: KB | Any,
+        *,
+        guidelines: Any = True,
+        max_steps: int = 20,
+        mode: Mode = "text",
+        ranker: RelationRanker | str | None = "bm25",
+        top_k: int = TOP_K,
+        seed: int = 0,
+        profile: str | PromptProfile | None = None,
+        table: str | None = None,
+        max_observation_chars: int = 3000,
+        price_table: PriceTable | Mapping[str, Any] | None = None,
+        token_counter: TokenCounter | None = None,
+        session_options: Mapping[str, Any] | None = None,
+        execute_on_stop: bool = True,
+    ) -> None:
+        if mode not in ("text", "tools"):
+            raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.llm = llm
+        self.backend = backend
+        self.mode: Mode = mode
+        self.max_steps = max_steps
+        self.ranker = get_ranker(ranker)
+        self.top_k = top_k
+        self.seed = seed
+        self.table = table
+        self.max_observation_chars = max_observation_chars
+        self.session_options = dict(session_options or {})
+        self.execute_on_stop = execute_on_stop
+        self.profile = self._profile(profile)
+        self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
+        self.price_table = (price_table if isinstance(price_table, PriceTable)
+                            else PriceTable(price_table))
+        self._counter = token_counter
+        self.system = system_prompt(self.profile, mode)
+        self.tools: list[dict[str, Any]] | None = (
+            tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
+        self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
+
+    def __repr__(self) -> str:
+        return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
+                f"guidelines={'on' if self.guidelines is not None else 'off'})")
+
+    # -- setup ----------------------------------------------------------------------------------
+    def _profile(self, profile: str | PromptProfile | None) -> PromptProfile:
+        if isinstance(profile, PromptProfile):
+            return profile
+        if profile is not None:
+            return get_prompt_profile(profile)
+        if isinstance(self.backend, KB):
+            name = self.backend.profile.name
+            return get_prompt_profile(name if name in ("freebase", "metaqa") else "generic")
+        sql_db = _sql_db_class()
+        if sql_db is not None and isinstance(self.backend, sql_db):
+            return get_prompt_profile("wikisql")
+        return get_prompt_profile("freebase")
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
+        return self._counter
+
+    def new_session(self, entities: Mapping[str, str] | None = None, table: str | None = None
+                    ) -> Any:
+        """The environment of one question, chosen from the backend."""
+        entities = dict(entities or {})
+        backend = self.backend
+        if isinstance(backend, KB):
+            return Session(backend, entities, guidelines=self.guidelines, **self.session_options)
+        sql_db = _sql_db_class()
+        if sql_db is not None and isinstance(backend, sql_db):
+            from pyql.sql.session import SqlSession
+
+            db: Any = backend
+            return SqlSession(db, table=table or self.table, guidelines=self.guidelines,
+                              **self.session_options)
+        if callable(backend):
+            return backend(entities=entities, guidelines=self.guidelines, table=table or self.table)
+        raise TypeError(f"cannot make a session from {type(backend).__name__}: pass a pyql KB, "
+                        "a pyql SqlDB or a session factory")
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(
+        self,
+        question: str,
+        entities: Mapping[str, str] | None = None,
+        *,
+        table: str | None = None,
+        columns: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Result:
+        """Answer one question (Algorithm 1). See the module docstring for how it ends."""
+        started = time.perf_counter()
+        entities = dict(entities or {})
+        session = self.new_session(entities, table)
+        backend = getattr(session, "kb", None) or getattr(session, "db", None) or self.backend
+        if columns is None:
+            memory = getattr(session, "memory", None)
+            columns = tuple(getattr(memory, "columns", ()) or getattr(session, "columns", ()) or ())
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": question_message(self.profile, question,
+                                                         entities=entities, columns=columns)},
+        ]
+        usage = Usage()
+        steps: list[Step] = []
+        finished = False
+        stop_reason = "max_steps"
+        answers: tuple[Any, ...] = ()
+        last_obs: Observation | None = None
+        for n in range(1, self.max_steps + 1):
+            try:
+                reply = self.llm.complete(
+                    messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
+                    tools=self.tools)
+            except LLMContextLengthError as exc:
+                log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
+                stop_reason = "context_length"
+                break
+            tokens, cost = self._account(reply, messages)
+            usage = usage.add_call(tokens, cost=cost, seconds=reply.latency)
+            decision = self._decide(reply)
+            before = _query_count(backend)
+            env_start = time.perf_counter()
+            obs = self._act(session, decision)
+            env_seconds = time.perf_counter() - env_start
+            after = _query_count(backend)
+            kb_queries = after - before if after is not None and before is not None else 0
+            usage = usage.model_copy(update={"kb_queries": usage.kb_queries + kb_queries})
+            if obs.hint is not None:
+                usage = usage.add_trigger(obs.hint.code)
+            observation = render_observation(
+                obs, n, question=question, ranker=self.ranker, top_k=self.top_k, seed=self.seed,
+                max_chars=self.max_observation_chars)
+            step = Step(
+                n=n, thought=decision.thought, action=decision.action_text,
+                observation=observation, hint=obs.hint.code if obs.hint else None,
+                status=obs.status, accepted=obs.ok, format_issue=decision.issue, query=obs.query,
+                reply_text=reply.text, tool_calls=reply.tool_calls,
+                model=reply.model or getattr(self.llm, "model", ""),
+                prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
+                estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
+                env_latency=env_seconds, kb_queries=kb_queries, retries=reply.retries,
+                prompt_hash=prompt_fingerprint(messages, self.tools),
+            )
+            steps.append(step)
+            messages.extend(self._turn(step, reply))
+            last_obs = obs
+            log.debug("step %d: %s -> %s", n, step.action, step.status)
+            call = obs.call
+            if call is not None and call.name == "execute" and obs.ok:
+                finished = True
+                stop_reason = "execute"
+                answers = tuple(obs.answers or ())
+                break
+        if not finished and self.execute_on_stop:
+            answers, extra = self._execute_current(session, backend)
+            usage = usage.model_copy(update={"kb_queries": usage.kb_queries + extra})
+            last_obs = session.observations[-1] if getattr(session, "observations", None) else last_obs
+        program = getattr(session, "program", None) or Program(tools=self.profile.tools)
+        usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
+        trajectory = Trajectory(
+            question=question, entities=entities, profile=self.profile.name, mode=self.mode,
+            tools=self.profile.tools, model=getattr(self.llm, "model", ""), steps=tuple(steps),
+            answers=answers, query=last_obs.query if last_obs is not None else "",
+            program=str(program), finished=finished, stop_reason=stop_reason, usage=usage,
+            meta=dict(meta or {}),
+        )
+        return Result(trajectory=trajectory, program=program)
+
+    # -- one step -------------------------------------------------------------------------------
+    def _account(self, reply: LLMReply, messages: Sequence[Mapping[str, Any]]
+                 ) -> tuple[TokenUsage, float]:
+        tokens = reply.usage
+        if tokens is None:
+            counter = self.token_counter
+            out = reply.text + "".join(c.name + c.arguments for c in reply.tool_calls)
+            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages, self.tools),
+                                completion_tokens=counter.count(out), estimated=True)
+        cost = reply.cost
+        if cost is None:
+            model = reply.model or getattr(self.llm, "model", "")
+            cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                         tokens.cached_tokens)
+        return tokens, cost
+
+    def _decide(self, reply: LLMReply) -> _Decision:
+        functions = self.profile.functions
+        if self.mode == "tools" and reply.tool_calls:
+            thought = parse_reply(reply.text).thought if reply.text.strip() else ""
+            calls = reply.tool_calls
+            if len(calls) > 1:
+                rendered = [self._call_from_tool(c) for c in calls]
+                texts = [str(r) if isinstance(r, Call) else f"{c.name}({c.arguments})"
+                         for r, c in zip(rendered, calls, strict=True)]
+                text = "\n".join(texts)
+                if all(isinstance(r, Call) for r in rendered):  # the Session says multiple_actions
+                    return _Decision(thought, text, text, "multiple_actions")
+                return _Decision(thought, ParseError(f"expected one call, found {len(calls)}", text),
+                                 text, "multiple_actions")
+            call = self._call_from_tool(calls[0])
+            if isinstance(call, InputError):
+                text = f"{calls[0].name}({calls[0].arguments})"
+                return _Decision(thought, call, text, "bad_tool_call")
+            return _Decision(thought, call, str(call))
+        parsed = parse_reply(reply.text, functions)
+        return _Decision(parsed.thought, parsed.action_text, parsed.action_text, parsed.issue)
+
+    def _call_from_tool(self, tool: ToolCall) -> Call | InputError:
+        """The DSL call a tool call stands for, or the input error it makes."""
+        try:
+            arguments = tool.parsed_arguments()
+        except ValueError as exc:
+            return ParseError(str(exc), tool.arguments, 0)
+        sig = self._signatures.get(tool.name)
+        try:
+            if sig is None:  # unknown function: the Session reports it with the list of tools
+                return Call(name=tool.name, args=tuple(lex_atom(_text(v)) for v in arguments.values()
+                                                       if v is not None))
+            unknown = [k for k in arguments if k not in {p.name for p in sig.params}]
+            if unknown:
+                return ParseError(f"{sig}: unknown argument(s) {', '.join(unknown)}",
+                                  tool.arguments, 0)
+            values = [arguments.get(p.name) for p in sig.params]
+            while values and values[-1] is None:
+                values.pop()
+            if any(v is None for v in values):
+                lo, hi = sig.arity
+                got = sum(1 for v in values if v is not None)
+                return ArityError(sig.name, lo if lo == hi else (lo, hi), got, str(sig))
+            return Call(name=tool.name, args=tuple(lex_atom(_text(v)) for v in values))
+        except ParseError as exc:
+            return exc
+        except ValidationError as exc:  # not a function name
+            return ParseError(f"{tool.name!r} is not a function name ({exc.error_count()} errors)",
+                              tool.name, 0)
+
+    def _act(self, session: Any, decision: _Decision) -> Observation:
+        if isinstance(decision.action, InputError):
+            return _refuse(session, decision.action_text, decision.action)
+        return session.run(decision.action)
+
+    def _turn(self, step: Step, reply: LLMReply) -> list[dict[str, Any]]:
+        """The messages that record one step: the model's turn and the observation."""
+        n = step.n
+        thought = f"Thought {n} : {step.thought}"
+        if self.mode == "tools" and reply.tool_calls:
+            calls = [c if c.id else c.model_copy(update={"id": f"call_{n}_{i}"})
+                     for i, c in enumerate(reply.tool_calls)]
+            out: list[dict[str, Any]] = [{
+                "role": "assistant", "content": thought if step.thought else None,
+                "tool_calls": [c.to_message() for c in calls],
+            }]
+            out += [{"role": "tool", "tool_call_id": c.id, "content": step.observation}
+                    for c in calls]
+            return out
+        return [
+            {"role": "assistant", "content": f"{thought}\nAction {n} : {step.action}"},
+            {"role": "user", "content": f"Observation {n} : {step.observation}"},
+        ]
+
+    def _execute_current(self, session: Any, backend: Any) -> tuple[tuple[Any, ...], int]:
+        """Answers of the current query when the loop ended without execute(): executed only
+        if an answer was set (set_answer or an aggregation)."""
+        memory = getattr(session, "memory", None)
+        query = getattr(session, "query", None)
+        has_answer = bool(getattr(memory, "answer", None)) or (
+            getattr(query, "aggregate", None) is not None)
+        if not has_answer:
+            return (), 0
+        before = _query_count(backend)
+        obs = session.run(Call(name="execute"))
+        after = _query_count(backend)
+        extra = after - before if after is not None and before is not None else 0
+        if not obs.ok:
+            log.info("the final execute() was not accepted: %s", obs.text)
+            return (), extra
+        return tuple(obs.answers or ()), extra
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def _refuse(session: Any, text: str, error: InputError) -> Observation:
+    """Report an action that cannot be handed to ``session.run`` (a malformed tool call) as the
+    Python feedback of a step, through the session's guidelines, like ``run`` would."""
+    from_call = getattr(error, "function", None) or None
+    python = python_feedback_for(error, function=from_call or _function_of(text))
+    session.step = getattr(session, "step", 0) + 1
+    memory = session.memory
+    feedback = Feedback(step=session.step, action_text=text, call=None,
+                        tools=getattr(session, "tools", "sparql"), python=python, memory=memory)
+    checker = getattr(session, "guidelines", None)
+    hint = checker.evaluate(feedback) if checker is not None else None
+    observations = getattr(session, "observations", None)
+    query = observations[-1].query if observations else ""
+    obs = Observation(step=session.step, action=text, feedback=feedback, hint=hint, query=query)
+    if isinstance(observations, list):
+        observations.append(obs)
+    return obs
+
+
+def _function_of(text: str) -> str | None:
+    name = text.split("(", 1)[0].strip()
+    return name if name.isidentifier() else None
+
+

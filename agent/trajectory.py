@@ -1,0 +1,167 @@
+"""Typed step records and trajectories, saved as JSONL and reloadable.
+
+A :class:`Trajectory` is one question's run: the question and its linked entities, one
+:class:`Step` per LLM call (thought, action, observation, the guideline that fired, the query
+after the step, tokens, latencies, and the raw reply so it can be replayed with
+:class:`~pyql.agent.llm.ReplayLLM`), and the result (answers, final query, program, usage).
+
+On disk a trajectory is a run of JSON lines: one ``{"record": "question", ...}``, one
+``{"record": "step", ...}`` per step, and ``{"record": "result", ...}``. Several trajectories may
+share one file (an evaluation run appends them); :func:`load_trajectories` reads them all, and a
+trajectory cut short by a crash loads with ``finished=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pyql.agent.accounting import Usage
+from pyql.agent.llm import ToolCall
+
+__all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories"]
+
+
+class Step(BaseModel):
+    """One step of Algorithm 1: the model's thought and action, and the observation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: step number (1-based), as the prompt numbers it
+    n: int
+    thought: str = ""
+    #: the action as handed to the environment (text; tool calls rendered as a call)
+    action: str = ""
+    #: the observation text as rendered into the prompt (a hint includes the retry wording)
+    observation: str = ""
+    #: code of the guideline that fired (the step was rolled back), else None
+    hint: str | None = None
+    #: the Session's status: ok, empty, error, hint, backend_error, timeout
+    status: str = "ok"
+    #: the step was accepted (no error, no hint)
+    accepted: bool = True
+    #: how the model's output broke the one-thought-one-action format, if it did:
+    #: ``no_action``, ``multiple_actions``, ``bad_tool_call``
+    format_issue: str | None = None
+    #: the query text after the step
+    query: str = ""
+    #: the raw LLM output (text, and tool calls in tools mode): what a replay returns
+    reply_text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_tokens: bool = False
+    cost: float = 0.0
+    llm_latency: float = 0.0
+    env_latency: float = 0.0
+    kb_queries: int = 0
+    retries: int = 0
+    #: fingerprint of the prompt this step was generated from (see ``prompt_fingerprint``)
+    prompt_hash: str = ""
+
+
+class Trajectory(BaseModel):
+    """One question's run. See the module docstring."""
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    entities: dict[str, str] = Field(default_factory=dict)
+    #: prompt profile (freebase, metaqa, wikisql, ...), tools mode (text/tools), tool set
+    profile: str = ""
+    mode: str = "text"
+    tools: str = "sparql"
+    model: str = ""
+    steps: tuple[Step, ...] = ()
+    answers: tuple[Any, ...] = ()
+    query: str = ""
+    program: str = ""
+    #: the model called execute() and it was accepted
+    finished: bool = False
+    #: ``execute``, ``max_steps``, ``context_length`` (or empty for a run cut short)
+    stop_reason: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    #: free-form data of the caller (question id, gold answers, ...)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    # -- JSONL --------------------------------------------------------------------------------
+    def records(self) -> Iterator[dict[str, Any]]:
+        head = self.model_dump(mode="json", include={"question", "entities", "profile", "mode",
+                                                     "tools", "model", "meta"})
+        yield {"record": "question", **head}
+        for step in self.steps:
+            yield {"record": "step", **step.model_dump(mode="json")}
+        tail = self.model_dump(mode="json", include={"answers", "query", "program", "finished",
+                                                     "stop_reason", "usage"})
+        yield {"record": "result", **tail}
+
+    def save(self, path: str | os.PathLike[str], *, append: bool = False) -> Path:
+        """Write the JSONL records (``append=True`` adds to an existing file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8") as handle:
+            for record in self.records():
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], index: int = 0) -> Trajectory:
+        """The ``index``-th trajectory of a JSONL file."""
+        for i, trajectory in enumerate(iter_trajectories(path)):
+            if i == index:
+                return trajectory
+        raise ValueError(f"{path}: no trajectory #{index}")
+
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> Trajectory:
+        items = list(records)
+        if not items or items[0].get("record") != "question":
+            raise ValueError("a trajectory starts with a 'question' record")
+        head = {k: v for k, v in items[0].items() if k != "record"}
+        steps = [Step.model_validate({k: v for k, v in r.items() if k != "record"})
+                 for r in items[1:] if r.get("record") == "step"]
+        tails = [r for r in items[1:] if r.get("record") == "result"]
+        tail = {k: v for k, v in tails[-1].items() if k != "record"} if tails else {}
+        return cls.model_validate({**head, **tail, "steps": steps})
+
+    # -- reading ------------------------------------------------------------------------------
+    def render(self) -> str:
+        """A transcript in the paper's appendix-G layout."""
+        lines = [f"Question: {self.question}", f"Entity: {self.entities}", ""]
+        for step in self.steps:
+            lines += [f"Step {step.n}:", f"Thought {step.n}: {step.thought}",
+                      f"Action {step.n}: {step.action}",
+                      f"Observation {step.n}: {step.observation}", ""]
+        lines.append(f"Answer: {list(self.answers)}")
+        return "\n".join(lines)
+
+
+def iter_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
+    """Every trajectory of a JSONL file, in order (a last one cut short included)."""
+    current: list[dict[str, Any]] = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
+            if record.get("record") == "question" and current:
+                yield Trajectory.from_records(current)
+                current = []
+            current.append(record)
+            if record.get("record") == "result":
+                yield Trajectory.from_records(current)
+                current = []
+    if current:
+        yield Trajectory.from_records(current)
+
+
+def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
+    return list(iter_trajectories(path))

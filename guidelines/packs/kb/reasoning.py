@@ -1,0 +1,292 @@
+"""SPARQL-toolset guidelines that detect errors from the reasoning memory (``RM`` codes)."""
+
+from __future__ import annotations
+
+from pyql.guidelines.base import Guideline, on
+from pyql.guidelines.derive import (
+    bad_arg_text,
+    bound_variables,
+    fmt_list,
+    get_relation_calls,
+    is_linked,
+    linked_targets,
+    new_variables,
+    term_text,
+    value_owner,
+)
+from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
+
+from pyql.feedback import Feedback, Hint
+from pyql.terms import Entity, Literal, Var
+
+__all__ = [
+    "GetRelationUnknownNode",
+    "GetRelationUnboundVariable",
+    "FactTwoNewVariables",
+    "FactTwoNewVariablesUnexplored",
+    "FilterBeforeGetRelation",
+    "SetAnswerUnknownVariable",
+    "SetAnswerNoVariables",
+]
+
+
+def _used_before(feedback: Feedback, text: str) -> bool:
+    """Whether an accepted call already used this argument text (e.g. an id of a gold program)."""
+    return any(a.value == text for c in feedback.memory.calls for a in c.args)
+
+
+class GetRelationUnknownNode(Guideline):
+    """get_relation of an entity or literal that is not a linked entity or created variable.
+
+    Hallucinated ids, labels copied from results (``UnName_Entity``, ``BB&T Center``) and other
+    text. The paper's Table 13 and Figure 7, step 3; the hint lists the valid calls.
+
+    Bad:
+        get_relation(g.1233lk8r)
+
+    Fixed:
+        get_relation(m.01663r)
+    """
+
+    code = "RM201"
+    name = "kb.get_relation_unknown_node"
+    needs = frozenset({"memory"})
+    triggers_on = on("get_relation", python=("ok", "bad_term"))
+    toolsets = SPARQL
+    groups = ("sparql", "relation", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        memory = feedback.memory
+        if feedback.python.status == "bad_term":
+            text = bad_arg_text(feedback)
+        else:
+            node = feedback.args[0] if feedback.args else None
+            if not isinstance(node, (Entity, Literal)) or is_linked(node, memory):
+                return None
+            text = term_text(node)
+            if _used_before(feedback, text) or _used_before(feedback, node.short):
+                return None
+        calls = get_relation_calls(memory)
+        owner = value_owner(memory, text)
+        if owner:
+            calls = [f"get_relation({owner})", *[c for c in calls if c != f"get_relation({owner})"]]
+            lead = (f"{text} is invalid in get_relation: it is a value shown for {owner}, not an "
+                    "id.")
+        else:
+            lead = f"The parameter of get_relation, {text}, is not a linked entity or created variable."
+        bound = bound_variables(memory)
+        targets = linked_targets(memory)
+        options = []
+        if bound:
+            options.append(f"an existing variable, such as {fmt_list(bound)}")
+        if targets:
+            options.append(f"an id from the entity list, such as {fmt_list(targets)}")
+        message = lead
+        if options:
+            message += f" It must be {', or '.join(options)}."
+        if calls:
+            message += f" Suggestion: choose from: {', '.join(calls)}."
+        return self.hint(message, calls)
+
+
+class GetRelationUnboundVariable(Guideline):
+    """get_relation of a variable that has no values (never created, or only used in a filter).
+
+    The paper's Figure 6, step 4.
+
+    Bad:
+        get_relation(?stream)
+
+    Fixed:
+        get_relation(m.04rtjj)
+    """
+
+    code = "RM202"
+    name = "kb.get_relation_unbound_variable"
+    needs = frozenset({"memory"})
+    triggers_on = on("get_relation", python=("ok", "query_error"))
+    toolsets = SPARQL
+    groups = ("sparql", "relation", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        node = feedback.args[0] if feedback.args else None
+        if not isinstance(node, Var) or str(node) in feedback.memory.bound_variables:
+            return None
+        if feedback.python.status == "query_error" and feedback.python.error_code not in (
+            None, "unbound_variable"
+        ):
+            return None
+        calls = get_relation_calls(feedback.memory)
+        message = (f"You cannot query for the relations of {node} because it hasn't been bound "
+                   "to anything.")
+        if calls:
+            message += f" You need to first query for {', '.join(calls)}."
+        return self.hint(message, calls)
+
+
+def _two_new(feedback: Feedback) -> list[str] | None:
+    new = new_variables(feedback, (0, 2))
+    return new if len(new) == 2 else None
+
+
+class FactTwoNewVariables(Guideline):
+    """add_fact introduces two new variables (and get_relation has been invoked).
+
+    Neither the head nor the tail is connected to what the query knows. The paper's Table 13
+    and Figure 2 (guideline A): reconsider the head and the tail.
+
+    Bad:
+        get_relation(m.0bj4p9h)
+        add_fact(?exhibition, exhibition.exhibition_subject.subject, ?subject)
+
+    Fixed:
+        get_relation(m.0bj4p9h)
+        add_fact(?exhibition, exhibition.exhibition_subject.subject, m.0bj4p9h)
+    """
+
+    code = "RM203"
+    name = "kb.fact_two_new_variables"
+    needs = frozenset({"memory"})
+    triggers_on = on("add_fact")
+    toolsets = SPARQL
+    groups = ("sparql", "fact", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        new = _two_new(feedback)
+        if new is None or not feedback.memory.called("get_relation"):
+            return None
+        memory = feedback.memory
+        anchors = [*bound_variables(memory), *linked_targets(memory)]
+        return self.hint(
+            f"You introduced unexisting variable in add_fact(): both {new[0]} and {new[1]} are "
+            "new, which is invalid. You should find another approach to solve the question: "
+            "reconsider the head and the tail, one of them must be a linked entity or an "
+            "existing variable"
+            + (f", such as {fmt_list(anchors)}." if anchors else "."),
+            anchors,
+        )
+
+
+class FactTwoNewVariablesUnexplored(Guideline):
+    """add_fact introduces two new variables and get_relation has not been invoked.
+
+    Bad:
+        add_fact(?team, sports.sports_team.arena_stadium, ?arena)
+
+    Fixed:
+        get_relation(m.0j8js)
+    """
+
+    code = "RM204"
+    name = "kb.fact_two_new_variables_unexplored"
+    needs = frozenset({"memory"})
+    triggers_on = on("add_fact")
+    toolsets = SPARQL
+    groups = ("sparql", "fact", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        new = _two_new(feedback)
+        if new is None or feedback.memory.called("get_relation"):
+            return None
+        calls = get_relation_calls(feedback.memory)
+        return self.hint(
+            f"You introduced unexisting variable in add_fact(): both {new[0]} and {new[1]} are "
+            "new, which is invalid. Start from a linked entity: use get_relation() first"
+            + (f". Suggestion: {', '.join(calls)}." if calls else "."),
+            calls,
+        )
+
+
+class FilterBeforeGetRelation(Guideline):
+    """get_relation has not been invoked before add_filter (and nothing is known yet).
+
+    The paper's Figure 5, step 1. Exclusion filters (``add_filter(?x, !=, m.0x)``, written first
+    in the WebQSP gold programs) are not flagged.
+
+    Bad:
+        add_filter(?angular_frequency, =, 1.0)
+
+    Fixed:
+        get_relation(1.0)
+    """
+
+    code = "RM205"
+    name = "kb.filter_before_get_relation"
+    needs = frozenset({"memory"})
+    triggers_on = on("add_filter")
+    toolsets = SPARQL
+    groups = ("sparql", "filter", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        memory = feedback.memory
+        if memory.called("get_relation") or memory.bound_variables or is_exclusion(feedback):
+            return None
+        targets = linked_targets(memory)
+        return self.hint(
+            "You should use get_relation() first."
+            + (f" Choose a parameter from {fmt_list(targets)}." if targets else ""),
+            [f"get_relation({t})" for t in targets],
+        )
+
+
+class SetAnswerUnknownVariable(Guideline):
+    """set_answer of a variable that is not a created variable (others exist).
+
+    The paper's Table 13.
+
+    Bad:
+        set_answer(?boat)
+
+    Fixed:
+        set_answer(?car)
+    """
+
+    code = "RM206"
+    name = "kb.set_answer_unknown_variable"
+    needs = frozenset({"memory"})
+    triggers_on = on("set_answer", python=("ok", "query_error"))
+    toolsets = SPARQL
+    groups = ("sparql", "answer", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        var = feedback.args[0] if feedback.args else None
+        bound = bound_variables(feedback.memory)
+        if not isinstance(var, Var) or not bound or str(var) in feedback.memory.bound_variables:
+            return None
+        return self.hint(
+            f"{var} is not a created variable. You must set an existing variable as the answer. "
+            f"Existing variables include: {', '.join(bound)}. Please choose the proper variable "
+            "and set it again.",
+            [f"set_answer({v})" for v in bound],
+        )
+
+
+class SetAnswerNoVariables(Guideline):
+    """set_answer before any variable has values.
+
+    Bad:
+        set_answer(?arena)
+
+    Fixed:
+        add_fact(m.0j8js, sports.sports_team.arena_stadium, ?arena)
+        set_answer(?arena)
+    """
+
+    code = "RM207"
+    name = "kb.set_answer_no_variables"
+    needs = frozenset({"memory"})
+    triggers_on = on("set_answer", python=("ok", "query_error"))
+    toolsets = SPARQL
+    groups = ("sparql", "answer")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        var = feedback.args[0] if feedback.args else None
+        if not isinstance(var, Var) or feedback.memory.bound_variables:
+            return None
+        calls = get_relation_calls(feedback.memory)
+        return self.hint(
+            f"{var} is not a created variable, and there are no variables yet: build the query "
+            "first with get_relation() and add_fact()."
+            + (f" Start with {', '.join(calls)}." if calls else ""),
+            calls,
+        )

