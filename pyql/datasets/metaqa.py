@@ -37,6 +37,7 @@ import pyoxigraph as ox
 from pydantic import BaseModel, ConfigDict
 
 from pyql.datasets.paths import default_data_dir
+from pyql.errors import ParseError
 from pyql.kb.oxigraph import OxigraphKB
 from pyql.profiles import METAQA, RDFS
 from pyql.program import Call, Program
@@ -348,7 +349,7 @@ def topic_atom(label: str) -> Atom:
     """
     try:
         bare = lex_atom(label)
-    except Exception:  # noqa: BLE001 - anything that does not lex is quoted
+    except ParseError:  # e.g. a control character: quoted
         bare = None
     if (
         bare is not None
