@@ -279,7 +279,8 @@ class QueryAgent:
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
-        backend = getattr(session, "kb", None) or getattr(session, "db", None) or self.backend
+        backend = next((b for b in (getattr(session, "kb", None), getattr(session, "db", None))
+                        if b is not None), self.backend)
         if columns is None:
             memory = getattr(session, "memory", None)
             columns = tuple(getattr(memory, "columns", ()) or getattr(session, "columns", ()) or ())
@@ -343,7 +344,9 @@ class QueryAgent:
             answers, extra = self._execute_current(session, backend)
             usage = usage.model_copy(update={"kb_queries": usage.kb_queries + extra})
             last_obs = session.observations[-1] if getattr(session, "observations", None) else last_obs
-        program = getattr(session, "program", None) or Program(tools=self.profile.tools)
+        program = getattr(session, "program", None)
+        if program is None:
+            program = Program(tools=self.profile.tools)
         usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
         trajectory = Trajectory(
             question=question, entities=entities, profile=self.profile.name, mode=self.mode,
@@ -375,15 +378,12 @@ class QueryAgent:
         if self.mode == "tools" and reply.tool_calls:
             thought = parse_reply(reply.text).thought if reply.text.strip() else ""
             calls = reply.tool_calls
-            if len(calls) > 1:
+            if len(calls) > 1:  # refused as a whole: Python feedback "multiple_actions"
                 rendered = [self._call_from_tool(c) for c in calls]
-                texts = [str(r) if isinstance(r, Call) else f"{c.name}({c.arguments})"
-                         for r, c in zip(rendered, calls, strict=True)]
-                text = "\n".join(texts)
-                if all(isinstance(r, Call) for r in rendered):  # the Session says multiple_actions
-                    return _Decision(thought, text, text, "multiple_actions")
-                return _Decision(thought, ParseError(f"expected one call, found {len(calls)}", text),
-                                 text, "multiple_actions")
+                text = "\n".join(str(r) if isinstance(r, Call) else f"{c.name}({c.arguments})"
+                                 for r, c in zip(rendered, calls, strict=True))
+                error = ParseError(f"expected one call, found {len(calls)}", text)
+                return _Decision(thought, error, text, "multiple_actions")
             call = self._call_from_tool(calls[0])
             if isinstance(call, InputError):
                 text = f"{calls[0].name}({calls[0].arguments})"
