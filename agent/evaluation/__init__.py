@@ -1,0 +1,1 @@
+"""Evaluation: datasets as items, the resumable run directory, metrics, reports."""

@@ -1,0 +1,113 @@
+"""The data of an evaluation run: items in, one result line per question out.
+
+A run directory holds:
+
+- ``config.json``: the :class:`RunConfig` (dataset, split, data dir, llm spec, limit/sample/seed,
+  concurrency, guidelines on/off, ...), written once when the run starts;
+- ``results.jsonl``: one :class:`QuestionResult` per line, append-only, each with its ``id``;
+- ``metrics.json``: the aggregate (:func:`pyql.agent.evaluation.metrics.aggregate`), rewritten
+  as results arrive and at the end;
+- ``report.html``: written by ``pyql report RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EvalItem", "StepRecord", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS"]
+
+CONFIG = "config.json"
+RESULTS = "results.jsonl"
+METRICS = "metrics.json"
+
+
+class EvalItem(BaseModel):
+    """One question to evaluate, whatever the dataset."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    question: str
+    #: linked entities (mention -> KB id), for KB datasets
+    entities: dict[str, str] = Field(default_factory=dict)
+    #: gold answers (KB ids/labels, or SQL result values)
+    answers: tuple[Any, ...] = ()
+    #: the gold program text (agent style), when the dataset has one
+    program: str | None = None
+    tools: Literal["sparql", "sql"] = "sparql"
+    #: SQL: the table (WikiSQL) / database id (Spider)
+    table: str | None = None
+    db_id: str | None = None
+    #: dataset-specific facts for breakdowns (qtype, hops, difficulty, ...)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepRecord(BaseModel):
+    """One step of a trajectory, as the report shows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n: int
+    thought: str = ""
+    action: str = ""
+    observation: str = ""
+    hint: str | None = None
+    status: str = "ok"
+    query: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+class QuestionResult(BaseModel):
+    """The outcome of one question (one line of results.jsonl)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    question: str = ""
+    gold: tuple[Any, ...] = ()
+    predicted: tuple[Any, ...] = ()
+    #: per-question metrics: f1, hit@1, em, accuracy (those defined for the dataset)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    #: llm_calls, prompt_tokens, completion_tokens, cost, kb_queries, seconds
+    usage: dict[str, float] = Field(default_factory=dict)
+    #: guideline triggers by code
+    guidelines: dict[str, int] = Field(default_factory=dict)
+    #: guideline codes whose hint was followed by an accepted step (a successful correction)
+    corrected: dict[str, int] = Field(default_factory=dict)
+    finished: bool = True
+    stop_reason: str = ""
+    #: an error that ended the question (the run goes on); None when it ran to the end
+    error: str | None = None
+    query: str = ""
+    program: str = ""
+    steps: tuple[StepRecord, ...] = ()
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunConfig(BaseModel):
+    """How a run was started; ``pyql eval --resume`` reads it back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    split: str = "dev"
+    data_dir: str | None = None
+    llm: str
+    base_url: str | None = None
+    kb: str | None = None
+    db: str | None = None
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    concurrency: int = 1
+    guidelines: bool = True
+    max_steps: int = 20
+    mode: Literal["text", "tools"] = "text"
+    llm_cache: str | None = None
+    kb_cache: str | None = None
+    pyql_version: str = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
