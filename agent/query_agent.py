@@ -33,7 +33,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -162,7 +162,8 @@ class QueryAgent:
     per DSL function. ``ranker`` ranks relation lists longer than ``top_k`` (``"bm25"``,
     ``"openai"``, ``"minilm"``, a :class:`~pyql.agent.ranking.RelationRanker`, or None to keep
     the first ``top_k`` — the paper's "w/o RR"). ``profile`` picks the prompt (default: from the
-    backend's KB profile; ``"wikisql"`` for SQL).
+    backend's KB profile; ``"wikisql"`` for SQL). ``on_step`` is called with each
+    :class:`~pyql.agent.trajectory.Step` as soon as it is recorded (a live view of the run).
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -196,6 +197,7 @@ class QueryAgent:
         token_counter: TokenCounter | None = None,
         session_options: Mapping[str, Any] | None = None,
         execute_on_stop: bool = True,
+        on_step: Callable[[Step], None] | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -212,6 +214,7 @@ class QueryAgent:
         self.max_observation_chars = max_observation_chars
         self.session_options = dict(session_options or {})
         self.execute_on_stop = execute_on_stop
+        self.on_step = on_step
         self.profile = self._profile(profile)
         self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
         self.price_table = (price_table if isinstance(price_table, PriceTable)
@@ -274,8 +277,13 @@ class QueryAgent:
         table: str | None = None,
         columns: Sequence[str] | None = None,
         meta: Mapping[str, Any] | None = None,
+        on_step: Callable[[Step], None] | None = None,
     ) -> Result:
-        """Answer one question (Algorithm 1). See the module docstring for how it ends."""
+        """Answer one question (Algorithm 1). See the module docstring for how it ends.
+
+        ``on_step`` (else the agent's own) is called with each step as soon as it is recorded.
+        """
+        notify = on_step if on_step is not None else self.on_step
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -331,6 +339,8 @@ class QueryAgent:
                 prompt_hash=prompt_fingerprint(messages, self.tools),
             )
             steps.append(step)
+            if notify is not None:
+                notify(step)
             messages.extend(self._turn(step, reply))
             last_obs = obs
             log.debug("step %d: %s -> %s", n, step.action, step.status)

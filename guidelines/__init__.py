@@ -18,6 +18,7 @@ Guidelines are plugins: pyql's own packs and third-party ones register in the en
 
 from __future__ import annotations
 
+from pyql.feedback import Hint
 from pyql.guidelines.base import ANY, Guideline, Triggers, on
 from pyql.guidelines.registry import (
     GuidelineCheckError,
@@ -26,8 +27,6 @@ from pyql.guidelines.registry import (
     builtin_registry,
     default_registry,
 )
-
-from pyql.feedback import Hint
 
 __all__ = [
     "ANY",

@@ -80,7 +80,10 @@ def _cell(text: str) -> str:
 def render_markdown(registry: Registry) -> str:
     """The guidelines page: a summary table, then one section per guideline."""
     rows = list_rows(registry)
-    order = " → ".join(f"`{p}`" for p in sorted(PHASES, key=lambda p: (PHASES[p], p)))
+    phases: dict[int, list[str]] = {}
+    for prefix, phase in PHASES.items():
+        phases.setdefault(phase, []).append(f"`{prefix}`")
+    order = " → ".join("/".join(sorted(p)) for _, p in sorted(phases.items()))
     out = [
         "# ERASER guidelines",
         "",
@@ -92,9 +95,10 @@ def render_markdown(registry: Registry) -> str:
         "error: `PY` Python, `RM` reasoning memory, `KB` knowledge base, `DB` the SQL toolset's "
         "database. *Env* is the paper's Table 8 class (what the guideline reads).",
         "",
-        f"**Precedence.** Guidelines whose triggers match a step are asked in the order {order} "
-        "(same phase for `KB` and `DB`), by code within a phase; guidelines in the "
-        f"`{FALLBACK}` group come last. The first hint wins.",
+        f"**Precedence.** Guidelines whose triggers match a step are asked in the order {order}, "
+        f"by code within a phase; guidelines in the `{FALLBACK}` group come last. The first hint "
+        "wins. *Triggers on* lists the functions and the Python/KB statuses a guideline looks "
+        "at (Python status `ok` unless stated).",
         "",
         f"{len(rows)} guidelines. Counts per class: "
         + ", ".join(f"{k} {v}" for k, v in sorted(registry.class_counts().items())) + ".",

@@ -41,6 +41,8 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
+from pyql.errors import PyqlError
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import (
     CODE_PATTERN,
     KB_STATUSES,
@@ -53,9 +55,6 @@ from pyql.guidelines.base import (
     env_class,
     parse_docstring,
 )
-
-from pyql.errors import PyqlError
-from pyql.feedback import Feedback, Hint
 from pyql.program import TOOLSETS as TOOL_SIGNATURES
 
 __all__ = [

@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 EXTENSION_MODULES: tuple[str, ...] = (
     "pyql.guidelines.cli",  # pyql guidelines list|show
     "pyql.agent.cli",  # pyql ask, pyql eval, pyql report
+    "pyql.agent.evaluation.report_cli",  # pyql report RUN_DIR
+    "pyql.agent.evaluation.cli",  # pyql eval
 )
 
 app = typer.Typer(
@@ -463,6 +465,24 @@ def demo_command(
                     style="dim",
                 )
             )
+            out.print(Text("or tour SQL on a small database: pyql demo --sql", style="dim"))
+        else:
+            _sql_demo_next(out)
+
+
+def _sql_demo_next(out: Console) -> None:
+    """After the SQL tours: how to run a program of one's own on the demo database."""
+    from importlib import resources
+
+    path = Path(str(resources.files("pyql").joinpath("data/demo.sqlite")))
+    if not path.is_file():  # pragma: no cover - shipped with pyql
+        return
+    out.print(Text("Next: run your own program on the same database:", style="dim"))
+    out.print(Text(
+        f"  pyql run --db {path} --table players "
+        "'add_condition(position, =, Center); set_answer(height_cm, MAX)'",
+        style="dim",
+    ))
 
 
 def _show_tour(out: Console, number: int, total: int, result: Any, language: str) -> None:
@@ -696,20 +716,17 @@ def _open_kb_session(
     )
 
 
-def _open_sql_session(url: str, table: str | None, entities: Mapping[str, str],
-                      max_values: int, timeout: float | None) -> Any:
+def _open_sql_session(url: str, table: str | None, max_values: int,
+                      timeout: float | None) -> Any:
     """A :class:`~pyql.sql.session.SqlSession` on ``url`` (a SQLAlchemy URL or a SQLite file),
     opened read-only."""
+    session_cls = _sql_function("SqlSession")
     try:
         from pyql.db import SqlDB
-        from pyql.sql.session import SqlSession
     except ImportError:
         raise CliError("SQL support is not installed in this build",
-                       hint="pyql.sql.session / pyql.db are not available; use --kb to run "
-                       "SPARQL programs") from None
-    if entities:
-        raise CliError("--entity/--entities link KB entities; a SQL run does not use them",
-                       hint="drop --entity/--entities, or use --kb for a SPARQL program")
+                       hint="pyql.db.SqlDB is not available; use --kb to run SPARQL programs"
+                       ) from None
     if "://" not in url:
         path = Path(url).expanduser()
         if not path.is_file():
@@ -732,7 +749,7 @@ def _open_sql_session(url: str, table: str | None, entities: Mapping[str, str],
         raise CliError(f"cannot open {url}: {exc}",
                        hint="give a SQLite file or a SQLAlchemy URL") from None
     try:
-        return SqlSession(db, table=table, max_values=max_values)
+        return session_cls(db, table=table, max_values=max_values)
     except InputError as exc:
         error = _as_cli_error(exc)
         if error.hint is None and getattr(exc, "suggestions", ()):

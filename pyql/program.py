@@ -358,9 +358,14 @@ def _reads_back_bare(atom: Atom) -> bool:
         return False
     try:
         pieces = split_arguments(text, 0, len(text))
-        return len(pieces) == 1 and lex_atom(pieces[0][0]) == atom
+        if len(pieces) != 1:
+            return False
+        lexed = lex_atom(pieces[0][0])
     except ParseError:
         return False
+    # a name "?x" comes from a variable outside a term slot, where it is read back as a name
+    return lexed == atom or (atom.kind is AtomKind.NAME and lexed.kind is AtomKind.VAR
+                             and str(lexed) == text)
 
 
 @dataclass

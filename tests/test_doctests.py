@@ -44,8 +44,16 @@ def _import(name: str) -> ModuleType:
 
 
 def test_the_core_modules_are_found() -> None:
-    for name in ("pyql.terms", "pyql.syntax", "pyql.program", "pyql.sparql.query",
-                 "pyql.sparql.compile", "pyql.kb.base", "pyql.session", "pyql.profiles"):
+    for name in (
+        "pyql.terms",
+        "pyql.syntax",
+        "pyql.program",
+        "pyql.sparql.query",
+        "pyql.sparql.compile",
+        "pyql.kb.base",
+        "pyql.session",
+        "pyql.profiles",
+    ):
         assert name in MODULES
 
 

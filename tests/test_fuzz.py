@@ -26,10 +26,12 @@ from pyql.terms import Context, Entity, Literal, Relation, Slot, Var, parse_term
 STORE = ox.Store()
 #: PYQL_FUZZ_SCALE=20 runs twenty times the examples (a deeper run than CI's, same tests)
 SCALE = float(os.environ.get("PYQL_FUZZ_SCALE", "1"))
-FAST = settings(max_examples=int(250 * SCALE), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=int(100 * SCALE), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=int(250 * SCALE), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+SLOW = settings(
+    max_examples=int(100 * SCALE), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 CONTEXTS = [
     Context(FREEBASE, {"The Green Mile": "m.0green", "Kim": "m.0kim"}),
@@ -49,13 +51,66 @@ ANY_CHAR = st.one_of(
 ANY_TEXT = st.text(ANY_CHAR, max_size=40)
 
 #: fragments of the term syntax, glued together: far more often near-valid than random text
-PIECES = st.sampled_from([
-    "?", "$", "x", "x0", "m.", "0crbvqz", "g.", "ns:", "xsd:", "ex:", "e:", "rdf:type", "<", ">",
-    "http://", "example.org/", "a", "#", "%", "%20", "%zz", '"', "'", "\\", "\\u00e9", "\\n",
-    "@", "en", "-", "GB", "^^", "float", "dateTime", "http://www.w3.org/2001/XMLSchema#float",
-    "1", "2015", "-08-10", "T10:00:00", ".", "e3", "The Green Mile", "Kismet", "people.person",
-    ".spouse_s", " ", ",", "(", ")", "true", "²", "é", "中", "\U0001f600", "}", "{", ";",
-])
+PIECES = st.sampled_from(
+    [
+        "?",
+        "$",
+        "x",
+        "x0",
+        "m.",
+        "0crbvqz",
+        "g.",
+        "ns:",
+        "xsd:",
+        "ex:",
+        "e:",
+        "rdf:type",
+        "<",
+        ">",
+        "http://",
+        "example.org/",
+        "a",
+        "#",
+        "%",
+        "%20",
+        "%zz",
+        '"',
+        "'",
+        "\\",
+        "\\u00e9",
+        "\\n",
+        "@",
+        "en",
+        "-",
+        "GB",
+        "^^",
+        "float",
+        "dateTime",
+        "http://www.w3.org/2001/XMLSchema#float",
+        "1",
+        "2015",
+        "-08-10",
+        "T10:00:00",
+        ".",
+        "e3",
+        "The Green Mile",
+        "Kismet",
+        "people.person",
+        ".spouse_s",
+        " ",
+        ",",
+        "(",
+        ")",
+        "true",
+        "²",
+        "é",
+        "中",
+        "\U0001f600",
+        "}",
+        "{",
+        ";",
+    ]
+)
 GLUED = st.lists(st.one_of(PIECES, ANY_TEXT), max_size=8).map("".join)
 
 #: well-formed terms of every kind, with arbitrary payloads where the syntax allows them
@@ -64,16 +119,34 @@ VARIABLES = st.one_of(
     VARIABLE_POOL, st.text(ANY_CHAR, min_size=1, max_size=6).map(lambda s: "?" + s)
 )
 RELATIONS = st.one_of(
-    st.sampled_from([
-        "people.person.spouse_s", "film.film.runtime", "ns:type.object.name", "directed_by",
-        "ex:directed_by", "rdf:type", "<http://example.org/p>", '"film.film.directed_by"',
-    ]),
+    st.sampled_from(
+        [
+            "people.person.spouse_s",
+            "film.film.runtime",
+            "ns:type.object.name",
+            "directed_by",
+            "ex:directed_by",
+            "rdf:type",
+            "<http://example.org/p>",
+            '"film.film.directed_by"',
+        ]
+    ),
     st.from_regex(r"[a-z_]{1,8}\.[a-z_]{1,8}\.[a-z_]{1,8}", fullmatch=True),
     st.text(ANY_CHAR, max_size=12).map(lambda s: f"<http://example.org/{s}>"),
 )
 ENTITIES = st.one_of(
-    st.sampled_from(["The Green Mile", '"The Green Mile"', "Kim", "Kismet", "m.0green",
-                     "ex:kismet", "e:Kismet", "<http://example.org/a>"]),
+    st.sampled_from(
+        [
+            "The Green Mile",
+            '"The Green Mile"',
+            "Kim",
+            "Kismet",
+            "m.0green",
+            "ex:kismet",
+            "e:Kismet",
+            "<http://example.org/a>",
+        ]
+    ),
     st.from_regex(r"[mg]\.[0-9a-z_]{1,8}", fullmatch=True),
     st.text(ANY_CHAR, max_size=12).map(lambda s: f"<http://example.org/{s}>"),
     st.text(ANY_CHAR, max_size=12).map(lambda s: f"ex:{s}"),
@@ -90,12 +163,27 @@ def _quoted(text: str, style: int) -> str:
 
 LITERALS = st.one_of(
     st.builds(_quoted, ANY_TEXT, st.integers(0, 2)),
-    st.builds(lambda t, lang: f"{quote_string(t)}@{lang}", ANY_TEXT,
-              st.sampled_from(["en", "en-GB", "fr", "add", "x-abc", "en-a", "12"])),
-    st.builds(lambda t, dt: f"{quote_string(t)}^^{dt}", st.one_of(ANY_TEXT, st.just("1.5")),
-              st.sampled_from(["xsd:float", "xsd:dateTime", "xsd:date", "xsd:gYear", "xsd:integer",
-                               "<http://example.org/dt>", "foo:bar"])),
-    st.integers(-10**20, 10**20).map(str),
+    st.builds(
+        lambda t, lang: f"{quote_string(t)}@{lang}",
+        ANY_TEXT,
+        st.sampled_from(["en", "en-GB", "fr", "add", "x-abc", "en-a", "12"]),
+    ),
+    st.builds(
+        lambda t, dt: f"{quote_string(t)}^^{dt}",
+        st.one_of(ANY_TEXT, st.just("1.5")),
+        st.sampled_from(
+            [
+                "xsd:float",
+                "xsd:dateTime",
+                "xsd:date",
+                "xsd:gYear",
+                "xsd:integer",
+                "<http://example.org/dt>",
+                "foo:bar",
+            ]
+        ),
+    ),
+    st.integers(-(10**20), 10**20).map(str),
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
     st.decimals(allow_nan=False, allow_infinity=False, places=3).map(str),
     st.floats(0, 1e6).map(lambda f: f"{f}^^http://www.w3.org/2001/XMLSchema#float"),
@@ -228,8 +316,10 @@ def test_unknown_text_is_never_a_variable(text: str) -> None:
 
 
 @FAST
-@given(value=st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
-       lang=st.sampled_from([None, "en", "en-GB", "zh-Hant-TW"]))
+@given(
+    value=st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
+    lang=st.sampled_from([None, "en", "en-GB", "zh-Hant-TW"]),
+)
 def test_literals_render_escaped_and_exact(value: str, lang: str | None) -> None:
     lit = Literal(value, lang=lang)
     (row,) = list(STORE.query(f"SELECT ?v WHERE {{ BIND({lit} AS ?v) }}"))
@@ -288,15 +378,18 @@ def _check_program(text: str, ctx: Context) -> None:
 
 
 @FAST
-@given(text=st.one_of(ANY_TEXT, program_text(), python_program_text()),
-       ctx=st.sampled_from(CONTEXTS))
+@given(
+    text=st.one_of(ANY_TEXT, program_text(), python_program_text()), ctx=st.sampled_from(CONTEXTS)
+)
 def test_any_program_text(text: str, ctx: Context) -> None:
     _check_program(text, ctx)
 
 
 @FAST
-@given(text=st.one_of(program_text(clean=True), python_program_text(clean=True)),
-       ctx=st.sampled_from(CONTEXTS))
+@given(
+    text=st.one_of(program_text(clean=True), python_program_text(clean=True)),
+    ctx=st.sampled_from(CONTEXTS),
+)
 def test_well_formed_programs(text: str, ctx: Context) -> None:
     _check_program(text, ctx)
 
@@ -305,7 +398,7 @@ def test_well_formed_programs(text: str, ctx: Context) -> None:
 @given(text=st.one_of(ANY_TEXT, program_text()))
 def test_session_run_never_raises(text: str, session: Session) -> None:
     session.reset()
-    for line in text.split("\n") or [text]:
+    for line in text.split("\n"):
         obs = session.run(line)
         assert obs.status in ("ok", "empty", "error", "hint")  # never backend_error: valid SPARQL
     obs = session.run("execute()")

@@ -34,12 +34,12 @@ def test_both_styles_parse_to_the_same_program() -> None:
 
 def test_python_style_variants() -> None:
     text = (
-        'q = PyQL()\n'
+        "q = PyQL()\n"
         'q.add_fact("m.0x", "people.person.spouse_s", "x1")  # a comment\n'
         "q.add_filter('x1', '>', 3)\n"
         "q.add_filter('x1', '<', 2.5)\n"
-        'q.add_time_constrain(\'x1\', \'people.marriage.from\', \'people.marriage.to\', '
-        '\'"2015-08-10"^^xsd:dateTime\', \'"2015-08-10"^^xsd:dateTime\')\n'
+        "q.add_time_constrain('x1', 'people.marriage.from', 'people.marriage.to', "
+        "'\"2015-08-10\"^^xsd:dateTime', '\"2015-08-10\"^^xsd:dateTime')\n"
     )
     p = Program.parse(text)
     assert len(p) == 4
@@ -125,8 +125,10 @@ def test_not_equal_operator_is_canonical() -> None:
 
 
 def test_name_that_cannot_be_written_bare_is_quoted() -> None:
-    call = Call(name="add_fact", args=(Atom(AtomKind.NAME, "a, b"), Atom(AtomKind.NAME, "r.s"),
-                                       Atom(AtomKind.VAR, "y")))
+    call = Call(
+        name="add_fact",
+        args=(Atom(AtomKind.NAME, "a, b"), Atom(AtomKind.NAME, "r.s"), Atom(AtomKind.VAR, "y")),
+    )
     assert str(call) == 'add_fact("a, b", r.s, ?y)'
     assert len(Call.parse(str(call)).args) == 3
 
@@ -286,8 +288,9 @@ def test_programs_differ_by_toolset() -> None:
 
 
 def test_sql_toolset_parses_its_own_calls() -> None:
-    p = Program.parse('add_condition("Player, Name", =, "Terrence Ross")\nset_answer(Nationality)',
-                      tools="sql")
+    p = Program.parse(
+        'add_condition("Player, Name", =, "Terrence Ross")\nset_answer(Nationality)', tools="sql"
+    )
     assert p[0].args[0] == Atom(AtomKind.STRING, "Player, Name")
     assert Program.parse(str(p), tools="sql") == p
     with pytest.raises(UnknownFunctionError):

@@ -172,18 +172,26 @@ def test_answers_from_execute(session: Session) -> None:
 
 
 def test_execute_aggregate(session: Session) -> None:
-    run_all(session, ["add_fact(North America, base.locations.continents.countries_within, ?c)",
-                      "add_count(?c)"])
+    run_all(
+        session,
+        [
+            "add_fact(North America, base.locations.continents.countries_within, ?c)",
+            "add_count(?c)",
+        ],
+    )
     assert session.run("execute()").answers == ("4",)
 
 
 def test_execute_argmax_keeps_ties(session: Session) -> None:
-    run_all(session, [
-        "add_fact(North America, base.locations.continents.countries_within, ?c)",
-        "add_fact(?c, topic_server.population_number, ?n)",
-        "add_max(?n)",
-        "set_answer(?c)",
-    ])
+    run_all(
+        session,
+        [
+            "add_fact(North America, base.locations.continents.countries_within, ?c)",
+            "add_fact(?c, topic_server.population_number, ?n)",
+            "add_max(?n)",
+            "set_answer(?c)",
+        ],
+    )
     assert set(session.run("execute()").answers or ()) == {"m.09c7w0", "m.0atl"}
 
 
@@ -211,8 +219,14 @@ def test_execute_on_an_empty_query(session: Session) -> None:
 
 
 def test_execute_empty_answer(session: Session) -> None:
-    run_all(session, ["add_fact(Jamaica, location.country.languages_spoken, ?x)",
-                      "add_filter(?x, =, Kim Example)", "set_answer(?x)"])
+    run_all(
+        session,
+        [
+            "add_fact(Jamaica, location.country.languages_spoken, ?x)",
+            "add_filter(?x, =, Kim Example)",
+            "set_answer(?x)",
+        ],
+    )
     obs = session.run("execute()")
     assert obs.ok and obs.status == "empty"
     assert obs.answers == ()
@@ -230,7 +244,11 @@ def test_memory_after_steps(session: Session) -> None:
     session.run("set_answer(?s)")
     memory = session.memory
     assert [c.name for c in memory.calls] == [
-        "get_relation", "add_fact", "add_fact", "get_relation", "set_answer",
+        "get_relation",
+        "add_fact",
+        "add_fact",
+        "get_relation",
+        "set_answer",
     ]
     assert memory.calls[1] == Call.parse(MARRIAGE[0])
     assert memory.variables == ("?m", "?s")
@@ -299,8 +317,9 @@ BAD_ACTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("action", "status", "error_type"), BAD_ACTIONS,
-                         ids=[repr(a[0][:40]) for a in BAD_ACTIONS])
+@pytest.mark.parametrize(
+    ("action", "status", "error_type"), BAD_ACTIONS, ids=[repr(a[0][:40]) for a in BAD_ACTIONS]
+)
 def test_errors_never_raise_and_change_nothing(
     session: Session, action: str, status: str, error_type: str
 ) -> None:

@@ -116,7 +116,9 @@ def test_literal_answers_keep_english_and_plain_strings(kb: OxigraphKB) -> None:
 
 def test_type(kb: OxigraphKB) -> None:
     assert answers(kb, q().add_type("?x", "film.film").set_answer("?x")) == {
-        "m.0green", "m.0shawshank", "m.0mist",
+        "m.0green",
+        "m.0shawshank",
+        "m.0mist",
     }
     directors = q().add_fact("?f", "film.film.directed_by", "?d").add_type("?d", "film.director")
     assert answers(kb, directors.set_answer("?d")) == {"m.0darabont"}
@@ -145,8 +147,12 @@ def test_type(kb: OxigraphKB) -> None:
         ("film.film.initial_release_date", ">=", '"1999"^^xsd:gYear', {"m.0green", "m.0mist"}),
         ("film.film.initial_release_date", "<=", '"1999"^^xsd:gYear', {"m.0green", "m.0shawshank"}),
         ("film.film.initial_release_date", "=", '"1994"^^xsd:gYear', {"m.0shawshank"}),
-        ("film.film.initial_release_date", "<", '"2015-08-10"^^xsd:dateTime',
-         {"m.0green", "m.0shawshank", "m.0mist"}),
+        (
+            "film.film.initial_release_date",
+            "<",
+            '"2015-08-10"^^xsd:dateTime',
+            {"m.0green", "m.0shawshank", "m.0mist"},
+        ),
         # strings compare with STR(): language tags do not matter
         ("type.object.name", "=", '"The Green Mile"', {"m.0green"}),
         ("type.object.name", "=", '"La milla verde"', {"m.0green"}),
@@ -298,7 +304,9 @@ def test_sum_over_distinct_solutions(kb: OxigraphKB) -> None:
     # two countries share 331000000: both count (distinct solutions, not distinct values)
     assert answers(kb, POPULATIONS.add_sum("?n")) == {"702890000"}
     languages = POPULATIONS.add_fact("?c", "location.country.languages_spoken", "?l")
-    assert answers(kb, languages.add_sum("?n", "?total")) == {str(2 * 2890000 + 2 * 38000000 + 331000000)}
+    assert answers(kb, languages.add_sum("?n", "?total")) == {
+        str(2 * 2890000 + 2 * 38000000 + 331000000)
+    }
 
 
 def test_avg(kb: OxigraphKB) -> None:

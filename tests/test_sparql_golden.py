@@ -22,8 +22,15 @@ COUNTRIES = Sparql().add_fact("m.0j0k", "base.locations.continents.countries_wit
 
 #: what the expressions in the table can use
 NAMESPACE = {
-    "Sparql": Sparql, "GENERIC": GENERIC, "METAQA": METAQA, "EX": EX, "FB": FB, "Var": Var,
-    "Literal": Literal, "Entity": Entity, "Relation": Relation,
+    "Sparql": Sparql,
+    "GENERIC": GENERIC,
+    "METAQA": METAQA,
+    "EX": EX,
+    "FB": FB,
+    "Var": Var,
+    "Literal": Literal,
+    "Entity": Entity,
+    "Relation": Relation,
     "compile_relations": compile_relations,
     "Q": Sparql(),
     # countries of a continent with their populations, in both extremum modes
@@ -40,7 +47,7 @@ NAMESPACE = {
 
 GOLDEN = [
     (
-        'fact_answer',
+        "fact_answer",
         'Q.add_fact("m.0crbvqz", "meteorology.tropical_cyclone.category", "?c").set_answer("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -52,7 +59,7 @@ WHERE {
 """,
     ),
     (
-        'fact_bare_var',
+        "fact_bare_var",
         'Q.add_fact("m.03_r3", "location.country.languages_spoken", "x0")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -63,7 +70,7 @@ WHERE {
 """,
     ),
     (
-        'fact_prefixed_relation',
+        "fact_prefixed_relation",
         'Q.add_fact("?x", "ns:film.film.directed_by", "m.0darabont")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -74,7 +81,7 @@ WHERE {
 """,
     ),
     (
-        'fact_grailqa_literal',
+        "fact_grailqa_literal",
         'Q.add_fact("?x", f"<{FB}film.film.runtime>", "1.0^^http://www.w3.org/2001/XMLSchema#float")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -85,7 +92,7 @@ WHERE {
 """,
     ),
     (
-        'fact_lang_literal',
+        "fact_lang_literal",
         'Q.add_fact("?x", "common.topic.alias", \'"Green Mile"@en\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -96,7 +103,7 @@ WHERE {
 """,
     ),
     (
-        'fact_escaped_literal',
+        "fact_escaped_literal",
         'Q.add_fact("?x", "common.topic.alias", \'"say \\\\"hi\\\\"\\\\nbye"\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -107,7 +114,7 @@ WHERE {
 """,
     ),
     (
-        'fact_terms',
+        "fact_terms",
         'Q.add_fact(Var("x"), Relation(FB + "film.film.directed_by"), Entity(FB + "m.0darabont"))',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -118,7 +125,7 @@ WHERE {
 """,
     ),
     (
-        'answer_entity_var',
+        "answer_entity_var",
         'F.set_answer("?x")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -130,7 +137,7 @@ WHERE {
 """,
     ),
     (
-        'type',
+        "type",
         'Q.add_type("?x", "film.film").add_fact("?x", "film.film.directed_by", "?d")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -142,7 +149,7 @@ WHERE {
 """,
     ),
     (
-        'filter_integer',
+        "filter_integer",
         'F.add_filter("?r", ">", "130")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -154,7 +161,7 @@ WHERE {
 """,
     ),
     (
-        'filter_float',
+        "filter_float",
         'F.add_filter("?r", "<=", \'"1.0"^^xsd:float\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -166,7 +173,7 @@ WHERE {
 """,
     ),
     (
-        'filter_double',
+        "filter_double",
         'F.add_filter("?r", ">=", "2.5e7")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -178,7 +185,7 @@ WHERE {
 """,
     ),
     (
-        'filter_not_equal_alias',
+        "filter_not_equal_alias",
         'F.add_filter("?r", "<>", "100")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -190,7 +197,7 @@ WHERE {
 """,
     ),
     (
-        'filter_twice_is_and',
+        "filter_twice_is_and",
         'F.add_filter("?r", ">", "100").add_filter("?r", "<", "150")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -203,7 +210,7 @@ WHERE {
 """,
     ),
     (
-        'filter_datetime',
+        "filter_datetime",
         'D.add_filter("?d", ">=", \'"2015-08-10"^^xsd:dateTime\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -215,7 +222,7 @@ WHERE {
 """,
     ),
     (
-        'filter_bare_date',
+        "filter_bare_date",
         'D.add_filter("?d", "<", "1999-12-31")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -227,7 +234,7 @@ WHERE {
 """,
     ),
     (
-        'filter_year_flipped',
+        "filter_year_flipped",
         'D.add_filter(\'"1999"^^xsd:gYear\', "<=", "?d")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -239,7 +246,7 @@ WHERE {
 """,
     ),
     (
-        'filter_plain_string',
+        "filter_plain_string",
         'N.add_filter("?n", "=", \'"The Green Mile"\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -251,7 +258,7 @@ WHERE {
 """,
     ),
     (
-        'filter_lang_string',
+        "filter_lang_string",
         'N.add_filter("?n", "=", \'"The Green Mile"@en\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -263,7 +270,7 @@ WHERE {
 """,
     ),
     (
-        'filter_entity',
+        "filter_entity",
         'M.add_fact("?m", "people.marriage.spouse", "?s").add_filter("?s", "!=", "m.0kim")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -276,7 +283,7 @@ WHERE {
 """,
     ),
     (
-        'filter_variables',
+        "filter_variables",
         'Q.add_fact("?x", "film.film.directed_by", "?y").add_filter("?x", "!=", "?y")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -288,7 +295,7 @@ WHERE {
 """,
     ),
     (
-        'time_datetime',
+        "time_datetime",
         'M.add_time_constrain("?m", "people.marriage.from", "people.marriage.to", \'"2015-08-10"^^xsd:dateTime\', \'"2015-01-01"^^xsd:dateTime\')',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -301,7 +308,7 @@ WHERE {
 """,
     ),
     (
-        'time_year',
+        "time_year",
         'M.add_time_constrain("?m", "people.marriage.from", "people.marriage.to", "1999", "1999")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -314,7 +321,7 @@ WHERE {
 """,
     ),
     (
-        'max_ties',
+        "max_ties",
         'C.add_max("?n").set_answer("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -332,7 +339,7 @@ WHERE {
 """,
     ),
     (
-        'min_ties',
+        "min_ties",
         'C.add_min("?n")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -349,7 +356,7 @@ WHERE {
 """,
     ),
     (
-        'max_then_min_ties',
+        "max_then_min_ties",
         'C.add_fact("?c", "type.object.name", "?name").add_max("?n").add_min("?name").set_answer("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -381,7 +388,7 @@ WHERE {
 """,
     ),
     (
-        'max_limit',
+        "max_limit",
         'LC.add_max("?n").set_answer("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -396,7 +403,7 @@ LIMIT 1
 """,
     ),
     (
-        'max_then_min_limit',
+        "max_then_min_limit",
         'LC.add_max("?n").add_min("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -410,7 +417,7 @@ LIMIT 1
 """,
     ),
     (
-        'count',
+        "count",
         'C.add_count("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -422,7 +429,7 @@ WHERE {
 """,
     ),
     (
-        'count_named',
+        "count_named",
         'C.add_count("?c", "?how_many")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -434,7 +441,7 @@ WHERE {
 """,
     ),
     (
-        'sum',
+        "sum",
         'C.add_sum("?n")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -448,7 +455,7 @@ WHERE {
 """,
     ),
     (
-        'avg_named',
+        "avg_named",
         'C.add_avg("?n", "?mean")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -462,7 +469,7 @@ WHERE {
 """,
     ),
     (
-        'count_after_max_ties',
+        "count_after_max_ties",
         'C.add_max("?n").add_count("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -479,7 +486,7 @@ WHERE {
 """,
     ),
     (
-        'count_after_min_limit',
+        "count_after_min_limit",
         'LC.add_min("?n").add_count("?c")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -493,7 +500,7 @@ WHERE {
 """,
     ),
     (
-        'select_override',
+        "select_override",
         'C.to_sparql(select=(Var("n"),), limit=5)',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -506,7 +513,7 @@ LIMIT 5
 """,
     ),
     (
-        'relations_forward_entity',
+        "relations_forward_entity",
         'compile_relations(Q, Entity(FB + "m.03_r3"), "forward")',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -517,7 +524,7 @@ WHERE {
 """,
     ),
     (
-        'relations_backward_variable',
+        "relations_backward_variable",
         'compile_relations(C.add_max("?n"), Var("c"), "backward", limit=50)',
         """\
 PREFIX ns: <http://rdf.freebase.com/ns/>
@@ -531,7 +538,7 @@ LIMIT 50
 """,
     ),
     (
-        'generic_iris',
+        "generic_iris",
         'Sparql(profile=GENERIC).add_fact("<http://example.org/kismet>", "<http://example.org/directed_by>", "?d").set_answer("?d")',
         """\
 SELECT DISTINCT ?d
@@ -541,7 +548,7 @@ WHERE {
 """,
     ),
     (
-        'generic_prefixed',
+        "generic_prefixed",
         'Sparql(profile=EX).add_fact("ex:kismet", "ex:directed_by", "?d").add_type("?d", "ex:Person").add_filter("?d", "!=", "ex:nobody").set_answer("?d")',
         """\
 SELECT DISTINCT ?d
@@ -553,7 +560,7 @@ WHERE {
 """,
     ),
     (
-        'generic_max',
+        "generic_max",
         'Sparql(profile=EX).add_fact("?f", "ex:release_year", "?y").add_filter("?y", ">=", "1990").add_max("?y").set_answer("?f")',
         """\
 SELECT DISTINCT ?f
@@ -569,7 +576,7 @@ WHERE {
 """,
     ),
     (
-        'metaqa_two_hop',
+        "metaqa_two_hop",
         'MQ.add_fact("Kismet", "directed_by", "?d").add_fact("?m", "directed_by", "?d").add_filter("?m", "!=", "Kismet").set_answer("?m")',
         """\
 SELECT DISTINCT ?m
@@ -581,7 +588,7 @@ WHERE {
 """,
     ),
     (
-        'metaqa_count',
+        "metaqa_count",
         'MQ.add_fact("The Green Mile", "starred_actors", "?a").add_count("?a")',
         """\
 SELECT (COUNT(DISTINCT ?a) AS ?count)
@@ -591,7 +598,7 @@ WHERE {
 """,
     ),
     (
-        'metaqa_label_encoding',
+        "metaqa_label_encoding",
         'Sparql(profile=METAQA, entities={"Amelie": "Amélie (film) 100%_x"}).add_fact("Amelie", "written_by", "?w")',
         """\
 SELECT DISTINCT ?w
@@ -608,12 +615,16 @@ def _compile(expression: str) -> str:
     return result if isinstance(result, str) else result.to_sparql()
 
 
-@pytest.mark.parametrize(("expression", "expected"), [g[1:] for g in GOLDEN], ids=[g[0] for g in GOLDEN])
+@pytest.mark.parametrize(
+    ("expression", "expected"), [g[1:] for g in GOLDEN], ids=[g[0] for g in GOLDEN]
+)
 def test_golden(expression: str, expected: str) -> None:
     assert _compile(expression) + "\n" == expected
 
 
-@pytest.mark.parametrize(("expression", "expected"), [g[1:] for g in GOLDEN], ids=[g[0] for g in GOLDEN])
+@pytest.mark.parametrize(
+    ("expression", "expected"), [g[1:] for g in GOLDEN], ids=[g[0] for g in GOLDEN]
+)
 def test_golden_parses_in_pyoxigraph(expression: str, expected: str) -> None:
     ox.Store().query(expected)
 

@@ -120,8 +120,18 @@ def test_parse_error_line_col_and_highlight() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "plain", 'q"uote', "back\\slash", "new\nline", "\r\t\b\f", "\x00\x01\x1f\x7f",
-     "é 中文 😀", "\u2028", "'single'"],
+    [
+        "",
+        "plain",
+        'q"uote',
+        "back\\slash",
+        "new\nline",
+        "\r\t\b\f",
+        "\x00\x01\x1f\x7f",
+        "é 中文 😀",
+        "\u2028",
+        "'single'",
+    ],
 )
 def test_quote_string_round_trips(value: str) -> None:
     quoted = quote_string(value)
@@ -131,7 +141,7 @@ def test_quote_string_round_trips(value: str) -> None:
 
 
 def test_split_arguments_protects_quotes_and_parentheses() -> None:
-    text = 'f(a, "b, c", (d, e), \'x)\', g(h, i))'
+    text = "f(a, \"b, c\", (d, e), 'x)', g(h, i))"
     pieces = split_arguments(text, 2, len(text) - 1)
     assert [p.strip() for p, _ in pieces] == ["a", '"b, c"', "(d, e)", "'x)'", "g(h, i)"]
     for piece, offset in pieces:

@@ -225,9 +225,24 @@ def test_entity_equality_ignores_the_short_id() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "no-scheme", "http://a b", "http://a/<x>", 'http://a/"', "http://a/{x}", "http://a/|",
-     "http://a/^", "http://a/`", "http://a/\\", "http://a/\n", "http://x.org/%zz", "a:b#c#d",
-     "http://x:abc/", "http://x.org/\ufffe", "http://x.org/\ud800"],
+    [
+        "",
+        "no-scheme",
+        "http://a b",
+        "http://a/<x>",
+        'http://a/"',
+        "http://a/{x}",
+        "http://a/|",
+        "http://a/^",
+        "http://a/`",
+        "http://a/\\",
+        "http://a/\n",
+        "http://x.org/%zz",
+        "a:b#c#d",
+        "http://x:abc/",
+        "http://x.org/\ufffe",
+        "http://x.org/\ud800",
+    ],
 )
 def test_invalid_iris_fail_at_construction(bad: str) -> None:
     with pytest.raises(TermError):
@@ -239,8 +254,16 @@ def test_invalid_iris_fail_at_construction(bad: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "good", ["http://example.org/a", "urn:x", "a:", "http://ex.org/é", "http://x/\U0001f600",
-             "http://rdf.freebase.com/ns/m.0_x-y", "https://x.org/a?b=c#d"],
+    "good",
+    [
+        "http://example.org/a",
+        "urn:x",
+        "a:",
+        "http://ex.org/é",
+        "http://x/\U0001f600",
+        "http://rdf.freebase.com/ns/m.0_x-y",
+        "https://x.org/a?b=c#d",
+    ],
 )
 def test_valid_iris_are_sparql(good: str) -> None:
     assert validate_iri(good) == good
@@ -271,7 +294,7 @@ NASTY = [
     "form\ffeed\bback",
     '"}; DROP ALL; #',
     "'single' quotes",
-    "\"\"\"triple\"\"\"",
+    '"""triple"""',
     "<http://x> } INSERT DATA { <a> <b> <c> }",
     "DELETE WHERE { ?s ?p ?o }",
     "unicode: é 中文 😀 \u2028 \u200b",

@@ -56,9 +56,14 @@ def test_all_programs_parse(programs: list[tuple[dict[str, Any], Program]]) -> N
     assert len(programs) == 1597
     names = Counter(call.name for _, program in programs for call in program)
     assert set(names) <= set(SPARQL_TOOLS)
-    assert {"add_fact", "add_filter", "set_answer", "add_time_constrain", "add_max", "add_min"} <= set(
-        names
-    )
+    assert {
+        "add_fact",
+        "add_filter",
+        "set_answer",
+        "add_time_constrain",
+        "add_max",
+        "add_min",
+    } <= set(names)
 
 
 def test_all_programs_round_trip(programs: list[tuple[dict[str, Any], Program]]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import ANY, Guideline, on
 from pyql.guidelines.derive import (
     bad_arg_text,
@@ -19,8 +20,6 @@ from pyql.guidelines.derive import (
     signature_of,
     value_owner,
 )
-
-from pyql.feedback import Feedback, Hint
 from pyql.program import TOOLSETS
 
 __all__ = [

@@ -17,11 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import ANY, Guideline, on
 from pyql.guidelines.derive import arg_text, closest, fmt_list
 from pyql.guidelines.packs.kb.backend import backend_error_message, timeout_message
-
-from pyql.feedback import Feedback, Hint
 
 __all__ = [
     "UnknownSchemaName",

@@ -63,3 +63,17 @@ __all__ = [
     "program_to_query",
     "program_to_sql",
 ]
+
+
+def __getattr__(name: str):
+    # The SQL session and the gold-SQL converter load on first use: pyql.sql.session imports
+    # pyql.db (SQLAlchemy), which itself imports pyql.sql.schema.
+    if name == "SqlSession":
+        from pyql.sql.session import SqlSession
+
+        return SqlSession
+    if name in ("to_program", "to_query"):
+        from pyql.sql import from_sql
+
+        return getattr(from_sql, name)
+    raise AttributeError(f"module 'pyql.sql' has no attribute {name!r}")

@@ -276,8 +276,9 @@ class _SelectConverter:
                     or (join.args.get("kind") or "").upper() not in ("", "INNER", "CROSS")):
                 raise _Refusal("outer_join")
             self.scope.add(join.this)
-            if join.args.get("on") is not None:
-                pending.extend(_conjuncts(join.args["on"]))
+            on = join.args.get("on")
+            if on is not None:  # sqlglot reads a JOIN without ON as ON TRUE
+                pending.extend(c for c in _conjuncts(on) if not _is_true(c))
         where = tree.args.get("where")
         where_parts = _conjuncts(where.this) if where is not None else []
         # select aliases, for ORDER BY / HAVING references
@@ -547,6 +548,10 @@ def _disjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
         yield node
 
 
+def _is_true(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Boolean) and node.this is True
+
+
 def _unparen(node: exp.Expression) -> exp.Expression:
     while isinstance(node, exp.Paren):
         node = node.this
@@ -635,7 +640,8 @@ def _program_gaps(select: _Select) -> list[tuple[str, str]]:
                     gaps.append(("scalar_subquery", "a comparison with a sub-query: "
                                  + no_call + "sub-queries"))
             elif isinstance(value, ColumnRef):
-                code = "join_multi_key" if cond.op == "=" else "column_comparison"
+                joins_tables = cond.op == "=" and value.table != cond.target.column.table
+                code = "join_multi_key" if joins_tables else "column_comparison"
                 gaps.append((code, "add_condition compares a column with a value, not a column"))
             elif isinstance(value, tuple):
                 gaps.append(("in_list", "add_condition takes one value, not a list"))

@@ -15,8 +15,14 @@ build calls add a clause):
   added to the query.
 - a build call (``add_condition``, ``set_answer``, ``add_join``, ``add_group_by``,
   ``add_having``, ``add_order``, ``set_distinct``): the new query is executed and the current
-  result is shown, bounded: the values of the answer columns once ``set_answer`` was called, else
-  the matching rows (``SELECT *``). ``kb.values`` maps each shown column to its distinct values.
+  result is shown, bounded: the distinct values of the answer column once ``set_answer`` was
+  called (the rows, with several answer columns), else the matching rows (``SELECT *``), or the
+  groups and their sizes once the query is grouped. At most ``row_cap`` rows are fetched
+  (``kb.row_count`` is still exact), ``max_rows`` rows and ``max_values`` values per column are
+  shown. ``kb.values`` maps each shown column to its distinct values; for the guidelines,
+  ``kb.column_types``, ``kb.column_values`` (after an empty ``add_condition``, or ``SUM``/``AVG``
+  of a non-numeric column) and ``kb.value_found`` (``add_condition`` with ``=``/``LIKE``) describe
+  the column the call names.
 - ``execute()``: the answer rows. ``kb.answers`` holds Python values: one value per row for a
   one-column answer, else one tuple per row (duplicates and order kept: SQL semantics; use
   ``set_distinct()`` for distinct rows). Before ``set_answer`` it is a
@@ -83,6 +89,7 @@ from pyql.errors import (
     PyqlError,
     QueryError,
     ReadOnlyError,
+    SchemaError,
 )
 from pyql.feedback import Feedback, KBFeedback, PythonFeedback, VariableValues
 from pyql.memory import Memory
@@ -90,7 +97,7 @@ from pyql.program import SQL_TOOLS, Call, Program, parse_call
 from pyql.session import GuidelineChecker, Observation, python_feedback_for
 from pyql.sql.apply import apply_call, atom_value
 from pyql.sql.query import Answer, Sql, normalise_aggregation
-from pyql.sql.schema import ColumnInfo, Schema
+from pyql.sql.schema import ColumnInfo, Schema, close_matches
 from pyql.syntax import Atom, AtomKind
 
 if TYPE_CHECKING:
@@ -151,7 +158,7 @@ def _sqlite_text(value: int | float | Decimal) -> str:
         return str(value)
     if isinstance(value, Decimal):
         return format(value, "f")
-    text = "%.15g" % value
+    text = f"{value:.15g}"
     if re.fullmatch(r"-?\d+", text):
         return text + ".0"
     if "e" in text and "." not in text.split("e")[0]:
@@ -378,7 +385,10 @@ class SqlSession:
             apply_call(self.query, call)  # validates the argument and the column
             return self._get_column(call.args[0].value)
         if name == "execute":
-            return self._execute()
+            step = self._execute()
+            if step.kb.status == "ok":
+                step.memory = self.memory.with_(last_values=step.kb.values)
+            return step
         schema = self._schema_for(call)
         base = self.query if schema is None else self._replay(schema)
         effective, notes = self._coerce(base, call)
@@ -406,7 +416,10 @@ class SqlSession:
             return None
         known = self.db.table_names()
         if wanted not in known and not any(k.casefold() == wanted.casefold() for k in known):
-            return None  # the builder reports the unknown table, with close matches
+            suggestions = close_matches(wanted, known)
+            hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
+            raise SchemaError(f"unknown table {wanted!r}{hint}", name=wanted,
+                              suggestions=suggestions)
         return self.db.schema([*self.schema.table_names, wanted])
 
     def _replay(self, schema: Schema) -> Sql:

@@ -8,11 +8,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyql.guidelines import Registry, builtin_registry
-
 from pyql.db import SqlDB
 from pyql.errors import BackendTimeoutError, BackendUnavailableError, InputError
 from pyql.feedback import Feedback, KBFeedback, PythonFeedback, Relations, VariableValues
+from pyql.guidelines import Registry, builtin_registry
 from pyql.kb import KB, OxigraphKB
 from pyql.memory import Memory
 from pyql.program import Call

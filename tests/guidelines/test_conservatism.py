@@ -1,7 +1,9 @@
 """Conservatism: correct programs fire no guideline.
 
 - MetaQA-style gold programs (1-, 2- and 3-hop, with exclusion filters and counts) on a small
-  MetaQA-profile fixture: no hint, and the dataset's answers.
+  MetaQA-profile fixture: no hint, and the dataset's answers; and the agent-style gold programs of
+  :func:`pyql.datasets.metaqa.gold_program` for a sample of the dev questions on the full MetaQA
+  KB: no hint.
 - WebQSP author programs (field ``PyQL`` of the test set): every one of them runs on a small
   Freebase fixture without a single Python or reasoning-memory hint (most return nothing there:
   the fixture only holds the facts of a few questions); the few whose facts the fixture holds
@@ -11,13 +13,14 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pyql import Program
+from pyql import Program, Session
 from tests.guidelines.support import builtin, run_steps
 
 METAQA = [
@@ -61,6 +64,27 @@ def test_metaqa_gold_programs_fire_nothing(
     assert [o.hint for o in obs] == [None] * len(obs)
     assert all(o.ok for o in obs)
     assert set(obs[-1].answers or ()) == answers
+
+
+def test_metaqa_dataset_gold_programs_fire_nothing(pyql_data: Path) -> None:
+    from pyql.datasets import metaqa
+
+    folder = pyql_data / "metaqa"
+    if not (folder / "kb.txt").exists():
+        pytest.skip("MetaQA data not found")
+    kb = metaqa.load_kb(folder / "kb.txt")
+    registry = builtin().select()  # a fresh copy: its stats count only this test
+    steps = 0
+    for hops in (1, 2, 3):
+        qa = folder / f"{hops}-hop"
+        items = metaqa.load_questions(qa / "qa_dev.txt", qa / "qa_dev_qtype.txt")
+        for i, item in enumerate(itertools.islice(items, 0, 4000, 80)):
+            exclusion = "original" if i % 2 else "same_type"
+            session = Session(kb, {item.topic: item.topic}, guidelines=registry)
+            for obs in session.run_program(metaqa.gold_program(item, topic_exclusion=exclusion)):
+                assert obs.hint is None, (item.question, obs.action, obs.hint.message)
+                steps += 1
+    assert registry.stats.total == 0 and steps > 600
 
 
 def _webqsp(data: Path) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ import importlib
 import json
 
 import pytest
-from pyql.guidelines.docs import describe, list_rows, render_markdown
 
+from pyql.guidelines.docs import describe, list_rows, render_markdown
 from tests.guidelines.support import REPO_ROOT, builtin
 
 PAGE = REPO_ROOT / "docs" / "guidelines.md"

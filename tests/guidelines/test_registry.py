@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
+from pyql import Session
+from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.guidelines import (
     ANY,
     Guideline,
@@ -23,9 +26,6 @@ from pyql.guidelines import (
 )
 from pyql.guidelines.base import env_class, parse_docstring
 from pyql.guidelines.registry import BUILTIN_PACKS, GROUP, PluginSource, validate_guideline
-
-from pyql import Session
-from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.memory import Memory
 from pyql.program import Call
 from tests.guidelines.support import REPO_ROOT, builtin, fixture_kb
@@ -56,7 +56,8 @@ def make(code: str, *, name: str | None = None, needs: frozenset[str] | None = N
         return self.hint(f"{code} fired") if fires else None
 
     attrs = {
-        "__doc__": doc if doc is not None else f"Test guideline {code}.\n\nBad:\n    x\n\nFixed:\n    y\n",
+        "__doc__": (doc if doc is not None
+                    else f"Test guideline {code}.\n\nBad:\n    x\n\nFixed:\n    y\n"),
         "code": code,
         "name": name or f"test.g_{code.lower()}",
         "needs": needs if needs is not None else frozenset({default_needs}),
@@ -363,7 +364,7 @@ def test_stats_by_code_and_class_are_thread_safe() -> None:
     assert reg.stats.snapshot() == {"steps": 0, "total": 0, "by_code": {}, "by_class": {}}
 
 
-# -- the Session ------------------------------------------------------------------------------------
+# -- the Session ----------------------------------------------------------------------------------
 def test_session_with_guidelines_true_uses_the_default_registry_and_rolls_back() -> None:
     s = Session(fixture_kb("figure6"), {"live365": "m.04rtjj"}, guidelines=True)
     assert s.guidelines is default_registry()
@@ -385,10 +386,26 @@ def test_session_without_guidelines_shows_the_raw_result() -> None:
 def test_a_resolved_mention_passes_with_a_note() -> None:
     s = Session(fixture_kb("figure7"), {"florida panthers": "m.0j8js"}, guidelines=builtin())
     obs = s.run("add_fact(florida panthers, sports.sports_team.arena_stadium, ?arena)")
-    assert obs.ok and obs.feedback.notes == ("'florida panthers' was read as the linked entity m.0j8js",)
+    assert obs.ok
+    assert obs.feedback.notes == ("'florida panthers' was read as the linked entity m.0j8js",)
 
 
 def test_builtin_registry_ignores_installed_plugins() -> None:
     assert builtin_registry().codes == builtin().codes
     assert all(builtin().source(c).dist == "builtin" for c in builtin().codes)
     assert "pyql_guideline_example" not in sys.modules
+
+
+def test_default_registry_falls_back_to_the_builtin_packs(monkeypatch, caplog) -> None:
+    """From a checkout that was never installed (no entry points), the built-ins still load."""
+    import pyql.guidelines.registry as registry_module
+
+    monkeypatch.setattr(registry_module, "load_entry_points", lambda group=GROUP: [])
+    try:
+        with caplog.at_level("WARNING", logger="pyql.guidelines.registry"):
+            reg = default_registry(reload=True)
+        assert reg.codes == builtin().codes
+        assert "loading the built-in packs directly" in caplog.text
+    finally:
+        monkeypatch.undo()
+        default_registry(reload=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pyql.guidelines import Guideline, on
-
 from pyql.feedback import Feedback, Hint
+from pyql.guidelines import Guideline, on
 
 __all__ = ["DuplicateFact", "GUIDELINES"]
 

@@ -28,6 +28,7 @@ from pyql.guidelines.packs.kb.reasoning import (
     GetRelationUnknownNode,
     SetAnswerNoVariables,
     SetAnswerUnknownVariable,
+    TimeConstraintUnboundVariable,
 )
 from pyql.guidelines.packs.kb.results import (
     AnswerIsCvt,
@@ -60,6 +61,7 @@ GUIDELINES: list[type[Guideline]] = [
     FilterBeforeGetRelation,
     SetAnswerUnknownVariable,
     SetAnswerNoVariables,
+    TimeConstraintUnboundVariable,
     # KB results
     EmptyFactUnlistedRelation,
     EmptyFactListedRelation,

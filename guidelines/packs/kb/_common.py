@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pyql.guidelines.derive import bound_variables, fmt_list, linked_targets
-
 from pyql.feedback import Feedback
+from pyql.guidelines.derive import bound_variables, fmt_list, linked_targets
 from pyql.syntax import AtomKind
 from pyql.terms import Entity, Var
 

@@ -6,10 +6,9 @@ says so and never advises changing a relation.
 
 from __future__ import annotations
 
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.packs.kb._common import SPARQL
-
-from pyql.feedback import Feedback, Hint
 
 __all__ = ["BackendError", "BackendTimeout", "backend_error_message", "timeout_message"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import ANY, Guideline, on
 from pyql.guidelines.derive import (
     arg_text,
@@ -21,8 +22,6 @@ from pyql.guidelines.packs.kb._common import (
     is_exclusion,
     linked_text,
 )
-
-from pyql.feedback import Feedback, Hint
 from pyql.program import COMPARISON_OPS
 from pyql.terms import Var
 
@@ -115,8 +114,9 @@ class FactInvalidRelation(Guideline):
         fetched = [n for n in nodes if n in memory.relations]
         text = bad_arg_text(feedback)
         if fetched:
-            listing = " ".join(f"The relations of {n} include: {fmt_relations(memory.relations[n])}."
-                               for n in fetched)
+            listing = " ".join(
+                f"The relations of {n} include: {fmt_relations(memory.relations[n])}."
+                for n in fetched)
             return self.hint(f"{text} is not a valid relation for add_fact(). Choose a relation "
                              f"from the results of get_relation(). {listing}")
         targets = [n for n in nodes if not n.startswith("?") or n in memory.bound_variables]
@@ -137,10 +137,10 @@ class FilterOperator(Guideline):
     is a fact, not a comparison.
 
     Bad:
-        add_filter(?angular_frequency, measurement_unit.angular_velocity_unit.frequency_in_radians_per_second, 1.0)
+        add_filter(?engine, aviation.aircraft_model.part_of_line, m.031vqw)
 
     Fixed:
-        add_fact(?angular_frequency, measurement_unit.angular_velocity_unit.frequency_in_radians_per_second, 1.0)
+        add_fact(?engine, aviation.aircraft_model.part_of_line, m.031vqw)
     """
 
     code = "PY203"
@@ -214,9 +214,10 @@ class FilterFirstArgument(Guideline):
                 if not memory.bound_variables and not memory.called("get_relation"):
                     return None  # nothing known yet: RM205
             elif len(feedback.args) == 3 and isinstance(feedback.args[2], Var):
-                flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(str(feedback.args[1]),
-                                                                        str(feedback.args[1]))
-                suggestions = [f"add_filter({feedback.args[2]}, {flipped}, {text})"]
+                op = str(feedback.args[1])
+                flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+                written = str(feedback.call.args[0]) if feedback.call is not None else text
+                suggestions = [f"add_filter({feedback.args[2]}, {flipped}, {written})"]
         return self.hint(
             f"The first parameter of add_filter, {text}, is invalid: it must be an existing "
             f"variable of the query. {existing_text(feedback)}",
@@ -225,7 +226,7 @@ class FilterFirstArgument(Guideline):
 
 
 class FilterValue(Guideline):
-    """The third parameter of add_filter is not a value: an unknown term or a variable without values.
+    """The third parameter of add_filter is not a value (an unknown term, an unbound variable).
 
     A variable compared with must already have values (``add_filter(?x0, !=, ?x1)`` after both
     are bound is fine); an unbound one makes every comparison fail.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import (
     bad_arg_text,
@@ -15,8 +16,6 @@ from pyql.guidelines.derive import (
     value_owner,
 )
 from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
-
-from pyql.feedback import Feedback, Hint
 from pyql.terms import Entity, Literal, Var
 
 __all__ = [
@@ -27,6 +26,7 @@ __all__ = [
     "FilterBeforeGetRelation",
     "SetAnswerUnknownVariable",
     "SetAnswerNoVariables",
+    "TimeConstraintUnboundVariable",
 ]
 
 
@@ -73,7 +73,8 @@ class GetRelationUnknownNode(Guideline):
             lead = (f"{text} is invalid in get_relation: it is a value shown for {owner}, not an "
                     "id.")
         else:
-            lead = f"The parameter of get_relation, {text}, is not a linked entity or created variable."
+            lead = (f"The parameter of get_relation, {text}, is not a linked entity or created "
+                    "variable.")
         bound = bound_variables(memory)
         targets = linked_targets(memory)
         options = []
@@ -289,4 +290,39 @@ class SetAnswerNoVariables(Guideline):
             "first with get_relation() and add_fact()."
             + (f" Start with {', '.join(calls)}." if calls else ""),
             calls,
+        )
+
+
+class TimeConstraintUnboundVariable(Guideline):
+    """add_time_constrain on a variable that has no values.
+
+    The constrained variable is the node that has the start and end relations (often a CVT),
+    bound by an earlier fact; on an unbound variable the constraint is meaningless.
+
+    Bad:
+        add_time_constrain(?x1, people.marriage.from, people.marriage.to, 2015-08-10, 2015-08-10)
+
+    Fixed:
+        add_fact(m.033mkn, people.person.spouse_s, ?x1)
+    """
+
+    code = "RM208"
+    name = "kb.time_constraint_unbound_variable"
+    needs = frozenset({"memory"})
+    triggers_on = on("add_time_constrain")
+    toolsets = SPARQL
+    groups = ("sparql", "constraint")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        var = feedback.args[0] if feedback.args else None
+        if not isinstance(var, Var) or str(var) in feedback.memory.bound_variables:
+            return None
+        bound = bound_variables(feedback.memory)
+        return self.hint(
+            f"{var} has no values, so add_time_constrain() cannot constrain it: its first "
+            "parameter must be an existing variable whose values have the start and end "
+            "relations (often a compound node bound by add_fact)."
+            + (f" Existing variables include: {fmt_list(bound)}." if bound
+               else " There are no variables yet: add a fact with add_fact() first."),
+            bound,
         )

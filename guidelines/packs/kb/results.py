@@ -8,6 +8,7 @@ expected and no guideline fires.
 
 from __future__ import annotations
 
+from pyql.feedback import Feedback, Hint, Relations
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import (
     fmt_list,
@@ -17,8 +18,6 @@ from pyql.guidelines.derive import (
     term_text,
 )
 from pyql.guidelines.packs.kb._common import SPARQL
-
-from pyql.feedback import Feedback, Hint, Relations
 from pyql.terms import Entity, Literal, Relation, Var
 
 __all__ = [
@@ -72,7 +71,7 @@ def _bound_other_note(feedback: Feedback, other: object) -> str:
 
 
 class EmptyFactUnlistedRelation(Guideline):
-    """add_fact yields an empty result and its relation is not among the fetched relations of its nodes.
+    """add_fact yields an empty result and its relation is not among its nodes' fetched relations.
 
     get_relation has been invoked for the head/tail, but the chosen relation is not one of
     those listed: it was likely made up. The paper's Figure 6, step 2 (and Section 3.3); the hint

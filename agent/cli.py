@@ -1,0 +1,440 @@
+"""``pyql ask``: the QueryAgent on one question, from the command line.
+
+::
+
+    pyql ask "which films did Christopher Nolan direct" --kb movies.ttl --model gpt-4o-mini
+    pyql ask "who directed [Kismet]" --kb ../shared/data/metaqa/kb.txt      # MetaQA kb.txt
+    pyql ask "what nationality is Terrence Ross" --db players.db --table players
+    pyql ask "..." --kb http://localhost:8890/sparql --profile freebase --entity 'Hugo=m.0x'
+
+Without ``--entity``, the question's entities are linked from the KB's labels
+(:mod:`pyql.agent.linking`) and shown; SQL needs no linking. Each step (thought, action,
+observation or the guideline's hint) is printed as it happens, then the final query and the
+answers; ``--json`` prints one JSON object instead, ``--save-trajectory`` writes the trajectory
+as JSONL.
+
+The LLM is any OpenAI-compatible server: ``--model``/``$PYQL_MODEL``, ``--base-url``/
+``$OPENAI_BASE_URL`` and ``--api-key``/``$OPENAI_API_KEY``. With none of them the command says how
+to set one up and exits with 2; an LLM failure (authentication, unknown model, context window,
+rate limit after the retries) is one ``error:`` line and exit code 1.
+
+This module is loaded by :mod:`pyql.cli` (``EXTENSION_MODULES``) and imports :mod:`pyql.cli`
+only inside the command, since ``pyql.cli`` imports it while starting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.rule import Rule
+from rich.syntax import Syntax
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from pyql.agent.errors import LLMError
+    from pyql.agent.linking import Linking
+    from pyql.agent.query_agent import Result
+    from pyql.agent.trajectory import Step
+    from pyql.kb.base import KB
+
+__all__ = ["register", "ask_command", "NO_LLM_MESSAGE"]
+
+#: what ``pyql ask`` says (one line, exit code 2) when no LLM is configured
+NO_LLM_MESSAGE = (
+    "no LLM configured: for OpenAI, `export OPENAI_API_KEY=sk-...` then "
+    "`pyql ask ... --model gpt-4o-mini`; for a local OpenAI-compatible server (vLLM, Ollama, "
+    "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`"
+)
+
+#: observation text shown per step (the model sees all of it)
+_SHOWN_CHARS = 1200
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``pyql ask`` to the ``pyql`` app."""
+    app.command("ask")(ask_command)
+
+
+def ask_command(
+    question: Annotated[str, typer.Argument(help="The question, in quotes.")],
+    kb: Annotated[
+        str | None,
+        typer.Option(
+            "--kb",
+            metavar="PATH_OR_URL",
+            help="RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA kb.txt.",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", metavar="URL", help="A database URL or SQLite file (SQL questions)."),
+    ] = None,
+    table: Annotated[
+        str | None, typer.Option("--table", help="The table a SQL question is about.")
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", "-p", help="KB profile: generic (default), freebase or metaqa."
+        ),
+    ] = None,
+    prefix: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prefix",
+            metavar="NAME=IRI",
+            help="Declare a namespace prefix (repeatable); .ttl files declare their own.",
+        ),
+    ] = None,
+    entity: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--entity",
+            "-e",
+            metavar="MENTION=ID",
+            help="Link a mention to a KB id (repeatable); without it, entities are linked "
+            "from the KB labels.",
+        ),
+    ] = None,
+    entities_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--entities", metavar="FILE.json", help="A JSON object of mention -> KB id."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Model name (default: $PYQL_MODEL, gpt-4o-mini)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            help="OpenAI-compatible API (default: $OPENAI_BASE_URL, else OpenAI).",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY)."),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            metavar="text|tools",
+            help="text: Thought/Action lines; tools: native function calling.",
+        ),
+    ] = "text",
+    no_guidelines: Annotated[
+        bool,
+        typer.Option(
+            "--no-guidelines", help="Turn ERASER off: raw errors are the observations."
+        ),
+    ] = False,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, help="Most LLM calls for the question.")
+    ] = 20,
+    save_trajectory: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-trajectory", metavar="PATH", help="Write the trajectory as JSONL."
+        ),
+    ] = None,
+    index_cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--index-cache",
+            metavar="FILE",
+            help="Keep the entity label index in FILE (built on first use).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (no live steps).")
+    ] = False,
+) -> None:
+    """Answer a question with the QueryAgent, showing each step as it happens.
+
+    Entities come from --entity, else from the KB's labels (bracketed mentions such as
+    [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
+    --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
+    """
+    from pyql import cli as core  # here, not at the top: pyql.cli imports this module
+
+    if (kb is None) == (db is None):
+        raise typer.BadParameter(
+            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
+        )
+    if mode not in ("text", "tools"):
+        raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
+    if not _llm_configured(model, base_url, api_key):
+        _error_line(NO_LLM_MESSAGE)
+        raise typer.Exit(2)
+    out = None if as_json else core._stdout()
+    with core._reported(), _llm_errors(base_url):
+        given = core._entities(entity, entities_file)
+        linking: Linking | None = None
+        if db is not None:
+            session = core._open_sql_session(db, table, 10, None)
+            backend: Any = session.db
+            entities: dict[str, str] = {}
+            language, location = "sql", db
+        else:
+            assert kb is not None
+            backend = _open_kb(kb, profile, prefix)
+            if given:
+                entities = given
+            else:
+                linking = _link(backend, question, index_cache)
+                entities = linking.entities
+            language, location = "sparql", kb
+        llm = _make_llm(model, base_url, api_key)
+        if out is not None:
+            _show_header(out, question, entities, linking, given, table if db else None,
+                         llm.model, mode, not no_guidelines)
+        from pyql.agent.query_agent import QueryAgent
+
+        agent = QueryAgent(
+            llm, backend, guidelines=None if no_guidelines else True, max_steps=max_steps,
+            mode=mode,  # type: ignore[arg-type]
+            table=table,
+            on_step=partial(_show_step, out) if out is not None else None,
+        )
+        meta: dict[str, Any] = {"source": location}
+        if linking is not None:
+            meta["linking"] = [m.model_dump(mode="json") for m in linking.mentions]
+        result = agent.run(question, entities, table=table, meta=meta)
+        if result.stop_reason == "context_length" and not result.steps:
+            raise core.CliError(
+                f"the prompt does not fit the context window of {llm.model}: "
+                "use a model with a longer context"
+            )
+        saved = result.trajectory.save(save_trajectory) if save_trajectory else None
+    if as_json:
+        core._print_json(_as_json(result, linking, entities, location, language, saved,
+                                  not no_guidelines))
+        return
+    assert out is not None
+    _show_result(out, result, language, saved)
+
+
+# -- setup ------------------------------------------------------------------------------------
+
+
+def _llm_configured(model: str | None, base_url: str | None, api_key: str | None) -> bool:
+    env = os.environ
+    return any(
+        (model, env.get("PYQL_MODEL"), base_url, env.get("OPENAI_BASE_URL"), api_key,
+         env.get("OPENAI_API_KEY"))
+    )
+
+
+def _make_llm(model: str | None, base_url: str | None, api_key: str | None) -> Any:
+    from pyql.agent.llm import OpenAIChat
+
+    return OpenAIChat(model, base_url=base_url, api_key=api_key)
+
+
+def _open_kb(location: str, profile: str | None, prefix: list[str] | None) -> KB:
+    """A KB from ``--kb``: MetaQA's ``kb.txt`` (``head|relation|tail`` lines), else what
+    ``pyql run`` opens (an RDF file, a store directory or an endpoint)."""
+    from pyql import cli as core
+
+    is_url = location.startswith(("http://", "https://"))
+    path = Path(location)
+    if not is_url and path.suffix == ".txt" and path.is_file():
+        if profile not in (None, "metaqa"):
+            raise typer.BadParameter(
+                f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}",
+                param_hint="--profile",
+            )
+        from pyql.datasets.metaqa import load_kb
+
+        return load_kb(path)
+    declared = {} if is_url else core._declared_prefixes(path)
+    built = core._build_profile(profile or "generic", declared,
+                                core._pairs(prefix, "--prefix", "NAME=IRI"))
+    return core._open_kb(location, built)
+
+
+def _link(kb: KB, question: str, cache: Path | None) -> Linking:
+    from pyql.agent.linking import LabelIndex, LabelLinker
+
+    return LabelLinker(LabelIndex.from_kb(kb, cache=cache)).candidates(question)
+
+
+@contextmanager
+def _llm_errors(base_url: str | None) -> Iterator[None]:
+    """LLM failures as one ``error:`` line (a :class:`pyql.cli.CliError` without a hint)."""
+    from pyql import cli as core
+    from pyql.agent.errors import LLMError
+
+    try:
+        yield
+    except LLMError as exc:
+        where = base_url or os.environ.get("OPENAI_BASE_URL")
+        raise core.CliError(_llm_message(exc, where)) from None
+    except ModuleNotFoundError as exc:
+        if exc.name != "openai":
+            raise
+        raise core.CliError(
+            "the openai package is not installed: pip install 'pyql-kbqa[agent]'"
+        ) from None
+
+
+def _llm_message(exc: LLMError, base_url: str | None) -> str:
+    from pyql.agent.errors import (
+        LLMAuthError,
+        LLMContextLengthError,
+        LLMModelNotFoundError,
+        LLMRateLimitError,
+        LLMServerError,
+        LLMTimeoutError,
+    )
+
+    detail = _one_line(str(exc))
+    where = base_url or "the OpenAI API"
+    if isinstance(exc, LLMAuthError):
+        if exc.status is None:
+            return (f"no API key for {exc.model or 'the model'}: `export OPENAI_API_KEY=...` or "
+                    "pass --api-key (a local server needs --base-url)")
+        return f"the LLM server refused the API key ({detail}): check OPENAI_API_KEY or --api-key"
+    if isinstance(exc, LLMModelNotFoundError):
+        return f"model {exc.model!r} not found at {where} ({detail}): check --model / PYQL_MODEL"
+    if isinstance(exc, LLMContextLengthError):
+        return (f"the prompt does not fit the context window of {exc.model} ({detail}): "
+                "use a model with a longer context")
+    if isinstance(exc, LLMRateLimitError):
+        wait = f", the server asks to wait {exc.retry_after:.0f}s" if exc.retry_after else ""
+        return f"rate limited by {where} after the retries ({detail}{wait}): try again later"
+    if isinstance(exc, (LLMTimeoutError, LLMServerError)):
+        return f"the LLM server failed after the retries ({detail}): is {where} up?"
+    return f"the LLM call failed ({detail})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _error_line(message: str) -> None:
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("error: ", "bold red"), message))
+
+
+# -- showing ----------------------------------------------------------------------------------
+
+
+def _show_header(out: Console, question: str, entities: dict[str, str], linking: Linking | None,
+                 given: dict[str, str], table: str | None, model: str, mode: str,
+                 guidelines: bool) -> None:
+    out.print(Text.assemble(("Question: ", "bold"), question))
+    if table is not None:
+        out.print(Text.assemble(("Table: ", "bold"), table))
+    if given:
+        for i, (mention, kb_id) in enumerate(given.items()):
+            lead = "Entities: " if i == 0 else " " * 10
+            out.print(Text.assemble((lead, "bold"), mention, " → ", (kb_id, "cyan"),
+                                    ("  (given)", "dim")))
+    elif linking is not None:
+        _show_linking(out, linking)
+    flags = f"{mode} mode, guidelines {'on' if guidelines else 'off'}"
+    out.print(Text.assemble(("Model: ", "bold"), model, (f"  ({flags})", "dim")))
+    out.print()
+
+
+def _show_linking(out: Console, linking: Linking) -> None:
+    if not linking.mentions:
+        out.print(Text.assemble(("Entities: ", "bold"), (
+            "none found in the KB labels (give them with --entity MENTION=ID)", "yellow")))
+        return
+    for i, mention in enumerate(linking.mentions):
+        lead = "Entities: " if i == 0 else " " * 10
+        best = mention.best
+        if best is None:
+            out.print(Text.assemble((lead, "bold"), mention.text, " → ",
+                                    ("no KB label matches (give it with --entity)", "yellow")))
+            continue
+        how = "exact" if best.method == "exact" else f"fuzzy {best.score:.2f}: {best.label!r}"
+        others = mention.candidates[1:4]
+        also = ("; also " + ", ".join(f"{c.kb_id} {c.score:.2f}" for c in others)) if others else ""
+        out.print(Text.assemble((lead, "bold"), mention.text, " → ", (best.kb_id, "cyan"),
+                                (f"  ({how}{also})", "dim")))
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return text[:_SHOWN_CHARS] + f" … ({len(text) - _SHOWN_CHARS} more characters)"
+
+
+def _show_step(out: Console, step: Step) -> None:
+    out.print(Text(f"Step {step.n}", style="bold"))
+    if step.thought:
+        out.print(Text.assemble(("  Thought      ", "dim"), (step.thought, "italic")))
+    out.print(Text.assemble(("  Action       ", "dim"), (step.action or "(none)", "cyan")))
+    if step.hint is not None:
+        out.print(Text.assemble((f"  Hint {step.hint:<8}", "yellow"),
+                                (_clip(step.observation), "yellow")))
+    else:
+        style = "green" if step.accepted else "red"
+        out.print(Text.assemble(("  Observation  ", "dim"), (_clip(step.observation), style)))
+
+
+def _show_result(out: Console, result: Result, language: str, saved: Path | None) -> None:
+    out.print()
+    if result.query:
+        out.print(Rule(language.upper(), align="left", style="dim"))
+        out.print(Syntax(result.query, language, background_color="default", word_wrap=True))
+        out.print(Rule(style="dim"))
+    answers = [str(a) for a in result.answers]
+    if answers:
+        out.print(Text.assemble(("Answer: ", "bold green"), ", ".join(answers)))
+    else:
+        out.print(Text.assemble(("Answer: ", "bold yellow"), ("(none)", "yellow")))
+    usage = result.usage
+    tokens = f"{usage.total_tokens} tokens" + (" (estimated)" if usage.estimated_tokens else "")
+    numbers = (f"{len(result.steps)} steps, {tokens}, ${usage.cost:.4f}, "
+               f"{usage.kb_queries} queries, {usage.seconds:.1f}s")
+    if result.finished:
+        out.print(Text(f"Finished with execute(): {numbers}", style="dim"))
+    else:
+        why = {"max_steps": "the step limit (--max-steps) was reached",
+               "context_length": "the prompt outgrew the context window"}.get(
+            result.stop_reason, result.stop_reason or "the run was cut short")
+        out.print(Text(f"Stopped without execute(): {why}; {numbers}", style="yellow"))
+    if saved is not None:
+        out.print(Text(f"Trajectory saved to {saved}", style="dim"))
+
+
+def _as_json(result: Result, linking: Linking | None, entities: dict[str, str], location: str,
+             language: str, saved: Path | None, guidelines: bool) -> dict[str, Any]:
+    trajectory = result.trajectory
+    steps = [step.model_dump(mode="json", include={
+        "n", "thought", "action", "observation", "hint", "status", "accepted", "format_issue",
+        "query"}) for step in result.steps]
+    return {
+        "question": result.question,
+        "source": location,
+        "language": language,
+        "entities": entities,
+        "linking": ([m.model_dump(mode="json") for m in linking.mentions]
+                    if linking is not None else None),
+        "model": trajectory.model,
+        "mode": trajectory.mode,
+        "guidelines": guidelines,
+        "answers": list(result.answers),
+        "query": result.query,
+        "program": trajectory.program,
+        "finished": result.finished,
+        "stop_reason": result.stop_reason,
+        "steps": steps,
+        "usage": result.usage.model_dump(mode="json"),
+        "trajectory": str(saved) if saved is not None else None,
+    }

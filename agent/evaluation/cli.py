@@ -1,0 +1,255 @@
+"""``pyql eval``: run the agent (or a gold stand-in) over a dataset into a resumable run directory.
+
+::
+
+    pyql eval --dataset metaqa-3hop --split dev --llm gold --out runs/m3-gold
+    pyql eval --dataset wikisql --llm openai:gpt-4o-mini --sample 200 --seed 1 \\
+              --concurrency 8 --llm-cache ~/.cache/pyql/llm.sqlite --out runs/wikisql-4o-mini
+    pyql eval --resume runs/wikisql-4o-mini          # after a crash or Ctrl-C
+
+At the end the metrics table is printed (``--json``: the metrics as JSON on stdout). Errors are
+one ``error:`` line on stderr (with a ``hint:``) and exit code 1; a run that stopped (an
+authentication error, an unknown model...) exits 1 too, and can be resumed once fixed.
+
+``register(app)`` adds the command to ``pyql`` (see ``pyql.cli.EXTENSION_MODULES``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["register", "eval_command", "render_metrics"]
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str, hint: str | None = None) -> NoReturn:
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("error: ", "bold red"), re.sub(r"\s*\n\s*", " ", message)))
+    if hint:
+        console.print(Text.assemble(("hint: ", "yellow"), hint))
+    raise typer.Exit(1)
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_metrics(metrics: dict[str, Any], console: Console) -> None:
+    """Print the metrics as tables: scores and costs, guideline classes, the first breakdown."""
+    run = metrics.get("run", {})
+    title = " ".join(str(run.get(k, "")) for k in ("dataset", "split", "llm")).strip()
+    table = Table(title=title or "metrics", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, Any, int]] = [("questions", metrics.get("n"), 0)]
+    for name in ("hit@1", "f1", "em", "top1", "accuracy"):
+        if metrics.get(name) is not None:
+            label = f"{name} (primary)" if name == metrics.get("primary") else name
+            rows.append((label, metrics[name], 4))
+    rows += [
+        ("errors", metrics.get("errors"), 0),
+        ("finished (execute accepted)", metrics.get("finished"), 3),
+        ("TPQ: seconds / question", metrics.get("tpq"), 3),
+        ("QPQ: KB/DB queries / question", metrics.get("qpq"), 2),
+        ("CPQ: US$ / question", metrics.get("cpq"), 5),
+        ("LLM calls / question", metrics.get("llm_calls"), 2),
+        ("tokens / question", metrics.get("tokens"), 0),
+        ("total cost (US$)", metrics.get("cost"), 4),
+    ]
+    guidelines = metrics.get("guidelines") or {}
+    rows.append(("guideline triggers / question", guidelines.get("per_question"), 3))
+    session = run.get("this_session") or {}
+    if session:
+        rows.append(("wall time of this session (s)", session.get("wall_seconds"), 1))
+    if run.get("rate_limit_pauses"):
+        rows.append(("rate-limit pauses", run.get("rate_limit_pauses"), 0))
+    for label, value, digits in rows:
+        if isinstance(value, float) and digits == 0:
+            value = round(value)
+        table.add_row(label, _fmt(value, digits))
+    console.print(table)
+    classes = guidelines.get("by_class") or {}
+    if guidelines.get("triggers"):
+        gt = Table(title="guideline triggers by environment", header_style="bold")
+        for col in ("class", "triggers", "share", "questions", "corrected", "correction rate"):
+            gt.add_column(col, justify="left" if col == "class" else "right")
+        for cls, s in classes.items():
+            gt.add_row(cls, str(s["triggers"]), _fmt(s["share"], 3), str(s["questions"]),
+                       str(s["corrected"]), _fmt(s["correction_rate"], 3))
+        console.print(gt)
+    by = metrics.get("by") or {}
+    for key in ("hops", "agg", "expressible"):
+        groups = by.get(key)
+        if not groups:
+            continue
+        bt = Table(title=f"by {key}", header_style="bold")
+        bt.add_column(key)
+        bt.add_column("n", justify="right")
+        names = [n for n in ("hit@1", "f1", "accuracy") if any(n in g for g in groups.values())]
+        for name in names:
+            bt.add_column(name, justify="right")
+        bt.add_column("errors", justify="right")
+        for value, g in groups.items():
+            bt.add_row(value, str(g["n"]), *(_fmt(g.get(n)) for n in names), str(g["errors"]))
+        console.print(bt)
+    if run and not run.get("complete", True):
+        console.print(Text(f"incomplete: {run.get('done')} of {run.get('items')} questions "
+                           "done; resume with pyql eval --resume RUN_DIR", style="yellow"))
+
+
+def eval_command(
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, webqsp")
+    ] = None,
+    split: Annotated[str | None, typer.Option(
+        help="the split (default: dev; webqsp: test)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
+    ] = None,
+    llm: Annotated[str | None, typer.Option(
+        "--llm", help="openai:MODEL, replay:PATH, gold or noisy-gold:RATE")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="an OpenAI-compatible server (with openai:MODEL)")] = None,
+    limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
+    sample: Annotated[int | None, typer.Option(
+        help="N random questions (of the first --limit)", min=1)] = None,
+    seed: Annotated[int, typer.Option(help="seed of --sample and of noisy-gold")] = 0,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-k", help="questions in flight (default 1)", min=1)] = None,
+    kb: Annotated[str | None, typer.Option(
+        help="KB override: a SPARQL endpoint URL, an Oxigraph store dir or an RDF file")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="database override: a SQLAlchemy URL or a SQLite file")] = None,
+    no_guidelines: Annotated[bool, typer.Option(
+        "--no-guidelines", help="run without ERASER (raw errors are observations)")] = False,
+    mode: Annotated[str, typer.Option(help="text (Thought/Action) or tools (function calling)")
+                    ] = "text",
+    max_steps: Annotated[int, typer.Option("--max-steps", help="steps per question", min=1)
+                         ] = 20,
+    llm_cache: Annotated[Path | None, typer.Option(
+        "--llm-cache", help="SQLite file caching LLM replies")] = None,
+    kb_cache: Annotated[Path | None, typer.Option(
+        "--kb-cache", help="SQLite file caching KB/DB query results")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="the run directory")] = None,
+    resume_dir: Annotated[Path | None, typer.Option(
+        "--resume", help="finish the run in this directory")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the metrics as JSON")
+                           ] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bar")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
+) -> None:
+    """Evaluate the agent (or gold programs) on a dataset: metrics, progress, resumable results.
+
+    Results go to --out RUN_DIR (config.json, results.jsonl, trajectories.jsonl, metrics.json);
+    `pyql eval --resume RUN_DIR` finishes an interrupted run, running each missing question once.
+    """
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
+                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+    metrics = _run(
+        dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
+        sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
+        guidelines=not no_guidelines, mode=mode, max_steps=max_steps, llm_cache=llm_cache,
+        kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
+    )
+    if json_output:
+        typer.echo(json.dumps(metrics, indent=2, ensure_ascii=False, default=str))
+    else:
+        render_metrics(metrics, Console(highlight=False))
+    run = metrics.get("run") or {}
+    if not run.get("complete", True):
+        raise typer.Exit(1)
+
+
+def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: str | None,
+         base_url: str | None, limit: int | None, sample: int | None, seed: int,
+         concurrency: int | None, kb: str | None, db: str | None, guidelines: bool, mode: str,
+         max_steps: int, llm_cache: Path | None, kb_cache: Path | None, out: Path | None,
+         resume_dir: Path | None, progress: bool) -> dict[str, Any]:
+    from pyql import __version__
+    from pyql.agent.evaluation.datasets import DATASETS
+    from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
+    from pyql.agent.evaluation.specs import LLMSpecError, parse_llm_spec
+    from pyql.datasets.paths import default_data_dir
+    from pyql.errors import PyqlError
+
+    if mode not in ("text", "tools"):
+        _fail(f"--mode must be text or tools, not {mode!r}")
+    try:
+        if resume_dir is not None:
+            given = [name for name, value in (
+                ("--dataset", dataset), ("--split", split), ("--data-dir", data_dir),
+                ("--llm", llm), ("--base-url", base_url), ("--limit", limit),
+                ("--sample", sample), ("--kb", kb), ("--db", db), ("--llm-cache", llm_cache),
+                ("--kb-cache", kb_cache), ("--out", out)) if value is not None]
+            if given:
+                _fail(f"--resume continues a run as it was configured; {', '.join(given)} "
+                      "cannot change it", hint="start a new run with --out to change options "
+                      "(only --concurrency may differ when resuming)")
+            return resume(resume_dir, progress=progress, concurrency=concurrency)
+        missing = [name for name, value in (("--dataset", dataset), ("--llm", llm),
+                                            ("--out", out)) if value is None]
+        if missing:
+            _fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
+                  "--out RUN_DIR, or pyql eval --resume RUN_DIR")
+        assert dataset is not None and llm is not None and out is not None
+        if data_dir is None:
+            try:
+                data_dir = default_data_dir()
+            except FileNotFoundError as exc:
+                _fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
+        if dataset not in DATASETS:
+            _fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(DATASETS)}")
+        parse_llm_spec(llm)
+        default_split = DATASETS[dataset].default_split
+        config = RunConfig(
+            dataset=dataset, split=split or default_split,
+            data_dir=str(data_dir.expanduser().resolve()), llm=llm,
+            base_url=base_url, kb=_absolute(kb), db=_absolute(db), limit=limit, sample=sample,
+            seed=seed, concurrency=concurrency or 1, guidelines=guidelines,
+            max_steps=max_steps, mode=mode,  # type: ignore[arg-type]
+            llm_cache=str(llm_cache.expanduser().resolve()) if llm_cache else None,
+            kb_cache=str(kb_cache.expanduser().resolve()) if kb_cache else None,
+            pyql_version=__version__,
+        )
+        return evaluate(config, out, progress=progress)
+    except EvalAbort as exc:
+        _fail(f"the run stopped: {exc}",
+              hint="fix the cause, then pyql eval --resume RUN_DIR (finished questions are kept)")
+    except LLMSpecError as exc:
+        _fail(str(exc))
+    except (PyqlError, OSError) as exc:
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        _fail(f"{where}{exc}")
+    except KeyboardInterrupt:
+        _fail("interrupted; questions in flight finish and are saved",
+              hint="pyql eval --resume RUN_DIR runs the rest")
+
+
+def _absolute(spec: str | None) -> str | None:
+    """A local path made absolute (so --resume works from anywhere); URLs as they are."""
+    if spec is None or "://" in spec:
+        return spec
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.exists() else spec
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``pyql eval`` to the ``pyql`` command line."""
+    app.command("eval", no_args_is_help=True)(eval_command)

@@ -1,0 +1,569 @@
+"""Datasets as :class:`~pyql.agent.evaluation.records.EvalItem` streams, and their backends.
+
+=====================  ======  ======================================================================
+name                   tools   items and backend
+=====================  ======  ======================================================================
+``metaqa-1hop|2hop|3hop``  sparql  ``metaqa/{k}-hop/qa_{split}.txt``; the question as MetaQA writes
+                               it (topic in brackets), ``entities={topic: topic}``, the gold answers,
+                               the gold program of :func:`pyql.datasets.metaqa.gold_program`, meta
+                               ``qtype`` and ``hops``. Backend: the MetaQA KB
+                               (:func:`pyql.datasets.metaqa.load_kb`), kept as an on-disk Oxigraph
+                               store under the cache directory (reopened in ~0.1 s)
+``wikisql``            sql     ``wikisql/{split}.jsonl``; ``table`` = the WikiSQL table's database
+                               name, gold answers from :func:`~pyql.datasets.wikisql.wikisql_execute`,
+                               the gold program, meta ``agg`` and ``conds``. Backend: the database of
+                               :func:`~pyql.datasets.wikisql.load_db`, built once into the cache
+                               directory
+``spider``             sql     ``spider/{split}.json``; ``db_id``, gold answers = the rows of the gold
+                               SQL run on its SQLite file, the gold program of
+                               :func:`pyql.sql.from_sql.to_program` where the DSL can express it
+                               (else ``None``, meta ``unsupported``), meta ``db_id``, ``ordered``
+                               (top-level ``ORDER BY``), ``expressible``. Backend: each database,
+                               opened read-only on first use
+``webqsp``             sparql  ``freebase_questions/WebQSP_test_processed.json.gz`` (split ``test``):
+                               the gold entity linking, answers (mids), the ``PyQL`` program (with
+                               ``execute()`` added; ``None`` for the 42 questions without one), meta
+                               ``answer_sets`` (``different_answer``). Backend: a Freebase KB you
+                               give with ``--kb`` (a SPARQL endpoint URL, an Oxigraph store
+                               directory, or an RDF file)
+=====================  ======  ======================================================================
+
+Nothing is ever written into the data directory. Built stores and databases go to the cache
+directory: ``$PYQL_CACHE``, else ``~/.cache/pyql``. ``--kb``/``--db`` replace a dataset's
+backend: ``--kb`` takes an ``http(s)://`` SPARQL endpoint, an Oxigraph store directory, an RDF
+file (``.ttl``, ``.nt``, ``.nt.gz`` ...) or, for MetaQA, a ``kb.txt``; ``--db`` takes a SQLAlchemy
+URL or a SQLite file (Spider: a folder with ``<db_id>/<db_id>.sqlite``, or a URL containing
+``{db_id}``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import random
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pyql.agent.evaluation.caches import DBView, KBView, QueryCache
+from pyql.agent.evaluation.records import EvalItem
+from pyql.datasets.paths import default_data_dir
+from pyql.errors import PyqlError
+from pyql.kb.base import KB
+
+__all__ = [
+    "DatasetError",
+    "Backend",
+    "KBBackend",
+    "SqlBackend",
+    "EvalDataset",
+    "MetaQADataset",
+    "WikiSQLDataset",
+    "SpiderDataset",
+    "WebQSPDataset",
+    "DATASETS",
+    "get_dataset",
+    "dataset_names",
+    "select_indices",
+    "cache_dir",
+    "open_kb",
+    "open_db",
+    "CACHE_ENV",
+]
+
+log = logging.getLogger(__name__)
+
+#: where built stores and databases are kept (default ``~/.cache/pyql``)
+CACHE_ENV = "PYQL_CACHE"
+
+
+class DatasetError(PyqlError):
+    """A dataset that cannot be read or run (missing files, unknown split, no backend)."""
+
+
+def cache_dir() -> Path:
+    """``$PYQL_CACHE``, else ``~/.cache/pyql`` (not created here)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pyql"
+
+
+def select_indices(n: int, limit: int | None = None, sample: int | None = None,
+                   seed: int = 0) -> list[int]:
+    """Which of ``n`` questions a run takes: the first ``limit``, then a seeded random
+    ``sample`` of those, kept in file order.
+
+    >>> select_indices(10, limit=5), select_indices(10, sample=3, seed=1)
+    ([0, 1, 2, 3, 4], [1, 2, 4])
+    """
+    chosen = list(range(n if limit is None else min(n, max(0, limit))))
+    if sample is not None and sample < len(chosen):
+        chosen = sorted(random.Random(seed).sample(chosen, max(0, sample)))
+    return chosen
+
+
+def _stamp(path: Path) -> str:
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# -- backends -----------------------------------------------------------------------------------
+
+
+class Backend(ABC):
+    """Where a dataset's questions run. :meth:`for_item` makes one question's environment: a
+    :class:`~pyql.kb.KB` view or a session factory, each counting its own queries and reading
+    through the query cache when there is one."""
+
+    tools: str = "sparql"
+
+    @abstractmethod
+    def for_item(self, item: EvalItem, *, cache: QueryCache | None = None) -> Any: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend opened."""
+
+
+class KBBackend(Backend):
+    """One shared KB (thread-safe for reads); each question gets a :class:`KBView`."""
+
+    tools = "sparql"
+
+    def __init__(self, kb: KB, identity: str) -> None:
+        self.kb = kb
+        self.identity = identity
+
+    def __repr__(self) -> str:
+        return f"KBBackend({self.kb!r})"
+
+    def for_item(self, item: EvalItem, *, cache: QueryCache | None = None) -> KBView:
+        return KBView(self.kb, cache=cache, identity=self.identity)
+
+    def close(self) -> None:
+        self.kb.close()
+
+
+class SqlBackend(Backend):
+    """SQL databases opened on first use (one per ``db_id``, or one for all), shared by the
+    workers (SQLAlchemy pools a connection per thread); each question gets a
+    :class:`~pyql.sql.session.SqlSession` over a :class:`DBView`."""
+
+    tools = "sql"
+
+    def __init__(self, open_one: Callable[[str | None], tuple[Any, str]]) -> None:
+        self._open_one = open_one
+        self._dbs: dict[str | None, tuple[Any, str]] = {}
+        self._lock = threading.Lock()
+
+    def db(self, db_id: str | None) -> tuple[Any, str]:
+        """The database of ``db_id`` (None: the only one) and its identity."""
+        with self._lock:
+            found = self._dbs.get(db_id)
+            if found is None:
+                found = self._dbs[db_id] = self._open_one(db_id)
+            return found
+
+    def for_item(self, item: EvalItem, *, cache: QueryCache | None = None) -> Any:
+        from pyql.sql.session import SqlSession
+
+        db, identity = self.db(item.db_id)
+        view = DBView(db, cache=cache, identity=identity)
+
+        def session(*, entities: Mapping[str, str], guidelines: Any, table: str | None) -> Any:
+            return SqlSession(view, table=table, guidelines=guidelines)  # type: ignore[arg-type]
+
+        return session
+
+    def close(self) -> None:
+        with self._lock:
+            dbs, self._dbs = self._dbs, {}
+        for db, _ in dbs.values():
+            db.close()
+
+
+def open_kb(spec: str, profile: str) -> tuple[KB, str]:
+    """A KB from ``--kb`` (module docstring) with ``profile``, and its identity."""
+    from pyql.kb import OxigraphKB, SparqlEndpointKB
+
+    if spec.startswith(("http://", "https://")):
+        return SparqlEndpointKB(spec, profile=profile), f"endpoint:{spec}"
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return OxigraphKB(path=path, read_only=True, profile=profile), f"store:{_stamp(path)}"
+    if path.is_file():
+        if path.suffix == ".txt" and profile == "metaqa":
+            from pyql.datasets import metaqa
+
+            return metaqa.load_kb(path), f"metaqa:{_stamp(path)}"
+        return OxigraphKB.from_file(path, profile=profile), f"file:{_stamp(path)}"
+    raise DatasetError(f"--kb {spec!r} is neither an http(s) SPARQL endpoint nor an existing "
+                       "store directory or RDF file")
+
+
+def open_db(spec: str, **options: Any) -> tuple[Any, str]:
+    """A read-only SqlDB from ``--db`` (a SQLAlchemy URL or a SQLite file), and its identity."""
+    from pyql.db import SqlDB
+
+    if "://" in spec:
+        db = SqlDB(spec, **options)
+        return db, f"url:{db.url}"
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise DatasetError(f"--db {spec!r} is neither a database URL nor a SQLite file")
+    return SqlDB.sqlite(path, **options), f"sqlite:{_stamp(path)}"
+
+
+# -- datasets -----------------------------------------------------------------------------------
+
+
+class EvalDataset(ABC):
+    """A dataset an evaluation runs over."""
+
+    #: the registry name (``metaqa-3hop``)
+    name: ClassVar[str] = ""
+    tools: ClassVar[str] = "sparql"
+    #: the agent's prompt profile
+    profile: ClassVar[str] = "generic"
+    #: how answers are scored (:func:`pyql.agent.evaluation.metrics.score_item`)
+    metric: ClassVar[str] = "kbqa"
+    #: the headline score
+    primary: ClassVar[str] = "hit@1"
+    default_split: ClassVar[str] = "dev"
+    description: ClassVar[str] = ""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
+                 cache: str | os.PathLike[str] | None = None) -> None:
+        try:
+            self.data_dir = Path(data_dir).expanduser() if data_dir is not None \
+                else default_data_dir()
+        except FileNotFoundError as exc:
+            raise DatasetError(str(exc)) from None
+        if not self.data_dir.is_dir():
+            raise DatasetError(f"data directory not found: {self.data_dir}")
+        self.cache_dir = Path(cache).expanduser() if cache is not None else cache_dir()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, data_dir={str(self.data_dir)!r})"
+
+    @abstractmethod
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        """The questions of ``split`` a run takes (see :func:`select_indices`)."""
+
+    @abstractmethod
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        """The backend the questions of ``split`` run on (``kb``/``db``: the ``--kb``/``--db``
+        override)."""
+
+    def _require(self, path: Path, what: str) -> Path:
+        if not path.exists():
+            raise DatasetError(f"{self.name}: {what} not found: {path}")
+        return path
+
+
+class MetaQADataset(EvalDataset):
+    tools = "sparql"
+    profile = "metaqa"
+    metric = "kbqa"
+    primary = "hit@1"
+    hops: ClassVar[int] = 1
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        from pyql.datasets import metaqa
+
+        split = split or self.default_split
+        qa, qtype = metaqa.paths(self.data_dir, self.hops, split)
+        self._require(qa, f"{split} questions")
+        self._require(qtype, f"{split} question types")
+        questions = list(metaqa.load_questions(qa, qtype))
+        with qa.open(encoding="utf-8") as handle:
+            raw = [line.rstrip("\r\n").partition("\t")[0] for line in handle]
+        out = []
+        for index in select_indices(len(questions), limit, sample, seed):
+            q = questions[index]
+            out.append(EvalItem(
+                id=q.id, question=raw[index], entities={q.topic: q.topic}, answers=q.answers,
+                program=str(metaqa.gold_program(q)), tools="sparql",
+                meta={"qtype": q.qtype, "hops": q.hops},
+            ))
+        return out
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        from pyql.datasets import metaqa
+
+        if db is not None:
+            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
+        if kb is not None:
+            return KBBackend(*open_kb(kb, "metaqa"))
+        source = self._require(metaqa.kb_path(self.data_dir), "KB file (kb.txt)")
+        store = self.cache_dir / "metaqa" / _short_hash(str(source.resolve()))
+        try:
+            store.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("cannot use the cache directory %s (%s); the KB is loaded in memory",
+                        self.cache_dir, exc)
+            return KBBackend(metaqa.load_kb(source), f"metaqa:{_stamp(source)}")
+        return KBBackend(metaqa.load_kb(source, store_dir=store), f"metaqa:{_stamp(source)}")
+
+
+class MetaQA1Hop(MetaQADataset):
+    name = "metaqa-1hop"
+    hops = 1
+    description = "MetaQA 1-hop questions over the WikiMovies KB"
+
+
+class MetaQA2Hop(MetaQADataset):
+    name = "metaqa-2hop"
+    hops = 2
+    description = "MetaQA 2-hop questions over the WikiMovies KB"
+
+
+class MetaQA3Hop(MetaQADataset):
+    name = "metaqa-3hop"
+    hops = 3
+    description = "MetaQA 3-hop questions over the WikiMovies KB"
+
+
+class WikiSQLDataset(EvalDataset):
+    name = "wikisql"
+    tools = "sql"
+    profile = "wikisql"
+    metric = "wikisql"
+    primary = "accuracy"
+    description = "WikiSQL questions, one table each (execution accuracy)"
+
+    def _folder(self) -> Path:
+        base = self.data_dir
+        return base / "wikisql" if (base / "wikisql").is_dir() else base
+
+    def _tables_path(self, split: str) -> Path:
+        folder = self._folder()
+        for name in (f"{split}.tables.jsonl.gz", f"{split}.tables.jsonl"):
+            if (folder / name).is_file():
+                return folder / name
+        raise DatasetError(f"wikisql: no tables file {split}.tables.jsonl[.gz] in {folder}")
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        from pyql.datasets import wikisql
+
+        split = split or self.default_split
+        questions_path = self._require(self._folder() / f"{split}.jsonl", f"{split} questions")
+        tables = wikisql.load_tables(self._tables_path(split))
+        questions = list(wikisql.load_questions(questions_path, tables))
+        out = []
+        for index in select_indices(len(questions), limit, sample, seed):
+            q = questions[index]
+            gold = wikisql.wikisql_execute(tables[q.table_id], **q.sql)
+            out.append(EvalItem(
+                id=q.id, question=q.question, answers=tuple(gold), program=str(q.program),
+                tools="sql", table=q.table,
+                meta={"agg": wikisql.AGG_OPS[q.sql["agg"]] or "none",
+                      "conds": len(q.sql["conds"]), "table_id": q.table_id},
+            ))
+        return out
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        from pyql.datasets import wikisql
+
+        if kb is not None:
+            raise DatasetError("wikisql runs on a database: use --db, not --kb")
+        if db is not None:
+            opened = open_db(db)
+            return SqlBackend(lambda _db_id: opened)
+        tables = self._tables_path(split or self.default_split)
+
+        def open_one(_db_id: str | None) -> tuple[Any, str]:
+            built = wikisql.load_db(tables, cache_dir=self.cache_dir / "wikisql")
+            return built, f"wikisql:{_stamp(tables)}:nocase"
+
+        return SqlBackend(open_one)
+
+
+def _gold_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+    finally:
+        conn.close()
+
+
+def _ordered(sql: str) -> bool:
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return "order by" in sql.lower()
+    return tree.args.get("order") is not None
+
+
+def _jsonable_cell(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return value
+
+
+class SpiderDataset(EvalDataset):
+    name = "spider"
+    tools = "sql"
+    profile = "wikisql"
+    metric = "spider"
+    primary = "accuracy"
+    description = "Spider cross-database text-to-SQL (execution accuracy)"
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        from pyql.datasets import spider
+        from pyql.sql.from_sql import Unsupported, to_program
+
+        split = split or self.default_split
+        folder = spider.spider_dir(self.data_dir)
+        questions = list(spider.load_items(self._require(folder / f"{split}.json",
+                                                         f"{split} questions")))
+        schemas: dict[str, Any] = {}
+        out = []
+        for index in select_indices(len(questions), limit, sample, seed):
+            q = questions[index]
+            path = self._require(spider.db_path(folder, q.db_id), f"database {q.db_id}")
+            if q.db_id not in schemas:
+                with spider.open_db(folder, q.db_id, sample_values=0) as db:
+                    schemas[q.db_id] = db.schema()
+            meta: dict[str, Any] = {"db_id": q.db_id, "ordered": _ordered(q.query),
+                                    "gold_sql": q.query}
+            try:
+                rows = _gold_rows(path, q.query)
+            except sqlite3.Error as exc:
+                rows = []
+                meta["gold_error"] = str(exc)
+            program = to_program(q.query, schemas[q.db_id])
+            if isinstance(program, Unsupported):
+                meta["expressible"] = False
+                meta["unsupported"] = list(program.constructs)
+                text = None
+            else:
+                meta["expressible"] = True
+                text = str(program)
+            out.append(EvalItem(
+                id=q.id, question=q.question,
+                answers=tuple(tuple(_jsonable_cell(c) for c in r) for r in rows),
+                program=text, tools="sql", db_id=q.db_id, meta=meta,
+            ))
+        return out
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        from pyql.datasets import spider
+
+        if kb is not None:
+            raise DatasetError("spider runs on databases: use --db, not --kb")
+        folder = spider.spider_dir(self.data_dir)
+
+        def open_one(db_id: str | None) -> tuple[Any, str]:
+            if db_id is None:
+                raise DatasetError("spider: a question without a db_id")
+            if db is not None and "{db_id}" in db:
+                return open_db(db.replace("{db_id}", db_id))
+            root = Path(db).expanduser() if db is not None else folder
+            path = spider.db_path(root, db_id)
+            if not path.is_file():
+                raise DatasetError(f"spider: database {db_id} not found: {path}")
+            return spider.open_db(root, db_id), f"spider:{_stamp(path)}"
+
+        return SqlBackend(open_one)
+
+
+class WebQSPDataset(EvalDataset):
+    name = "webqsp"
+    tools = "sparql"
+    profile = "freebase"
+    metric = "kbqa"
+    primary = "f1"
+    default_split = "test"
+    description = "WebQuestionsSP test over Freebase (needs --kb: a Freebase endpoint)"
+    FILE: ClassVar[str] = "freebase_questions/WebQSP_test_processed.json.gz"
+
+    def _records(self, split: str) -> list[dict[str, Any]]:
+        if split != "test":
+            raise DatasetError(f"webqsp: only the test split is available, not {split!r}")
+        path = self._require(self.data_dir / self.FILE, "WebQSP questions")
+        opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+        if not isinstance(data, list):
+            raise DatasetError(f"{path}: expected a JSON array of questions")
+        return data
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        from pyql.program import Call, Program
+
+        split = split or self.default_split
+        records = self._records(split)
+        out = []
+        for index in select_indices(len(records), limit, sample, seed):
+            raw = records[index]
+            meta: dict[str, Any] = {}
+            text = raw.get("PyQL")
+            program = None
+            if isinstance(text, str) and text.strip() and text.strip() != "null":
+                parsed = Program.parse(text)
+                if not len(parsed) or parsed[-1].name != "execute":
+                    parsed = parsed.append(Call(name="execute"))
+                program = str(parsed)
+            else:
+                meta["unsupported"] = "no PyQL program in the dataset"
+            alternatives = raw.get("different_answer") or []
+            if alternatives:
+                meta["answer_sets"] = [list(a) for a in alternatives]
+            out.append(EvalItem(
+                id=str(raw["qid"]), question=raw["question"],
+                entities={str(k): str(v) for k, v in (raw.get("entity_linking") or {}).items()},
+                answers=tuple(raw.get("answer") or ()), program=program, tools="sparql",
+                meta=meta,
+            ))
+        return out
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        if db is not None:
+            raise DatasetError("webqsp runs on a KB: use --kb, not --db")
+        if kb is None:
+            raise DatasetError("webqsp needs a Freebase KB: pass --kb URL (a SPARQL endpoint "
+                               "holding Freebase) or a local Oxigraph store / RDF file")
+        return KBBackend(*open_kb(kb, "freebase"))
+
+
+#: the datasets ``pyql eval --dataset`` knows
+DATASETS: dict[str, type[EvalDataset]] = {
+    cls.name: cls
+    for cls in (MetaQA1Hop, MetaQA2Hop, MetaQA3Hop, WikiSQLDataset, SpiderDataset, WebQSPDataset)
+}
+
+
+def dataset_names() -> list[str]:
+    return list(DATASETS)
+
+
+def get_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, *,
+                cache: str | os.PathLike[str] | None = None) -> EvalDataset:
+    """The dataset called ``name`` (see :data:`DATASETS`)."""
+    try:
+        cls = DATASETS[name]
+    except KeyError:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+    return cls(data_dir, cache=cache)

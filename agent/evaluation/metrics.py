@@ -1,0 +1,316 @@
+"""Per-question metrics with each dataset's official semantics, and their aggregate.
+
+**KBQA** (MetaQA, WebQSP; :func:`kbqa_scores`), answers compared as exact strings (KB ids or
+labels as the Session returns them):
+
+- ``hit@1``: 1 when *any* predicted answer is gold. A program returns a set, so all its answers
+  are tied at rank 1 (this is :func:`pyql.datasets.gold.score`'s ``hit1``, how the LLM-KBQA papers
+  score answer sets; it is lenient: a prediction listing every entity of the KB scores 1);
+- ``top1``: the strict variant: only the first answer by case-folded text counts;
+- ``f1``: set F1 of predicted against gold answers; ``em``: the sets are equal.
+- As in WebQSP's official ``eval.py``, when gold and prediction are both empty every score is
+  1; when only one is, 0. With several gold answer sets (WebQSP's ``different_answer``, in
+  ``item.meta["answer_sets"]``) each score is the best over the sets.
+
+**WikiSQL** (:func:`wikisql_accuracy`): execution (denotation) accuracy, as WikiSQL's
+``evaluate.py`` (``pred == gold`` on the executed results): the predicted values, in order, equal
+the gold values of :func:`pyql.datasets.wikisql.wikisql_execute`, strings compared
+case-insensitively (WikiSQL's database is lower-cased) and numbers by value (``3 == 3.0``; floats
+to 6 significant digits).
+
+**Spider** (:func:`spider_accuracy`): execution accuracy: the predicted rows equal the rows of
+the gold SQL on the same SQLite file, as multisets, or as lists when the gold query has a
+top-level ``ORDER BY`` (``item.meta["ordered"]``); cells as
+:func:`pyql.datasets.sql_fidelity.normalise_cell` (numbers by value, floats to 6 significant
+digits). A one-column prediction (one value per row) is read as one-cell rows.
+
+**Aggregate** (:func:`aggregate`) over :class:`~pyql.agent.evaluation.records.QuestionResult`:
+means over all questions (a question that failed with an error scores 0 and counts):
+``hit@1``, ``top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
+them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
+question), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
+``completion_tokens``, ``tokens`` (per question); totals ``cost`` and ``seconds``; ``errors``,
+``finished`` (share that ended with an accepted ``execute()``), ``stop_reasons``;
+``guidelines`` (see :func:`guideline_stats`), and ``by``: the same scores per value of the meta
+keys in ``by`` (``hops``, ``qtype``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pyql.agent.evaluation.records import EvalItem, QuestionResult
+from pyql.datasets.gold import score as _set_score
+from pyql.datasets.sql_fidelity import normalise_cell, same_rows
+
+__all__ = [
+    "SCORES",
+    "ENV_CLASSES",
+    "DEFAULT_BREAKDOWN",
+    "env_class",
+    "kbqa_scores",
+    "wikisql_accuracy",
+    "spider_accuracy",
+    "score_item",
+    "corrections",
+    "guideline_stats",
+    "aggregate",
+]
+
+#: the per-question scores, in the order tables show them
+SCORES: tuple[str, ...] = ("hit@1", "f1", "em", "top1", "accuracy")
+
+#: guideline code prefix -> environment class (the paper's Tables 8/9: where the feedback comes
+#: from): Python interpreter, KB, database, reasoning memory
+ENV_CLASSES: dict[str, str] = {"PY": "python", "KB": "kb", "DB": "db", "RM": "memory"}
+
+#: meta keys broken down by default, when items have them
+DEFAULT_BREAKDOWN: tuple[str, ...] = ("hops", "qtype", "agg", "conds", "expressible", "db_id")
+
+_USAGE_MEANS: tuple[tuple[str, str], ...] = (
+    ("tpq", "seconds"),
+    ("qpq", "kb_queries"),
+    ("cpq", "cost"),
+    ("llm_calls", "llm_calls"),
+    ("prompt_tokens", "prompt_tokens"),
+    ("completion_tokens", "completion_tokens"),
+)
+
+
+def env_class(code: str) -> str:
+    """The environment class of a guideline code (``PY101`` -> ``python``), else ``other``.
+
+    >>> env_class("KB204"), env_class("RM201"), env_class("X1")
+    ('kb', 'memory', 'other')
+    """
+    return ENV_CLASSES.get(code[:2].upper(), "other")
+
+
+# -- per question -------------------------------------------------------------------------------
+
+
+def _one_set(predicted: Sequence[str], gold: Sequence[Any]) -> dict[str, float]:
+    if not gold and not predicted:
+        return {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0}
+    s = _set_score(predicted, gold)
+    return {"hit@1": s.hit1, "f1": s.f1, "em": 1.0 if s.exact else 0.0, "top1": s.top1}
+
+
+def kbqa_scores(predicted: Iterable[Any], gold: Iterable[Any], *,
+                answer_sets: Iterable[Iterable[Any]] | None = None) -> dict[str, float]:
+    """``hit@1``, ``f1``, ``em``, ``top1`` of a KBQA prediction (module docstring).
+
+    >>> kbqa_scores(["Zorro", "Anna"], ["Zorro"])
+    {'hit@1': 1.0, 'f1': 0.6666666666666666, 'em': 0.0, 'top1': 0.0}
+    >>> kbqa_scores([], [])["f1"], kbqa_scores([], ["a"])["f1"]
+    (1.0, 0.0)
+    """
+    pred = [str(p) for p in predicted]
+    sets = [[str(g) for g in gold]]
+    sets += [[str(g) for g in alt] for alt in (answer_sets or ())]
+    scores = [_one_set(pred, s) for s in sets]
+    return {key: max(s[key] for s in scores) for key in scores[0]}
+
+
+def _wikisql_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return ("s", value.casefold())
+    if value is None:
+        return ("n", None)
+    return ("v", normalise_cell(value))
+
+
+def wikisql_accuracy(predicted: Iterable[Any], gold: Iterable[Any]) -> dict[str, float]:
+    """WikiSQL execution accuracy of one question (module docstring).
+
+    >>> wikisql_accuracy(["Antonio Lang"], ["antonio lang"]), wikisql_accuracy([3], [3.0])
+    ({'accuracy': 1.0}, {'accuracy': 1.0})
+    """
+    same = [_wikisql_value(v) for v in predicted] == [_wikisql_value(v) for v in gold]
+    return {"accuracy": 1.0 if same else 0.0}
+
+
+def _rows(values: Iterable[Any]) -> list[tuple[Any, ...]]:
+    return [tuple(v) if isinstance(v, (list, tuple)) else (v,) for v in values]
+
+
+def spider_accuracy(predicted: Iterable[Any], gold_rows: Iterable[Sequence[Any]], *,
+                    ordered: bool = False) -> dict[str, float]:
+    """Spider execution accuracy of one question (module docstring).
+
+    >>> spider_accuracy(["b", "a"], [("a",), ("b",)])
+    {'accuracy': 1.0}
+    >>> spider_accuracy(["b", "a"], [("a",), ("b",)], ordered=True)
+    {'accuracy': 0.0}
+    """
+    ok = same_rows(_rows(predicted), [tuple(r) for r in gold_rows], ordered=ordered)
+    return {"accuracy": 1.0 if ok else 0.0}
+
+
+def score_item(kind: str, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
+    """The per-question scores of ``predicted`` for a dataset whose metric is ``kind``
+    (``kbqa``, ``wikisql`` or ``spider``)."""
+    if kind == "kbqa":
+        return kbqa_scores(predicted, item.answers, answer_sets=item.meta.get("answer_sets"))
+    if kind == "wikisql":
+        return wikisql_accuracy(predicted, item.answers)
+    if kind == "spider":
+        return spider_accuracy(predicted, item.answers, ordered=bool(item.meta.get("ordered")))
+    raise ValueError(f"unknown metric kind {kind!r}; known: kbqa, wikisql, spider")
+
+
+def corrections(steps: Sequence[Any]) -> dict[str, int]:
+    """Guideline codes whose hint was *immediately* followed by an accepted step (a successful
+    correction), counted. ``steps`` are agent steps (``hint``, ``accepted``) or step records
+    (``hint``, ``status``).
+    """
+    out: Counter[str] = Counter()
+    for step, following in zip(steps, steps[1:], strict=False):
+        code = getattr(step, "hint", None)
+        if code and _accepted(following):
+            out[code] += 1
+    return dict(out)
+
+
+def _accepted(step: Any) -> bool:
+    accepted = getattr(step, "accepted", None)
+    if accepted is not None:
+        return bool(accepted) and not getattr(step, "hint", None)
+    return getattr(step, "status", "") in ("ok", "empty") and not getattr(step, "hint", None)
+
+
+# -- aggregate ----------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _result(value: QuestionResult | Mapping[str, Any]) -> QuestionResult:
+    return value if isinstance(value, QuestionResult) else QuestionResult.model_validate(value)
+
+
+def _scores(results: Sequence[QuestionResult]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name in SCORES:
+        out[name] = _mean([r.metrics[name] for r in results if name in r.metrics])
+    return out
+
+
+def _stats(counts: Mapping[str, int], corrected: Mapping[str, int], questions: int,
+           total: int) -> dict[str, Any]:
+    triggers = sum(counts.values())
+    fixed = sum(corrected.values())
+    return {
+        "triggers": triggers,
+        "share": triggers / total if total else 0.0,
+        "questions": questions,
+        "corrected": fixed,
+        "correction_rate": fixed / triggers if triggers else None,
+    }
+
+
+def guideline_stats(results: Sequence[QuestionResult]) -> dict[str, Any]:
+    """Guideline triggers over a run.
+
+    ``triggers`` (total), ``per_question``, ``questions`` (with at least one trigger),
+    ``corrected`` (triggers immediately followed by an accepted step) and ``correction_rate``;
+    ``by_class``: the same per environment class (``python``, ``kb``, ``db``, ``memory``, each
+    with its ``share`` of all triggers; the shape of the paper's Tables 8/9); ``by_code``: per
+    guideline code, with its ``class``. ``questions`` counts the questions with at least one
+    trigger (of the code, of the class).
+    """
+    n = len(results)
+    counts: Counter[str] = Counter()
+    fixed: Counter[str] = Counter()
+    questions: Counter[str] = Counter()
+    class_questions: Counter[str] = Counter()
+    with_any = 0
+    for r in results:
+        fired = [code for code, k in r.guidelines.items() if k]
+        counts.update(r.guidelines)
+        fixed.update(r.corrected)
+        questions.update(fired)
+        class_questions.update({env_class(code) for code in fired})
+        with_any += 1 if fired else 0
+    total = sum(counts.values())
+    by_code = {}
+    for code in sorted(counts):
+        stats = _stats({code: counts[code]}, {code: fixed[code]}, questions[code], total)
+        by_code[code] = {"class": env_class(code), **stats}
+    classes = [*ENV_CLASSES.values(), "other"]
+    by_class = {}
+    for cls in classes:
+        codes = [c for c in counts if env_class(c) == cls]
+        if cls == "other" and not codes:
+            continue
+        by_class[cls] = _stats({c: counts[c] for c in codes}, {c: fixed[c] for c in codes},
+                               class_questions[cls], total)
+    corrected = sum(fixed.values())
+    return {
+        "triggers": total,
+        "per_question": total / n if n else 0.0,
+        "questions": with_any,
+        "corrected": corrected,
+        "correction_rate": corrected / total if total else None,
+        "by_class": by_class,
+        "by_code": by_code,
+    }
+
+
+def _sort_key(value: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def _breakdown(results: Sequence[QuestionResult], keys: Iterable[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in keys:
+        groups: dict[str, list[QuestionResult]] = defaultdict(list)
+        for r in results:
+            value = r.meta.get(key)
+            if value is None or isinstance(value, (dict, list, tuple)):
+                continue
+            groups[str(value).lower() if isinstance(value, bool) else str(value)].append(r)
+        if not groups:
+            continue
+        out[key] = {
+            value: {"n": len(group), **{k: v for k, v in _scores(group).items() if v is not None},
+                    "errors": sum(1 for r in group if r.error is not None)}
+            for value, group in sorted(groups.items(), key=lambda kv: _sort_key(kv[0]))
+        }
+    return out
+
+
+def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
+              by: Iterable[str] = DEFAULT_BREAKDOWN, primary: str | None = None
+              ) -> dict[str, Any]:
+    """The run's metrics (module docstring). Order-independent: the sums are exact
+    (``math.fsum``), so the same results in any order give the same numbers.
+
+    ``primary`` names the headline score (default: ``accuracy`` when defined, else ``hit@1``).
+    """
+    rows = [_result(r) for r in results]
+    n = len(rows)
+    scores = _scores(rows)
+    if primary is None:
+        primary = "accuracy" if scores["accuracy"] is not None else "hit@1"
+    out: dict[str, Any] = {"n": n, "primary": primary, **scores}
+    for name, key in _USAGE_MEANS:
+        out[name] = _mean([float(r.usage.get(key, 0.0)) for r in rows]) if n else None
+    out["tokens"] = (None if not n else _mean([
+        float(r.usage.get("prompt_tokens", 0.0)) + float(r.usage.get("completion_tokens", 0.0))
+        for r in rows]))
+    out["cost"] = math.fsum(float(r.usage.get("cost", 0.0)) for r in rows)
+    out["seconds"] = math.fsum(float(r.usage.get("seconds", 0.0)) for r in rows)
+    out["errors"] = sum(1 for r in rows if r.error is not None)
+    out["finished"] = sum(1 for r in rows if r.finished) / n if n else None
+    out["stop_reasons"] = dict(sorted(Counter(r.stop_reason or "" for r in rows).items()))
+    out["guidelines"] = guideline_stats(rows)
+    out["by"] = _breakdown(rows, by)
+    return out

@@ -1,0 +1,702 @@
+"""A gold-program stand-in LLM that makes the paper's hallucinations on purpose.
+
+:class:`NoisyGoldLLM` implements the :class:`~pyql.agent.llm.LLM` protocol. It replays a
+question's gold program (agent-style text, one call per line) in the agent's reply format —
+``Thought n: ...`` / ``Action n: <call>``, one step per :meth:`~NoisyGoldLLM.complete` — and at
+each step, with probability ``rate``, writes one of the hallucinations the paper discusses
+instead of the gold call (section 3.3, Tables 11-13):
+
+=======================  ======================================================================
+``wrong_relation``       KB: another relation in ``add_fact`` — one listed by the last
+                         ``get_relation`` observation, else a plausible one of the profile
+                         (MetaQA's relation names; Freebase: a relation seen so far, else a
+                         made-up sibling). SQL: another column of the table header in
+                         ``add_condition`` / ``set_answer``.
+``reversed_direction``   KB: head and tail of ``add_fact`` swapped. SQL: ``<`` / ``>`` of an
+                         ``add_condition`` flipped.
+``missing_get_relation`` KB only: a ``get_relation(node)`` skipped, the ``add_fact`` that follows
+                         written at once with a relation guessed from the profile (the node's
+                         relations were never fetched).
+``invalid_action``       An unknown function (``find_relation(...)`` for ``get_relation(...)``).
+``wrong_arity``          An argument dropped (or one added when the call would still be valid).
+``label_instead_of_id``  KB: a value label shown in an earlier observation written where its
+                         variable is expected (``set_answer(Kismet)`` for ``set_answer(?x1)``;
+                         MetaQA names *are* ids, so the mistake is a label where a *variable*
+                         belongs). SQL: a column header variant (``school_club_team`` for
+                         ``School/Club Team``) or a condition value in the wrong case.
+``cvt_answer``           Freebase only: ``set_answer(?v)`` on a variable whose shown values are
+                         all unnamed compound nodes (``UnName_Entity``), where the gold program
+                         goes on with ``get_relation(?v)``. Never applies on MetaQA/WikiSQL.
+``premature_execute``    ``execute()`` before the last fact / before ``set_answer``.
+=======================  ======================================================================
+
+**What happens next.** The stand-in reads the observation of its mistake from the next prompt
+(the last message). The agent renders a guideline hint as the hint's message followed by
+:data:`~pyql.agent.prompting.RETRY_WORDING`; the message does not carry the code, so the code is
+recovered from the message text by :func:`hint_code` (a table of the built-in guidelines'
+message patterns, :data:`HINT_PATTERNS`; tests check it against every guideline case file).
+
+- a hint whose code is in :data:`ADDRESSED_BY` for the injected type ("names the problem"): the
+  stand-in writes the gold call it should have written (``corrected``);
+- otherwise, if the step was not applied — any other hint (ERASER rolled the step back) or a raw
+  ``Error: ...`` (without ERASER: a parse, arity or unknown-function error leaves the query as it
+  was) — it goes on with the gold call (``retried``);
+- otherwise the mistake was accepted unnoticed: it goes on with the gold program from where it
+  was, so the wrong fact stays in the query as with a real LLM that does not notice (``kept``).
+  For the insertions (``cvt_answer``, an accepted ``premature_execute``) "where it was" is the
+  gold call the mistake was written before; ``missing_get_relation`` consumed two gold calls.
+
+A run that ends right after the mistake (an accepted premature ``execute()``, the step limit)
+leaves its record ``pending``; :meth:`NoisyGoldLLM.reconcile` settles it from the trajectory and
+adds the code the Session really returned (``trajectory_code``) to every record.
+
+**Determinism.** Whether gold call *i* gets a mistake, which one, and its details are drawn from
+``random.Random(f"{seed}:{i}")``: the same seed gives the same injections, and a run with ERASER
+and one without make the same mistake at the same gold call whenever both reach it (fair
+ablations). Each gold call is decided once; the step that follows a rejected mistake is always
+the gold call. Use :func:`item_seed` for per-question seeds (Python's ``hash`` of a string
+changes between processes).
+
+>>> llm = NoisyGoldLLM("get_relation(Kismet)\\nexecute()", rate=0.0, seed=0)
+>>> print(llm.complete([{"role": "system", "content": "..."},
+...                     {"role": "user", "content": "Question : q"}]).text)
+Thought 1: I follow the plan with get_relation.
+Action 1: get_relation(Kismet)
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from pyql.agent.accounting import TokenUsage
+from pyql.agent.llm import LLMReply, Message, ToolCall, apply_stop
+from pyql.agent.prompting import RETRY_WORDING
+from pyql.program import TOOLSETS, Call, Program
+from pyql.syntax import Atom, AtomKind, lex_atom
+
+if TYPE_CHECKING:
+    from pyql.agent.trajectory import Trajectory
+
+__all__ = [
+    "INJECTION_TYPES",
+    "ADDRESSED_BY",
+    "HINT_PATTERNS",
+    "Injection",
+    "NoisyGoldLLM",
+    "hint_code",
+    "is_hint",
+    "item_seed",
+]
+
+#: the hallucination types, in the order tables list them
+INJECTION_TYPES: tuple[str, ...] = (
+    "wrong_relation",
+    "reversed_direction",
+    "missing_get_relation",
+    "invalid_action",
+    "wrong_arity",
+    "label_instead_of_id",
+    "cvt_answer",
+    "premature_execute",
+)
+
+#: the guideline codes whose hint names the problem of each injected mistake
+ADDRESSED_BY: dict[str, frozenset[str]] = {
+    # an empty fact blamed on its relation (listed or not, explored or not); a wrong column
+    "wrong_relation": frozenset({"KB201", "KB202", "KB203", "PY202", "DB101", "DB102", "DB103",
+                                 "DB104"}),
+    # KB202 says "wrong direction" when the relation is listed the other way
+    "reversed_direction": frozenset({"KB201", "KB202", "RM203", "DB102", "DB103"}),
+    # "use get_relation() first"
+    "missing_get_relation": frozenset({"KB203", "PY202", "RM204", "RM205"}),
+    "invalid_action": frozenset({"PY102", "PY103"}),
+    "wrong_arity": frozenset({"PY104"}),
+    # a label where an id or a variable belongs; SQL: a name or value the table does not have
+    "label_instead_of_id": frozenset({"PY201", "PY204", "PY205", "PY206", "PY207", "PY290",
+                                      "RM201", "RM202", "RM206", "KB204", "DB101", "DB102"}),
+    "cvt_answer": frozenset({"KB207"}),
+    "premature_execute": frozenset({"PY208", "DB105", "KB207", "KB208"}),
+}
+
+#: (code, pattern) in the order they are tried: the built-in guidelines' hint messages
+HINT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (code, re.compile(pattern, re.DOTALL)) for code, pattern in (
+        ("PY101", r"^You wrote (?:\d+ actions|more than one action)"),
+        ("PY102", r"Invalid action, next time you must choose an action from"),
+        ("PY103", r"^The action could not be read:"),
+        ("PY104", r"should have \d+(?: to \d+)? parameters?\. You have "),
+        ("PY201", r"^The (?:head|tail) of add_fact\(head, relation, tail\), "),
+        ("PY202", r" is not a valid relation for add_fact\(\)\."),
+        ("PY203", r" as operator in add_filter, which is invalid\."),
+        ("PY204", r"^The first parameter of add_filter, "),
+        ("PY205", r"^The third parameter of add_filter, "),
+        ("PY206", r"^The parameter of add_\w+\(\), .* is invalid: it must be an existing "
+                  r"variable with values\."),
+        ("PY208", r"^The query is empty, so there is nothing to execute\.|so execute\(\) does "
+                  r"not know which one is the answer\."),
+        ("RM201", r" is invalid in get_relation: it is a value shown for |^The parameter of "
+                  r"get_relation, .* is not a linked entity or created variable\."),
+        ("RM202", r"^You cannot query for the relations of "),
+        ("RM203", r"^You introduced unexisting variable in add_fact\(\).* reconsider the head "),
+        ("RM204", r"^You introduced unexisting variable in add_fact\(\).* Start from a linked "),
+        ("RM205", r"^You should use get_relation\(\) first\."),
+        ("RM206", r" is not a created variable\. You must set an existing variable as the "),
+        ("RM207", r" is not a created variable, and there are no variables yet"),
+        ("RM208", r"^\?\w+ has no values, so add_time_constrain\(\) cannot constrain it"),
+        ("PY207", r" is invalid\. You must set an existing variable as answer"),
+        ("DB101", r"^There is no (?:table|column) called "),
+        ("DB102", r"^The value .* does not occur in the column "),
+        ("DB103", r"^You choose add_condition as the action in this step\."),
+        ("DB104", r" is not valid for the column .*: its type is "),
+        ("DB105", r"^You must specify the answer with set_answer\(column, aggregation\) before "),
+        ("DB301", r"^The database could not run this step"),
+        ("DB302", r"^The database did not answer in time"),
+        ("KB201", r"^The relation .* that you choose leads to an empty result\..* Try to change "),
+        ("KB202", r"^The relation .* that you choose leads to an empty result\. Re-think "),
+        ("KB203", r"^Got an empty result after adding this triple pattern"),
+        ("KB204", r"^get_relation\(.*\) returned no relations: "),
+        ("KB205", r"^You choose add_filter as the action in this step\."),
+        ("KB206", r"^You choose add_\w+ as the action in this step\. However, we get an empty "),
+        ("KB207", r"^You should not set .* as the answer, because its value is "),
+        ("KB208", r"^\w+\(\) gives no answer\."),
+        ("KB301", r"^The KB could not run this step"),
+        ("KB302", r"^The KB did not answer in time"),
+        ("PY290", r"^(?:Argument \d+ of|An argument of) .* is invalid"),
+        ("PY291", r"\(\) cannot be applied here: "),
+    )
+)
+
+#: the code reported for a hint whose message matches no pattern (a third-party guideline)
+UNKNOWN_CODE = "?"
+
+_RETRY = re.compile(re.escape(RETRY_WORDING).replace(re.escape("{n}"), r"\d+") + r"\s*$")
+_OBS_PREFIX = re.compile(r"^\s*Observation\s*\d*\s*[:：]\s*")
+_RELATIONS = re.compile(r"\{'forward': (\[[^\]]*\]), 'backward': (\[[^\]]*\])\}")
+_QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_VALUES = re.compile(r"The value of variable (\?\w+) is (\[(?:" + _QUOTED + r"|[^\]'\"])*\])")
+_FREEBASE_ID = re.compile(r"^[mg]\.[0-9a-z_]+$")
+#: labels a KB profile shows for unnamed compound nodes
+_UNNAMED = frozenset({"UnName_Entity"})
+#: invented names for the invalid-action mistake (none is a DSL function)
+_INVALID_NAMES = {
+    "get_relation": "find_relation", "add_fact": "add_triple", "add_filter": "filter_by",
+    "add_type": "set_type", "add_count": "count", "add_max": "argmax", "add_min": "argmin",
+    "set_answer": "return_answer", "execute": "run_query", "add_condition": "add_where",
+    "get_column": "show_column", "add_time_constrain": "add_time_filter",
+}
+
+Outcome = Literal["pending", "corrected", "retried", "kept", "ended"]
+
+
+def item_seed(seed: int, item_id: str) -> int:
+    """A per-question seed that is the same in every process (unlike ``hash``).
+
+    >>> item_seed(0, "1hop-dev-3") == item_seed(0, "1hop-dev-3")
+    True
+    """
+    digest = hashlib.sha256(f"{seed}\x00{item_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def observation_body(text: str) -> str:
+    """An observation message without its ``Observation n :`` prefix."""
+    return _OBS_PREFIX.sub("", text, count=1).strip()
+
+
+def is_hint(text: str) -> bool:
+    """Whether a rendered observation is a guideline hint (it ends with the retry wording)."""
+    return _RETRY.search(observation_body(text)) is not None
+
+
+def hint_code(text: str) -> str | None:
+    """The guideline code of a rendered hint, read from its message (:data:`HINT_PATTERNS`);
+    None when ``text`` is not a hint, :data:`UNKNOWN_CODE` when no pattern knows the message.
+
+    >>> hint_code("Observation 2 : find_relation() is not an available action. Invalid action, "
+    ...           "next time you must choose an action from: get_relation(). "
+    ...           "Please re-generate only Thought 3 and Action 3.")
+    'PY102'
+    """
+    body = observation_body(text)
+    match = _RETRY.search(body)
+    if match is None:
+        return None
+    message = body[: match.start()].strip()
+    for code, pattern in HINT_PATTERNS:
+        if pattern.search(message):
+            return code
+    return UNKNOWN_CODE
+
+
+class Injection(BaseModel):
+    """One injected mistake and what became of it."""
+
+    #: one of :data:`INJECTION_TYPES`
+    type: str
+    #: the agent step (1-based) whose action was the mistake
+    step: int
+    #: the gold call (0-based index) the mistake replaced or was written before
+    gold_index: int
+    gold: str
+    #: the action written instead
+    action: str
+    #: the variant (``listed``, ``profile``, ``column_variant``, ``value_case``, ...)
+    detail: str = ""
+    #: a hint followed the mistake (None while unseen)
+    hint_fired: bool | None = None
+    #: its code as read from the rendered hint (:func:`hint_code`)
+    hint_code: str | None = None
+    #: the code the Session returned (set by :meth:`NoisyGoldLLM.reconcile`)
+    trajectory_code: str | None = None
+    #: the hint named the problem and the stand-in wrote the gold call next
+    corrected: bool = False
+    outcome: Outcome = "pending"
+    #: the start of the observation that followed the mistake
+    observation: str = ""
+
+    @property
+    def code(self) -> str | None:
+        """The hint code: the Session's when known, else the decoded one."""
+        return self.trajectory_code if self.trajectory_code is not None else self.hint_code
+
+
+@dataclass
+class _Pending:
+    injection: Injection
+    #: where the gold program resumes when the mistake was accepted unnoticed
+    kept_pos: int
+
+
+@dataclass
+class _Context:
+    """What the stand-in reads from the prompt."""
+
+    step: int
+    last: str | None
+    columns: tuple[str, ...]
+    relations: tuple[str, ...] | None
+    values: dict[str, list[str]] = field(default_factory=dict)
+    seen_relations: tuple[str, ...] = ()
+
+
+def _plain(atom: Atom) -> Atom:
+    """A name written bare when it reads back as itself, else quoted."""
+    try:
+        bare = lex_atom(atom.value)
+    except Exception:  # noqa: BLE001 - any lexing problem: quote it
+        bare = None
+    if (bare is not None and bare.kind is AtomKind.NAME and bare.value == atom.value
+            and not re.fullmatch(r"x\d+", atom.value)
+            and not any(c in atom.value for c in ",()\"'#;")):
+        return bare
+    return Atom(AtomKind.STRING, atom.value)
+
+
+def _name(text: str) -> Atom:
+    return _plain(Atom(AtomKind.NAME, text))
+
+
+def _arg_text(atom: Atom) -> str:
+    """An argument as the agent writes it (quoted when needed)."""
+    return str(Call(name="f", args=(atom,)))[2:-1]
+
+
+class NoisyGoldLLM:
+    """Replays a gold program and injects hallucinations (see the module docstring).
+
+    ``program_text``: the gold program, one call per line; ``rate``: the probability that a gold
+    call gets a mistake; ``seed``: the injections' seed; ``tools``: ``"sparql"`` or ``"sql"``;
+    ``types``: the injection types allowed (default all of :data:`INJECTION_TYPES`; those that
+    do not apply to a call or a toolset are skipped). The records are in :attr:`injections`.
+    """
+
+    def __init__(self, program_text: str, *, rate: float, seed: int, tools: str = "sparql",
+                 types: Sequence[str] | None = None) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be between 0 and 1, not {rate!r}")
+        if tools not in TOOLSETS:
+            raise ValueError(f"tools must be one of {', '.join(TOOLSETS)}, not {tools!r}")
+        chosen = tuple(types) if types is not None else INJECTION_TYPES
+        unknown = [t for t in chosen if t not in INJECTION_TYPES]
+        if unknown:
+            raise ValueError(f"unknown injection type(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(INJECTION_TYPES)}")
+        self.model = "noisy-gold"
+        self.program = Program.parse(program_text, tools)
+        self.calls: tuple[Call, ...] = tuple(self.program.calls)
+        self.rate = rate
+        self.seed = seed
+        self.tools = tools
+        self.types = chosen
+        #: every injected mistake, in order
+        self.injections: list[Injection] = []
+        self._pos = 0
+        self._decided: set[int] = set()
+        self._pending: _Pending | None = None
+        self._vocabulary = self._profile_vocabulary()
+
+    def __repr__(self) -> str:
+        return (f"NoisyGoldLLM(rate={self.rate}, seed={self.seed}, tools={self.tools!r}, "
+                f"calls={len(self.calls)}, injections={len(self.injections)})")
+
+    # -- the LLM protocol -----------------------------------------------------------------------
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> LLMReply:
+        ctx = self._context(messages)
+        call, thought = self._next_action(ctx)
+        n = ctx.step
+        usage = TokenUsage(
+            prompt_tokens=sum(len(str(m.get("content") or "")) for m in messages) // 4,
+            completion_tokens=len(str(call)) // 4 + 8, estimated=True)
+        if tools:
+            return LLMReply(text=f"Thought {n}: {thought}", tool_calls=(self._tool_call(call, n),),
+                            usage=usage, model=self.model, finish_reason="tool_calls", cost=0.0)
+        text = f"Thought {n}: {thought}\nAction {n}: {call}"
+        return LLMReply(text=apply_stop(text, stop), usage=usage, model=self.model,
+                        finish_reason="stop", cost=0.0)
+
+    # -- records --------------------------------------------------------------------------------
+    def reconcile(self, trajectory: Trajectory) -> list[Injection]:
+        """Settle the records with the trajectory: the code each step really got
+        (``trajectory_code``) and, for a mistake the run ended on, whether a hint fired
+        (outcome ``ended``).
+
+        ``corrected`` is decided again from the Session's code, so a hint whose message
+        :data:`HINT_PATTERNS` does not know (a new or third-party guideline) is still counted
+        right. What the stand-in wrote does not change: after any hint it wrote the gold call.
+        """
+        steps = {s.n: s for s in trajectory.steps}
+        for inj in self.injections:
+            step = steps.get(inj.step)
+            if step is None:
+                continue
+            inj.trajectory_code = step.hint
+            if inj.outcome == "pending":
+                inj.hint_fired = step.hint is not None
+                inj.observation = step.observation[:200]
+                inj.outcome = "ended"
+            elif inj.outcome in ("corrected", "retried") and step.hint is not None:
+                inj.corrected = step.hint in ADDRESSED_BY[inj.type]
+                inj.outcome = "corrected" if inj.corrected else "retried"
+        return self.injections
+
+    # -- reading the prompt ---------------------------------------------------------------------
+    def _context(self, messages: Sequence[Message]) -> _Context:
+        step = 1 + sum(1 for m in messages if m.get("role") == "assistant")
+        observations = [str(m.get("content") or "") for m in messages[2:]
+                        if m.get("role") in ("user", "tool")]
+        last = None
+        if step > 1 and messages and messages[-1].get("role") in ("user", "tool"):
+            last = str(messages[-1].get("content") or "")
+        columns: tuple[str, ...] = ()
+        if len(messages) > 1 and self.tools == "sql":
+            columns = _columns(str(messages[1].get("content") or ""))
+        relations: tuple[str, ...] | None = None
+        seen: list[str] = []
+        values: dict[str, list[str]] = {}
+        for text in observations:
+            if is_hint(text):
+                continue
+            for fwd, bwd in _RELATIONS.findall(text):
+                listed = tuple(r for r in (*_literal_list(fwd), *_literal_list(bwd)))
+                relations = listed
+                seen.extend(listed)
+            for var, shown in _VALUES.findall(text):
+                values[var] = _literal_list(shown)
+        return _Context(step=step, last=last, columns=columns, relations=relations,
+                        values=values, seen_relations=tuple(dict.fromkeys(seen)))
+
+    # -- choosing the next action ---------------------------------------------------------------
+    def _next_action(self, ctx: _Context) -> tuple[Call, str]:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            inj = pending.injection
+            text = ctx.last or ""
+            fired = is_hint(text)
+            inj.hint_fired = fired
+            inj.hint_code = hint_code(text) if fired else None
+            inj.observation = observation_body(text)[:200]
+            rejected = fired or observation_body(text).startswith("Error")
+            if fired and inj.hint_code in ADDRESSED_BY[inj.type]:
+                inj.corrected = True
+                inj.outcome = "corrected"
+            elif rejected:
+                inj.outcome = "retried"
+            else:
+                inj.outcome = "kept"
+                self._pos = pending.kept_pos
+            if inj.outcome != "kept":
+                i = inj.gold_index
+                self._pos = i + 1
+                thought = ("The observation names my mistake; I write the step correctly."
+                           if inj.corrected else "That step failed; I try the step again.")
+                return self.calls[i], thought
+        i = self._pos
+        if i >= len(self.calls):
+            return Call(name="execute"), "The plan is complete; I execute the query."
+        gold = self.calls[i]
+        if i not in self._decided:
+            self._decided.add(i)
+            made = self._inject(i, ctx)
+            if made is not None:
+                kind, action, detail, kept_pos = made
+                inj = Injection(type=kind, step=ctx.step, gold_index=i, gold=str(gold),
+                                action=str(action), detail=detail)
+                self.injections.append(inj)
+                self._pending = _Pending(inj, kept_pos)
+                return action, f"I follow the plan with {action.name}."
+        self._pos = i + 1
+        return gold, f"I follow the plan with {gold.name}."
+
+    def _inject(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
+        rng = random.Random(f"{self.seed}:{i}")
+        if self.rate <= 0.0 or rng.random() >= self.rate:
+            return None
+        builders = {t: getattr(self, f"_make_{t}") for t in self.types}
+        options = [(t, made) for t, build in builders.items()
+                   if (made := build(i, ctx, random.Random(f"{self.seed}:{i}:{t}"))) is not None]
+        if not options:
+            return None
+        kind, (action, detail, kept_pos) = rng.choice(options)
+        return kind, action, detail, kept_pos
+
+    # -- the mistakes: each returns (action, detail, where to resume if kept) or None -----------
+    def _make_wrong_relation(self, i: int, ctx: _Context, rng: random.Random
+                             ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if self.tools == "sql":
+            if gold.name not in ("add_condition", "set_answer") or not gold.args:
+                return None
+            current = gold.args[0].value
+            others = [c for c in ctx.columns if c.casefold() != current.casefold()]
+            if not others:
+                return None
+            column = _name(rng.choice(others))
+            return _replace(gold, 0, column), "column", i + 1
+        if gold.name != "add_fact" or len(gold.args) != 3:
+            return None
+        relation = gold.args[1].value
+        listed = [r for r in (ctx.relations or ()) if r != relation]
+        if listed:
+            return _replace(gold, 1, _name(rng.choice(listed))), "listed", i + 1
+        wrong = self._guess_relation(relation, ctx, rng)
+        return _replace(gold, 1, _name(wrong)), "profile", i + 1
+
+    def _make_reversed_direction(self, i: int, ctx: _Context, rng: random.Random
+                                 ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if self.tools == "sql":
+            if gold.name != "add_condition" or len(gold.args) != 3:
+                return None
+            flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(gold.args[1].value.strip())
+            if flipped is None:
+                return None
+            return _replace(gold, 1, Atom(AtomKind.NAME, flipped)), "operator", i + 1
+        if gold.name != "add_fact" or len(gold.args) != 3 or gold.args[0] == gold.args[2]:
+            return None
+        head, relation, tail = gold.args
+        return Call(name="add_fact", args=(tail, relation, head)), "swapped", i + 1
+
+    def _make_missing_get_relation(self, i: int, ctx: _Context, rng: random.Random
+                                   ) -> tuple[Call, str, int] | None:
+        if self.tools != "sparql" or i + 1 >= len(self.calls):
+            return None
+        gold, fact = self.calls[i], self.calls[i + 1]
+        if gold.name != "get_relation" or fact.name != "add_fact" or len(fact.args) != 3:
+            return None
+        if not gold.args or gold.args[0] not in (fact.args[0], fact.args[2]):
+            return None
+        wrong = self._guess_relation(fact.args[1].value, ctx, rng, listed=False)
+        return _replace(fact, 1, _name(wrong)), "guessed", i + 2
+
+    def _make_invalid_action(self, i: int, ctx: _Context, rng: random.Random
+                             ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        name = _INVALID_NAMES.get(gold.name, f"do_{gold.name}")
+        if name in TOOLSETS[self.tools]:
+            return None
+        return Call(name=name, args=gold.args), name, i
+
+    def _make_wrong_arity(self, i: int, ctx: _Context, rng: random.Random
+                          ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        sig = TOOLSETS[self.tools].get(gold.name)
+        if sig is None:
+            return None
+        lo, hi = sig.arity
+        if gold.args and len(gold.args) - 1 < lo:
+            return Call(name=gold.name, args=gold.args[:-1]), "missing", i
+        extra = gold.args[-1] if gold.args else self._some_argument()
+        if len(gold.args) + 1 > hi:
+            return Call(name=gold.name, args=(*gold.args, extra)), "extra", i
+        return None
+
+    def _make_label_instead_of_id(self, i: int, ctx: _Context, rng: random.Random
+                                  ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if self.tools == "sql":
+            return self._sql_label(i, ctx, rng)
+        sites = [k for k, a in enumerate(gold.args)
+                 if a.kind is AtomKind.VAR and [v for v in ctx.values.get(str(a), ())
+                                                if v not in _UNNAMED]]
+        if not sites:
+            return None
+        k = rng.choice(sites)
+        labels = [v for v in ctx.values[str(gold.args[k])] if v not in _UNNAMED]
+        return _replace(gold, k, _name(labels[0])), f"label_for_{gold.args[k]}", i + 1
+
+    def _sql_label(self, i: int, ctx: _Context, rng: random.Random
+                   ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        options: list[tuple[Call, str]] = []
+        if gold.name in ("add_condition", "set_answer") and gold.args:
+            column = gold.args[0].value
+            variant = _header_variant(column)
+            if variant.casefold() not in {c.casefold() for c in (*ctx.columns, column)}:
+                options.append((_replace(gold, 0, _name(variant)), "column_variant"))
+        if gold.name == "add_condition" and len(gold.args) == 3:
+            value = gold.args[2]
+            if value.kind in (AtomKind.STRING, AtomKind.NAME) and value.value.strip():
+                text = value.value
+                wrong = text.lower() if text != text.lower() else text.upper()
+                if wrong != text:
+                    options.append((_replace(gold, 2, Atom(AtomKind.STRING, wrong)), "value_case"))
+        if not options:
+            return None
+        action, detail = rng.choice(options)
+        return action, detail, i + 1
+
+    def _make_cvt_answer(self, i: int, ctx: _Context, rng: random.Random
+                         ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if self.tools != "sparql" or gold.name != "get_relation" or not gold.args:
+            return None
+        node = gold.args[0]
+        shown = ctx.values.get(str(node), [])
+        if node.kind is not AtomKind.VAR or not shown or not all(v in _UNNAMED for v in shown):
+            return None
+        return Call(name="set_answer", args=(node,)), "cvt", i
+
+    def _make_premature_execute(self, i: int, ctx: _Context, rng: random.Random
+                                ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if gold.name in ("execute", "get_column"):
+            return None
+        answered = any(c.name == "set_answer" for c in self.calls[:i])
+        if answered:
+            return None
+        if self.tools == "sparql" and not any(c.name == "add_fact" for c in self.calls[:i]):
+            return None  # nothing built yet: not "premature", just empty
+        return Call(name="execute"), "before_" + gold.name, i
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _profile_vocabulary(self) -> tuple[str, ...]:
+        """The relation names of the profile the program is written for (MetaQA's), if known."""
+        from pyql.datasets.metaqa import RELATIONS
+
+        metaqa = tuple(dict.fromkeys(RELATIONS.values()))
+        facts = [c for c in self.calls if c.name == "add_fact" and len(c.args) == 3]
+        if self.tools == "sparql" and facts and all(c.args[1].value in metaqa for c in facts):
+            return metaqa
+        return ()
+
+    def _guess_relation(self, relation: str, ctx: _Context, rng: random.Random, *,
+                        listed: bool = True) -> str:
+        """A plausible wrong relation: the profile's, else one seen so far, else a sibling."""
+        pool = [r for r in self._vocabulary if r != relation]
+        if not pool and listed:
+            pool = [r for r in ctx.seen_relations if r != relation]
+        if not pool:
+            program = [c.args[1].value for c in self.calls
+                       if c.name == "add_fact" and len(c.args) == 3]
+            pool = [r for r in dict.fromkeys(program) if r != relation]
+        if pool:
+            return rng.choice(pool)
+        head, _, last = relation.rpartition(".")
+        return f"{head}.{last}_of" if head else f"{relation}_of"
+
+    def _some_argument(self) -> Atom:
+        for call in self.calls:
+            for atom in call.args:
+                if atom.kind is AtomKind.VAR:
+                    return atom
+        return Atom(AtomKind.NAME, "answer")
+
+    def _tool_call(self, call: Call, n: int) -> ToolCall:
+        import json
+
+        sig = TOOLSETS[self.tools].get(call.name)
+        names = [p.name for p in sig.params] if sig is not None else []
+        arguments: dict[str, str] = {}
+        for k, atom in enumerate(call.args):
+            key = names[k] if k < len(names) else f"arg{k + 1}"
+            arguments[key] = _arg_text(atom)
+        return ToolCall(id=f"call_{n}", name=call.name,
+                        arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def _replace(call: Call, index: int, atom: Atom) -> Call:
+    args = list(call.args)
+    args[index] = atom
+    return Call(name=call.name, args=tuple(args))
+
+
+def _literal_list(text: str) -> list[str]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return []
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [v for v in value if isinstance(v, str)]
+
+
+def _columns(question_message: str) -> tuple[str, ...]:
+    """The table header of a SQL question message (``Table Header : ['a', 'b']``)."""
+    for line in question_message.splitlines()[1:]:
+        _, sep, rest = line.partition(":")
+        if sep and rest.strip().startswith("["):
+            return tuple(_literal_list(rest.strip()))
+    return ()
+
+
+def _header_variant(column: str) -> str:
+    """A header as a model might misremember it: snake_case without punctuation, or the
+    singular/plural of a plain word (``School/Club Team`` -> ``school_club_team``)."""
+    snake = "_".join(w for w in re.split(r"[^0-9A-Za-z]+", column) if w).lower()
+    if snake and snake.casefold() != column.casefold():
+        return snake
+    word = column.strip()
+    return word[:-1] if word.endswith("s") and len(word) > 1 else word + "s"
+
+
+def summarise(injections: Iterable[Injection]) -> dict[str, dict[str, Any]]:
+    """Per injection type: ``n``, ``detected`` (a hint fired), ``corrected``, ``kept``,
+    ``retried``, ``ended`` and the hint codes seen (``codes``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for inj in injections:
+        row = out.setdefault(inj.type, {"n": 0, "detected": 0, "corrected": 0, "kept": 0,
+                                        "retried": 0, "ended": 0, "codes": {}})
+        row["n"] += 1
+        if inj.hint_fired:
+            row["detected"] += 1
+            code = inj.code or UNKNOWN_CODE
+            row["codes"][code] = row["codes"].get(code, 0) + 1
+        if inj.corrected:
+            row["corrected"] += 1
+        if inj.outcome in ("kept", "retried", "ended"):
+            row[inj.outcome] += 1
+    return out

@@ -1,0 +1,707 @@
+"""Run the agent over a dataset: concurrent, rate-limit aware, and resumable after a crash.
+
+:func:`evaluate` starts a run in a fresh directory; :func:`resume` finishes one. A run directory
+(:mod:`pyql.agent.evaluation.records`) holds:
+
+- ``config.json``: the :class:`~pyql.agent.evaluation.records.RunConfig`, written (atomically)
+  once the dataset and its backend have opened and before any question runs;
+- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line,
+  append-only. Each line is written whole by one ``os.write`` of ``json + "\\n"`` on an
+  ``O_APPEND`` descriptor, under a lock, then ``fdatasync``-ed: after a crash the file is a run
+  of complete lines, possibly followed by one partial line, which :func:`resume` truncates away
+  (fsync-ed) before it appends anything;
+- ``trajectories.jsonl``: every question's :class:`~pyql.agent.trajectory.Trajectory`
+  (``meta.id`` = the question id; the raw LLM replies, so ``--llm replay:RUN_DIR`` can replay
+  the run), appended just before its result line, flushed but not fsync-ed (a question whose
+  result line is missing is run again, so a duplicate trajectory can appear; replay uses the
+  last complete one);
+- ``metrics.json``: :func:`pyql.agent.evaluation.metrics.aggregate` of ``results.jsonl``, plus a
+  ``run`` section (this session's wall time, concurrency, rate-limit pauses, cache hits,
+  ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
+- ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
+
+**Exactly once.** :func:`resume` reads the ids in ``results.jsonl`` and runs only the selected
+questions that are missing, each once. A killed run loses at most the questions in flight.
+
+**Concurrency.** ``config.concurrency`` asyncio workers pull questions from one queue and run
+the synchronous agent in a thread pool of the same size (``loop.run_in_executor``; a dedicated
+pool, so ``K`` is not capped by asyncio's default executor). The backend is shared (Oxigraph
+stores and SQLAlchemy engines are thread-safe for reads); each question gets its own Session
+over a per-question view of it, so query counts are exact. LLM calls go through the run's
+:class:`~pyql.agent.evaluation.specs.RateGate`: a 429 pauses every worker until its
+``Retry-After``.
+
+**Errors.** A question that fails (the backend is down, the LLM fails after its retries, the
+replay has no recording...) is recorded with ``error`` and scored 0, and the run goes on.
+Authentication errors, an unknown model, an exhausted quota and a bad ``--llm`` spec abort the
+run (:class:`EvalAbort`) with the message; so do five first questions in a row that all fail
+with unexpected (non-pyql) exceptions, which means a bug, not a bad question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pyql import __version__
+from pyql.agent.accounting import PriceTable, TokenCounter
+from pyql.agent.errors import LLMAuthError, LLMModelNotFoundError, LLMRateLimitError
+from pyql.agent.evaluation.caches import LLMCache, QueryCache
+from pyql.agent.evaluation.datasets import Backend, EvalDataset, get_dataset
+from pyql.agent.evaluation.metrics import aggregate, corrections, score_item
+from pyql.agent.evaluation.records import (
+    CONFIG,
+    METRICS,
+    RESULTS,
+    EvalItem,
+    QuestionResult,
+    RunConfig,
+    StepRecord,
+)
+from pyql.agent.evaluation.specs import LLMProvider, LLMSpecError, RateGate, build_provider
+from pyql.errors import PyqlError
+
+__all__ = [
+    "evaluate",
+    "resume",
+    "EvalAbort",
+    "RunDirError",
+    "ResultsLog",
+    "read_results",
+    "load_config",
+    "recompute_metrics",
+    "TRAJECTORIES",
+]
+
+log = logging.getLogger(__name__)
+
+TRAJECTORIES = "trajectories.jsonl"
+LOCK = ".lock"
+#: seconds between rewrites of metrics.json during a run
+METRICS_INTERVAL = 5.0
+#: abort when this many first questions all fail with unexpected exceptions
+_BUG_THRESHOLD = 5
+
+
+class RunDirError(PyqlError):
+    """The run directory cannot be used (already a run, not a run, locked, corrupt)."""
+
+
+class EvalAbort(PyqlError):
+    """A failure that stops the whole run (auth, unknown model, quota, bad spec, a bug)."""
+
+
+# -- files --------------------------------------------------------------------------------------
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _sync(fd: int) -> None:
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def _atomic_write_json(path: Path, value: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    data = json.dumps(value, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class ResultsLog:
+    """An append-only JSON-lines file: whole lines only, one ``write`` each (module docstring).
+    """
+
+    def __init__(self, path: Path, *, sync: bool = True) -> None:
+        self.path = path
+        self.sync = sync
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def recover(self, *, strict: bool = True) -> list[dict[str, Any]]:
+        """The records of the complete lines; a partial last line is cut off (and the cut
+        synced). A broken line before the last one raises :class:`RunDirError` (``strict``;
+        else the lines are not parsed and ``[]`` is returned)."""
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            log.warning("%s: dropping a partial last line (%d bytes) left by an interrupted run",
+                        self.path, len(data) - end)
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return list(_parse_lines(data[:end], self.path)) if strict else []
+
+    def open(self) -> ResultsLog:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self
+
+    def append(self, *lines: str) -> None:
+        """Append ``lines`` (no newline in any) as one write; sync it when ``sync``."""
+        if any("\n" in line for line in lines):
+            raise ValueError("a record must be one line")
+        data = "".join(line + "\n" for line in lines).encode()
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError(f"{self.path} is not open")
+            _write_all(self._fd, data)
+            if self.sync:
+                _sync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _parse_lines(data: bytes, path: Path) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RunDirError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+        if not isinstance(record, dict) or "id" not in record:
+            raise RunDirError(f"{path}:{number}: not a result record (no id)")
+        yield record
+
+
+def read_results(out_dir: str | os.PathLike[str]) -> list[QuestionResult]:
+    """The results of a run directory (complete lines only; the first line of an id wins)."""
+    path = Path(out_dir) / RESULTS
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    data = data[: data.rfind(b"\n") + 1]
+    seen: set[str] = set()
+    out = []
+    for record in _parse_lines(data, path):
+        if record["id"] in seen:
+            continue
+        seen.add(record["id"])
+        out.append(QuestionResult.model_validate(record))
+    return out
+
+
+def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
+    path = Path(out_dir) / CONFIG
+    if not path.is_file():
+        raise RunDirError(f"{out_dir} is not a run directory (no {CONFIG})")
+    try:
+        return RunConfig.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise RunDirError(f"{path}: not a run configuration: {exc}") from None
+
+
+def recompute_metrics(out_dir: str | os.PathLike[str], *, primary: str | None = None,
+                      run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` when given)."""
+    metrics = aggregate(_slim(r) for r in read_results(out_dir))
+    if primary is not None:
+        metrics["primary"] = primary
+    if run is not None:
+        metrics["run"] = run
+    _atomic_write_json(Path(out_dir) / METRICS, metrics)
+    return metrics
+
+
+class _Lock:
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / LOCK
+        self._fd: int | None = None
+
+    def __enter__(self) -> _Lock:
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            return self
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise RunDirError(f"another pyql eval is running on {self.path.parent}") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+# -- one question -------------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_jsonable(v) for v in value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def _slim(result: QuestionResult) -> QuestionResult:
+    """What the aggregate needs (no steps): kept in memory for the running metrics."""
+    return result.model_copy(update={"steps": ()}) if result.steps else result
+
+
+class _MemoCounter(TokenCounter):
+    """A token counter that remembers the counts of long texts (the system prompt and earlier
+    turns are counted again at every step)."""
+
+    _MAX = 50_000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._memo: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        if len(text) < 64:
+            return super().count(text)
+        found = self._memo.get(text)
+        if found is None:
+            found = super().count(text)
+            if len(self._memo) < self._MAX:
+                self._memo[text] = found
+        return found
+
+
+def _injections(llm: Any, trajectory: Any) -> list[Any] | None:
+    """The injected mistakes of a noisy stand-in (``reconcile``-d with the trajectory)."""
+    for _ in range(8):
+        reconcile = getattr(llm, "reconcile", None)
+        if callable(reconcile):
+            records = reconcile(trajectory)
+            return [_jsonable(r.model_dump(mode="json") if hasattr(r, "model_dump") else r)
+                    for r in records]
+        llm = getattr(llm, "llm", None)
+        if llm is None:
+            return None
+    return None
+
+
+class _Stopped(Exception):
+    """The run is stopping: the question was not started."""
+
+
+class _Session:
+    """One process working on a run directory: the shared parts and the per-question work."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        out_dir: Path,
+        dataset: EvalDataset,
+        items: list[EvalItem],
+        backend: Backend,
+        provider: LLMProvider,
+        gate: RateGate,
+        llm_cache: LLMCache | None,
+        kb_cache: QueryCache | None,
+        concurrency: int,
+    ) -> None:
+        self.config = config
+        self.out_dir = out_dir
+        self.dataset = dataset
+        self.items = items
+        self.backend = backend
+        self.provider = provider
+        self.gate = gate
+        self.llm_cache = llm_cache
+        self.kb_cache = kb_cache
+        self.concurrency = concurrency
+        self.results_log = ResultsLog(out_dir / RESULTS)
+        self.trajectory_log = ResultsLog(out_dir / TRAJECTORIES, sync=False)
+        self.stop = threading.Event()
+        self.done: dict[str, QuestionResult] = {}
+        self.session_done = 0
+        self.unexpected = 0
+        self.clean = 0
+        self._write_lock = threading.Lock()
+        self.prices = PriceTable()
+        model = getattr(getattr(provider, "base", None), "model", "") or ""
+        tiktoken_dir = os.environ.get("PYQL_TIKTOKEN_DIR") or (
+            str(dataset.data_dir / "tiktoken") if (dataset.data_dir / "tiktoken").is_dir()
+            else None)
+        self.counter = _MemoCounter(model=model, directory=tiktoken_dir)
+        self.counter.exact  # noqa: B018 - load the encoding once, before the threads
+
+    # -- in a worker thread ---------------------------------------------------------------------
+    def run_item(self, item: EvalItem) -> QuestionResult:
+        if self.stop.is_set():
+            raise _Stopped
+        start = time.perf_counter()
+        lines: list[str] = []
+        try:
+            result, lines = self._answer(item)
+        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
+            raise EvalAbort(f"{type(exc).__name__}: {exc}") from exc
+        except LLMRateLimitError as exc:
+            if exc.code == "insufficient_quota":
+                raise EvalAbort(f"the API quota is exhausted: {exc}") from exc
+            result = self._failed(item, exc, start)
+        except (PyqlError, OSError) as exc:
+            log.info("%s: %s: %s", item.id, type(exc).__name__, exc)
+            result = self._failed(item, exc, start)
+        except Exception as exc:  # noqa: BLE001 - recorded, the run goes on (see module doc)
+            log.exception("%s: unexpected error", item.id)
+            with self._write_lock:
+                self.unexpected += 1
+                bug = self.clean == 0 and self.unexpected == _BUG_THRESHOLD
+            if bug:
+                raise EvalAbort(f"the first {_BUG_THRESHOLD} questions all failed with "
+                                f"unexpected errors; the last: {type(exc).__name__}: {exc}"
+                                ) from exc
+            result = self._failed(item, exc, start)
+        else:
+            with self._write_lock:
+                self.clean += 1
+        self._write(result, lines)
+        return _slim(result)
+
+    def _answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
+        from pyql.agent.query_agent import QueryAgent
+
+        llm = self.provider.for_item(item)
+        env = self.backend.for_item(item, cache=self.kb_cache)
+        agent = QueryAgent(
+            llm, env, guidelines=True if self.config.guidelines else None,
+            max_steps=self.config.max_steps, mode=self.config.mode,
+            profile=self.dataset.profile, table=item.table, token_counter=self.counter,
+            price_table=self.prices,
+        )
+        res = agent.run(item.question, item.entities, table=item.table, meta={"id": item.id})
+        trajectory = res.trajectory
+        usage = res.usage
+        steps = tuple(
+            StepRecord(n=s.n, thought=s.thought, action=s.action, observation=s.observation,
+                       hint=s.hint, status=s.status, query=s.query,
+                       prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
+                       seconds=s.llm_latency + s.env_latency)
+            for s in trajectory.steps
+        )
+        result = QuestionResult(
+            id=item.id, question=item.question, gold=_jsonable(item.answers),
+            predicted=_jsonable(tuple(res.answers)),
+            metrics=score_item(self.dataset.metric, item, res.answers),
+            usage={
+                "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cached_tokens": usage.cached_tokens, "cost": usage.cost,
+                "kb_queries": usage.kb_queries, "seconds": usage.seconds,
+                "llm_seconds": usage.llm_seconds, "steps": len(steps),
+                "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
+            },
+            guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
+            finished=res.finished, stop_reason=res.stop_reason, query=res.query,
+            program=str(res.program), steps=steps, meta=self._meta(item),
+        )
+        lines = [json.dumps(r, ensure_ascii=False, default=str) for r in trajectory.records()]
+        injections = _injections(llm, trajectory)
+        if injections is not None:
+            result = result.model_copy(update={"meta": {**result.meta, "injections": injections}})
+        return result, lines
+
+    def _meta(self, item: EvalItem) -> dict[str, Any]:
+        meta = dict(_jsonable(item.meta))
+        if item.table is not None:
+            meta.setdefault("table", item.table)
+        if item.db_id is not None:
+            meta.setdefault("db_id", item.db_id)
+        return meta
+
+    def _failed(self, item: EvalItem, exc: BaseException, start: float) -> QuestionResult:
+        return QuestionResult(
+            id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
+            metrics={k: 0.0 for k in score_item(self.dataset.metric, item, ())},
+            usage={"seconds": time.perf_counter() - start}, finished=False,
+            stop_reason="error", error=f"{type(exc).__name__}: {exc}", meta=self._meta(item),
+        )
+
+    def _write(self, result: QuestionResult, trajectory: list[str]) -> None:
+        line = result.model_dump_json()
+        with self._write_lock:
+            if trajectory:
+                self.trajectory_log.append(*trajectory)
+            self.results_log.append(line)
+            self.session_done += 1
+
+    # -- in the event loop ----------------------------------------------------------------------
+    def run_section(self, started: float, items_total: int) -> dict[str, Any]:
+        section: dict[str, Any] = {
+            "dataset": self.config.dataset, "split": self.config.split, "llm": self.config.llm,
+            "items": items_total, "done": len(self.done),
+            "complete": len(self.done) >= items_total,
+            "this_session": {"questions": self.session_done,
+                             "wall_seconds": round(time.perf_counter() - started, 3),
+                             "concurrency": self.concurrency},
+            **self.gate.stats(),
+        }
+        if self.llm_cache is not None:
+            section["llm_cache"] = self.llm_cache.stats()
+        if self.kb_cache is not None:
+            section["kb_cache"] = self.kb_cache.stats()
+        return section
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A rich progress bar with ETA and the running scores (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int, done: int, primary: str, label: str) -> None:
+        self.primary = primary
+        self.sums: dict[str, float] = {primary: 0.0, "f1": 0.0}
+        self.n = 0
+        self.errors = 0
+        self._bar: Any = None
+        self._task: Any = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=Console(stderr=True), transient=False,
+        )
+        self._task = self._bar.add_task(label, total=total, completed=done, stats="")
+
+    def __enter__(self) -> _Progress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def add(self, result: QuestionResult, *, advance: bool = True) -> None:
+        self.n += 1
+        for key in self.sums:
+            self.sums[key] += float(result.metrics.get(key, 0.0))
+        self.errors += 1 if result.error is not None else 0
+        if self._bar is not None and advance:
+            parts = [f"{self.primary} {self.sums[self.primary] / self.n:.3f}"]
+            if self.primary != "f1" and "f1" in result.metrics:
+                parts.append(f"F1 {self.sums['f1'] / self.n:.3f}")
+            parts.append(f"errors {self.errors}")
+            self._bar.update(self._task, advance=1, stats=" · ".join(parts))
+
+
+def _run_coroutine(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="pyql-eval-loop")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
+                 started: float) -> None:
+    loop = asyncio.get_running_loop()
+    workers_n = max(1, min(session.concurrency, len(todo)))
+    executor = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
+    queue: asyncio.Queue[EvalItem] = asyncio.Queue()
+    for item in todo:
+        queue.put_nowait(item)
+    aborted: list[BaseException] = []
+    total = len(session.items)
+
+    async def worker() -> None:
+        while not aborted:
+            try:
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                result = await loop.run_in_executor(executor, session.run_item, item)
+            except _Stopped:
+                return
+            except EvalAbort as exc:
+                aborted.append(exc)
+                session.stop.set()
+                return
+            session.done[result.id] = result
+            progress.add(result)
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(METRICS_INTERVAL)
+            _write_running_metrics(session, started, total)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
+    tick = asyncio.create_task(ticker())
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        tick.cancel()
+        session.stop.set()
+        executor.shutdown(wait=False, cancel_futures=True)
+    if aborted:
+        raise aborted[0]
+
+
+def _write_running_metrics(session: _Session, started: float, total: int) -> None:
+    metrics = aggregate(session.done.values(), primary=session.dataset.primary)
+    metrics["run"] = session.run_section(started, total)
+    _atomic_write_json(session.out_dir / METRICS, metrics)
+
+
+def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
+          gate: RateGate | None, concurrency: int
+          ) -> tuple[_Session, EvalDataset]:
+    dataset = get_dataset(config.dataset, config.data_dir)
+    gate = gate or RateGate()
+    llm_cache = LLMCache(config.llm_cache) if config.llm_cache else None
+    kb_cache = QueryCache(config.kb_cache) if config.kb_cache else None
+    if provider is None:
+        try:
+            provider = build_provider(config.llm, base_url=config.base_url, seed=config.seed,
+                                      mode=config.mode, gate=gate, llm_cache=llm_cache)
+        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
+            raise EvalAbort(str(exc)) from exc
+    items = dataset.items(config.split, limit=config.limit, sample=config.sample,
+                          seed=config.seed)
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise RunDirError(f"{config.dataset}: question ids are not unique")
+    backend = dataset.backend(split=config.split, kb=config.kb, db=config.db)
+    session = _Session(config, out_dir, dataset, items, backend, provider, gate, llm_cache,
+                       kb_cache, concurrency)
+    return session, dataset
+
+
+def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
+             provider: LLMProvider | None, gate: RateGate | None,
+             concurrency: int | None) -> dict[str, Any]:
+    started = time.perf_counter()
+    k = concurrency if concurrency is not None else config.concurrency
+    if k < 1:
+        raise ValueError("concurrency must be at least 1")
+    with _Lock(out_dir):
+        session, dataset = _open(config, out_dir, provider=provider, gate=gate, concurrency=k)
+        try:
+            if fresh:
+                _atomic_write_json(out_dir / CONFIG, config.model_dump(mode="json"))
+            records = session.results_log.recover()
+            session.trajectory_log.recover(strict=False)
+            wanted = {item.id for item in session.items}
+            for record in records:
+                if record["id"] in session.done:
+                    log.warning("%s: question %s appears twice; the first line counts",
+                                out_dir / RESULTS, record["id"])
+                    continue
+                if record["id"] not in wanted:
+                    log.warning("%s: question %s is not in this run's selection",
+                                out_dir / RESULTS, record["id"])
+                session.done[record["id"]] = _slim(QuestionResult.model_validate(record))
+            todo = [item for item in session.items if item.id not in session.done]
+            log.info("%s: %d questions, %d done, %d to run (concurrency %d)", out_dir,
+                     len(session.items), len(session.items) - len(todo), len(todo), k)
+            session.results_log.open()
+            session.trajectory_log.open()
+            _write_running_metrics(session, started, len(session.items))
+            label = f"{config.dataset} {config.split} · {config.llm}"
+            with _Progress(progress, len(session.items), len(session.items) - len(todo),
+                           dataset.primary, label) as bar:
+                for result in session.done.values():
+                    bar.add(result, advance=False)
+                _run_coroutine(_drive(session, todo, bar, started))
+        finally:
+            session.results_log.close()
+            session.trajectory_log.close()
+            session.backend.close()
+            for cache in (session.llm_cache, session.kb_cache):
+                if cache is not None:
+                    cache.close()
+        return recompute_metrics(out_dir, primary=dataset.primary,
+                                 run=session.run_section(started, len(session.items)))
+
+
+def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bool = True,
+             provider: LLMProvider | None = None, gate: RateGate | None = None) -> dict[str, Any]:
+    """Start the run ``config`` in ``out_dir`` (new or empty) and return its metrics.
+
+    ``provider`` and ``gate`` replace what ``config.llm`` would build (tests inject fakes).
+    Raises :class:`RunDirError` when ``out_dir`` already holds a run, :class:`EvalAbort` when
+    the run had to stop, and the dataset's errors when it cannot be read.
+    """
+    out = Path(out_dir)
+    if (out / CONFIG).exists() or (out / RESULTS).exists():
+        raise RunDirError(f"{out} already holds a run: resume it (pyql eval --resume {out}) or "
+                          "choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    if not config.pyql_version:
+        config = config.model_copy(update={"pyql_version": __version__})
+    return _execute(config, out, fresh=True, progress=progress, provider=provider, gate=gate,
+                    concurrency=None)
+
+
+def resume(out_dir: str | os.PathLike[str], *, progress: bool = True,
+           concurrency: int | None = None, provider: LLMProvider | None = None,
+           gate: RateGate | None = None) -> dict[str, Any]:
+    """Finish the run in ``out_dir``: run the selected questions that have no result line yet
+    (``concurrency`` overrides the configured one for this session) and return the metrics."""
+    out = Path(out_dir)
+    config = load_config(out)
+    return _execute(config, out, fresh=False, progress=progress, provider=provider, gate=gate,
+                    concurrency=concurrency)

@@ -1,0 +1,516 @@
+"""``--llm`` specs: which model answers each question of an evaluation run.
+
+A spec names an :class:`LLMProvider`, which hands out the :class:`~pyql.agent.llm.LLM` of one
+question (``for_item(item)``): a shared client for an API, a fresh stand-in per question for
+replays and gold programs.
+
+=====================  ============================================================================
+spec                   the LLM of each question
+=====================  ============================================================================
+``openai:MODEL``       one shared :class:`~pyql.agent.llm.OpenAIChat` (``--base-url``, key from
+                       ``$OPENAI_API_KEY``), behind the run's :class:`RateGate`
+``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
+                       found by question id in a trajectories JSONL (or a run directory's
+                       ``trajectories.jsonl``)
+``gold``               :class:`GoldLLM`: the question's gold program, one call per step, in the
+                       agent's reply format
+``noisy-gold:RATE``    ``pyql.agent.evaluation.noisy.NoisyGoldLLM`` (the gold program with errors
+                       injected at ``RATE``), seeded per question from ``--seed`` and the id
+=====================  ============================================================================
+
+**Rate limits.** :class:`GatedLLM` puts a :class:`RateGate` in front of a client: before every
+call it waits until the gate is open; when a call fails with
+:class:`~pyql.agent.errors.LLMRateLimitError` it closes the gate for the server's ``retry_after``
+(else an exponential backoff) and tries again, so *every* worker of the run pauses, not only the
+one that was refused. Server errors and timeouts are retried with a backoff of that worker alone.
+A quota error (``insufficient_quota``) is not retried. The OpenAI client's own retries are turned
+off (``max_retries=0``) so that 429s reach the gate.
+
+**Test hook.** ``$PYQL_EVAL_TEST_DELAY`` (seconds, for tests only) makes :class:`GoldLLM` sleep
+that long before each reply, so a run lasts long enough to be killed half-way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pyql.agent.errors import (
+    LLMRateLimitError,
+    LLMScriptExhaustedError,
+    LLMServerError,
+    LLMTimeoutError,
+)
+from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
+from pyql.errors import PyqlError
+from pyql.program import TOOLSETS, Call, Program
+
+__all__ = [
+    "LLMSpecError",
+    "RateGate",
+    "GatedLLM",
+    "GoldLLM",
+    "LLMProvider",
+    "SharedLLMProvider",
+    "GoldProvider",
+    "NoisyGoldProvider",
+    "ReplayProvider",
+    "parse_llm_spec",
+    "build_provider",
+    "TEST_DELAY_ENV",
+    "item_seed",
+]
+
+log = logging.getLogger(__name__)
+
+#: test-only: seconds GoldLLM sleeps before each reply
+TEST_DELAY_ENV = "PYQL_EVAL_TEST_DELAY"
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+class LLMSpecError(PyqlError):
+    """An ``--llm`` spec that cannot be used (unknown form, missing module, unreadable file)."""
+
+
+# -- the rate gate ------------------------------------------------------------------------------
+
+
+class RateGate:
+    """A shared pause: :meth:`trip` closes the gate until ``now + seconds``; :meth:`wait` blocks
+    until it is open. ``clock`` and ``sleep`` are injectable (tests use a fake clock).
+
+    >>> now = [0.0]
+    >>> gate = RateGate(clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    >>> gate.trip(30)
+    >>> gate.wait(), now[0]
+    (30.0, 30.0)
+    """
+
+    def __init__(self, *, clock: Clock = time.monotonic, sleep: Sleep = time.sleep) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self._deadline = float("-inf")
+        self._lock = threading.Lock()
+        #: how many times the gate was closed, and the seconds workers spent waiting in total
+        self.trips = 0
+        self.waited = 0.0
+
+    @property
+    def deadline(self) -> float:
+        return self._deadline
+
+    def trip(self, seconds: float) -> None:
+        """Close the gate for ``seconds`` from now (a later deadline wins)."""
+        with self._lock:
+            self._deadline = max(self._deadline, self.clock() + max(0.0, seconds))
+            self.trips += 1
+
+    def remaining(self) -> float:
+        with self._lock:
+            return max(0.0, self._deadline - self.clock())
+
+    def wait(self) -> float:
+        """Block until the gate is open; return the seconds waited."""
+        waited = 0.0
+        while True:
+            left = self.remaining()
+            if left <= 0:
+                break
+            self.sleep(left)
+            waited += left
+        if waited:
+            with self._lock:
+                self.waited += waited
+        return waited
+
+    def stats(self) -> dict[str, float]:
+        return {"rate_limit_pauses": self.trips, "rate_limit_wait_seconds": round(self.waited, 3)}
+
+
+class GatedLLM:
+    """An LLM behind a :class:`RateGate` (see the module docstring).
+
+    ``max_retries`` bounds the retries of one call (rate limits and server errors together);
+    a ``retry_after`` longer than ``max_retry_after`` is not waited for (the error is raised).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        gate: RateGate,
+        *,
+        max_retries: int = 8,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        max_retry_after: float = 600.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.llm = llm
+        self.gate = gate
+        self.model = getattr(llm, "model", "")
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self._rng = rng or random.Random()
+
+    def __repr__(self) -> str:
+        return f"GatedLLM({self.llm!r})"
+
+    def backoff(self, attempt: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
+        return delay / 2 + self._rng.uniform(0, delay / 2)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> LLMReply:
+        start = self.gate.clock()
+        attempt = 0
+        while True:
+            self.gate.wait()
+            try:
+                reply = self.llm.complete(messages, stop=stop, tools=tools)
+            except LLMRateLimitError as exc:
+                if exc.code == "insufficient_quota" or attempt >= self.max_retries:
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None else self.backoff(attempt)
+                if delay > self.max_retry_after:
+                    log.warning("%s: the server asks to wait %.0fs (more than %.0fs): giving up",
+                                self.model, delay, self.max_retry_after)
+                    raise
+                log.warning("%s: rate limited; every worker pauses %.1fs (retry %d/%d)",
+                            self.model, delay, attempt + 1, self.max_retries)
+                self.gate.trip(delay)
+            except (LLMServerError, LLMTimeoutError) as exc:
+                if attempt >= self.max_retries:
+                    raise
+                delay = self.backoff(attempt)
+                log.warning("%s: %s; retry %d/%d in %.1fs", self.model, type(exc).__name__,
+                            attempt + 1, self.max_retries, delay)
+                self.gate.sleep(delay)
+            else:
+                if attempt == 0:
+                    return reply
+                elapsed = self.gate.clock() - start
+                return reply.model_copy(update={"retries": reply.retries + attempt,
+                                                "latency": max(reply.latency, elapsed)})
+            attempt += 1
+
+
+# -- the gold stand-in --------------------------------------------------------------------------
+
+
+def _test_delay() -> float:
+    raw = os.environ.get(TEST_DELAY_ENV, "")
+    if not raw:
+        return 0.0
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise LLMSpecError(f"${TEST_DELAY_ENV} must be a number of seconds, not {raw!r}") from None
+
+
+class GoldLLM:
+    """Replays a gold program in the agent's reply format: one call per LLM call.
+
+    The ``i``-th request gets the program's ``i``-th call, as ``Thought n : ...`` /
+    ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``), where
+    ``n`` is the step the agent is at. A call rejected by the environment (a guideline fired)
+    is not repeated: the next request gets the next call, as :func:`pyql.datasets.gold.run_program`
+    does. A program that does not end with ``execute()`` gets one. When the program is
+    exhausted (or there is none) the request raises
+    :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent
+    counts the prompt) and cost 0.
+
+    >>> llm = GoldLLM("add_fact(Kismet, directed_by, ?d)\\nset_answer(?d)")
+    >>> print(llm.complete([{"role": "user", "content": "q"}]).text)
+    Thought 1 : Step 1 of 3 of the gold program.
+    Action 1 : add_fact(Kismet, directed_by, ?d)
+    """
+
+    def __init__(
+        self,
+        program: str | Program | None,
+        *,
+        tools: str = "sparql",
+        mode: str = "text",
+        delay: float | None = None,
+        sleep: Sleep = time.sleep,
+        model: str = "gold",
+        reason: str = "",
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.mode = mode
+        self.reason = reason
+        if program is None:
+            self.calls: list[Call] = []
+        else:
+            parsed = program if isinstance(program, Program) else Program.parse(program, tools)
+            self.calls = list(parsed)
+            if not self.calls or self.calls[-1].name != "execute":
+                self.calls.append(Call(name="execute"))
+        self.delay = _test_delay() if delay is None else delay
+        self._sleep = sleep
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"GoldLLM({len(self.calls)} calls, mode={self.mode!r})"
+
+    @property
+    def remaining(self) -> int:
+        return len(self.calls) - self._next
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> LLMReply:
+        if self.delay:
+            self._sleep(self.delay)
+        with self._lock:
+            index = self._next
+            if index >= len(self.calls):
+                if self.calls:
+                    what = f"the gold program has {len(self.calls)} calls"
+                else:
+                    what = self.reason or "there is no gold program"
+                raise LLMScriptExhaustedError(f"{what}; call {index + 1} was asked",
+                                              model=self.model)
+            self._next += 1
+        call = self.calls[index]
+        n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
+        thought = f"Step {index + 1} of {len(self.calls)} of the gold program."
+        if self.mode == "tools" and tools:
+            return LLMReply(text=f"Thought {n} : {thought}",
+                            tool_calls=(self._tool_call(call, n),), model=self.model,
+                            finish_reason="tool_calls", cost=0.0)
+        text = f"Thought {n} : {thought}\nAction {n} : {call}"
+        return LLMReply(text=text, model=self.model, finish_reason="stop", cost=0.0)
+
+    def _tool_call(self, call: Call, n: int) -> ToolCall:
+        toolset = TOOLSETS[self.tools]
+        params = toolset[call.name].params if call.name in toolset else ()
+        names = [p.name for p in params]
+        names += [f"arg{i}" for i in range(len(names), len(call.args))]
+        arguments = {name: str(arg) for name, arg in zip(names, call.args, strict=False)}
+        return ToolCall(id=f"call_{n}", name=call.name,
+                        arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+# -- providers ----------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """Hands out the LLM of each question."""
+
+    #: the spec it was made from (for logs and config)
+    spec: str
+
+    def for_item(self, item: EvalItem) -> LLM: ...
+
+
+class _Wrapping:
+    """Applies the run's gate and LLM cache to the LLMs a provider makes."""
+
+    def __init__(self, gate: RateGate | None, llm_cache: Any) -> None:
+        self.gate = gate
+        self.llm_cache = llm_cache
+
+    def wrap(self, llm: LLM, *, gated: bool) -> LLM:
+        if gated and self.gate is not None:
+            llm = GatedLLM(llm, self.gate)
+        if self.llm_cache is not None:
+            from pyql.agent.evaluation.caches import CachedLLM
+
+            llm = CachedLLM(llm, self.llm_cache)
+        return llm
+
+
+class SharedLLMProvider:
+    """One LLM for every question (an API client is thread-safe)."""
+
+    def __init__(self, llm: LLM, *, spec: str = "", gate: RateGate | None = None,
+                 llm_cache: Any = None) -> None:
+        self.spec = spec or getattr(llm, "model", "shared")
+        self.base = llm
+        self.llm = _Wrapping(gate, llm_cache).wrap(llm, gated=True)
+
+    def for_item(self, item: EvalItem) -> LLM:
+        return self.llm
+
+
+class GoldProvider:
+    """A fresh :class:`GoldLLM` per question, replaying ``item.program``."""
+
+    def __init__(self, *, mode: str = "text", spec: str = "gold", llm_cache: Any = None,
+                 delay: float | None = None) -> None:
+        self.spec = spec
+        self.mode = mode
+        self.delay = _test_delay() if delay is None else delay
+        self._wrap = _Wrapping(None, llm_cache)
+
+    def for_item(self, item: EvalItem) -> LLM:
+        reason = _no_program(item) if item.program is None else ""
+        llm = GoldLLM(item.program, tools=item.tools, mode=self.mode, delay=self.delay,
+                      reason=reason)
+        return self._wrap.wrap(llm, gated=False)
+
+
+def _no_program(item: EvalItem) -> str:
+    why = item.meta.get("unsupported")
+    if isinstance(why, (list, tuple)):
+        why = ", ".join(map(str, why))
+    return "no gold program" + (f" (unsupported: {why})" if why else "")
+
+
+def item_seed(seed: int, item_id: str) -> int:
+    """A per-question seed from the run's seed and the question id (stable across runs)."""
+    digest = hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+class NoisyGoldProvider:
+    """``NoisyGoldLLM(program_text, rate=, seed=, tools=)`` per question (imported lazily)."""
+
+    def __init__(self, rate: float, *, seed: int = 0, spec: str = "", llm_cache: Any = None
+                 ) -> None:
+        try:
+            from pyql.agent.evaluation import noisy
+            from pyql.agent.evaluation.noisy import NoisyGoldLLM
+        except ImportError as exc:
+            raise LLMSpecError(f"--llm noisy-gold needs pyql.agent.evaluation.noisy, which cannot "
+                               f"be imported ({exc})") from exc
+        if not 0.0 <= rate <= 1.0:
+            raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
+        self.cls = NoisyGoldLLM
+        #: the noisy module's own per-question seed when it has one (same seeds as its tools)
+        self.item_seed: Callable[[int, str], int] = getattr(noisy, "item_seed", item_seed)
+        self.rate = rate
+        self.seed = seed
+        self.spec = spec or f"noisy-gold:{rate}"
+        self._wrap = _Wrapping(None, llm_cache)
+
+    def for_item(self, item: EvalItem) -> LLM:
+        if item.program is None:
+            return GoldLLM(None, tools=item.tools, model="noisy-gold", reason=_no_program(item))
+        llm = self.cls(item.program, rate=self.rate, seed=self.item_seed(self.seed, item.id),
+                       tools=item.tools)
+        return self._wrap.wrap(llm, gated=False)
+
+
+class ReplayProvider:
+    """A :class:`~pyql.agent.llm.ReplayLLM` per question from recorded trajectories.
+
+    ``path`` is a trajectories JSONL file (or a run directory holding ``trajectories.jsonl``);
+    trajectories are matched by ``meta["id"]`` (or ``meta["qid"]``). When a question was
+    recorded more than once, the last complete recording counts. A question without one gets an
+    LLM that fails (recorded as the question's error).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, spec: str = "", check_prompts: bool = False,
+                 llm_cache: Any = None) -> None:
+        from pyql.agent.trajectory import iter_trajectories
+
+        source = Path(path)
+        if source.is_dir():
+            source = source / "trajectories.jsonl"
+        if not source.is_file():
+            raise LLMSpecError(f"replay: no trajectories file at {source}")
+        self.path = source
+        self.spec = spec or f"replay:{path}"
+        self.check_prompts = check_prompts
+        self._wrap = _Wrapping(None, llm_cache)
+        self.trajectories: dict[str, Any] = {}
+        try:
+            for trajectory in iter_trajectories(source):
+                key = trajectory.meta.get("id", trajectory.meta.get("qid"))
+                if key is None:
+                    continue
+                complete = bool(trajectory.stop_reason)
+                if complete or str(key) not in self.trajectories:
+                    self.trajectories[str(key)] = trajectory
+        except ValueError as exc:
+            raise LLMSpecError(f"replay: {exc}") from exc
+        if not self.trajectories:
+            raise LLMSpecError(f"replay: {source} has no trajectory with a question id "
+                               "(meta.id)")
+
+    def for_item(self, item: EvalItem) -> LLM:
+        from pyql.agent.llm import ReplayLLM
+
+        trajectory = self.trajectories.get(item.id)
+        if trajectory is None:
+            return GoldLLM(None, model="replay", reason=f"no recorded trajectory for {item.id}")
+        return self._wrap.wrap(ReplayLLM(trajectory, check_prompts=self.check_prompts),
+                               gated=False)
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE"
+
+
+def parse_llm_spec(spec: str) -> tuple[str, str]:
+    """``(kind, argument)`` of a spec; raises :class:`LLMSpecError` for an unknown form.
+
+    >>> parse_llm_spec("openai:gpt-4o-mini"), parse_llm_spec("gold")
+    (('openai', 'gpt-4o-mini'), ('gold', ''))
+    """
+    text = spec.strip()
+    kind, sep, arg = text.partition(":")
+    kind = kind.strip().lower()
+    if kind == "gold" and not sep:
+        return "gold", ""
+    if kind in ("openai", "replay", "noisy-gold") and sep and arg.strip():
+        return kind, arg.strip()
+    raise LLMSpecError(f"unknown --llm spec {spec!r}; expected one of: {_FORMS}")
+
+
+def build_provider(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    seed: int = 0,
+    mode: str = "text",
+    gate: RateGate | None = None,
+    llm_cache: Any = None,
+    openai_options: Mapping[str, Any] | None = None,
+) -> LLMProvider:
+    """The provider of ``spec`` (see the module docstring). ``llm_cache`` is an
+    :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies to API clients."""
+    kind, arg = parse_llm_spec(spec)
+    if kind == "gold":
+        return GoldProvider(mode=mode, spec=spec, llm_cache=llm_cache)
+    if kind == "noisy-gold":
+        try:
+            rate = float(arg)
+        except ValueError:
+            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+        return NoisyGoldProvider(rate, seed=seed, spec=spec, llm_cache=llm_cache)
+    if kind == "replay":
+        return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
+    from pyql.agent.llm import OpenAIChat
+
+    options = {"max_retries": 0, **dict(openai_options or {})}
+    llm = OpenAIChat(arg, base_url=base_url, **options)
+    return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache)

@@ -1,0 +1,344 @@
+"""The HTML report of a run directory: sections, numbers, escaping, big runs, fallbacks, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pyql.agent.evaluation import report
+from pyql.agent.evaluation.records import QuestionResult
+from pyql.agent.evaluation.report import (
+    REPORT,
+    RunDirError,
+    is_stand_in,
+    local_aggregate,
+    question_status,
+    write_report,
+)
+from tests.evaluation_report.support import (
+    FIXTURE,
+    Page,
+    copy_run,
+    edit_config,
+    results,
+    write_results,
+)
+
+SECTIONS = ("summary", "guidelines", "charts", "questions")
+TABLES = ("metrics-table", "config-table", "guidelines-by-class", "guidelines-by-code",
+          "breakdown-qtype", "breakdown-hops")
+CHARTS = ("chart-by-qtype", "chart-by-hops", "chart-steps", "chart-guidelines")
+VIEWER = ("q-toolbar", "q-search", "q-group", "q-hints", "q-count", "q-pager", "q-list")
+
+
+def _render(run_dir: Path, **kwargs: int) -> tuple[str, Page]:
+    path = write_report(run_dir, **kwargs)
+    text = path.read_text(encoding="utf-8")
+    return text, Page(text)
+
+
+def _question_chunks(text: str) -> dict[str, str]:
+    """The HTML of each question of the list, by its result id."""
+    chunks = text.split('<details id="q-')[1:]
+    out = {}
+    for chunk in chunks:
+        m = re.search(r'<span class="qid">([^<]*)</span>', chunk)
+        assert m is not None
+        out[m.group(1)] = chunk.split("</details>\n")[0]
+    return out
+
+
+@pytest.fixture(scope="module")
+def fixture_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Page]:
+    return _render(copy_run(tmp_path_factory.mktemp("report")))
+
+
+def test_the_fixture_run_is_realistic() -> None:
+    rows = [QuestionResult.model_validate(r) for r in results(FIXTURE)]
+    assert len(rows) == 12
+    statuses = [question_status(r) for r in rows]
+    assert statuses.count("correct") == 8
+    assert statuses.count("incorrect") == 3
+    assert statuses.count("error") == 1
+    assert sum(1 for r in rows if any(s.hint for s in r.steps)) == 5
+    assert {r.meta["hops"] for r in rows} == {1, 2, 3}
+    assert (FIXTURE / "metrics.json").is_file() and (FIXTURE / "config.json").is_file()
+
+
+def test_the_page_has_every_section(fixture_page: tuple[str, Page]) -> None:
+    text, page = fixture_page
+    assert text.startswith("<!DOCTYPE html>")
+    for element_id in (*SECTIONS, *TABLES, *CHARTS, *VIEWER):
+        assert page.ids[element_id] == 1, element_id
+    assert all(n == 1 for n in page.ids.values()), "duplicate ids"
+    assert page.tags["svg"] == len(CHARTS)
+    assert len(page.find("details", cls="q")) == 12
+    assert len(page.find("li", cls="step")) == sum(len(r["steps"]) for r in results(FIXTURE))
+
+
+def test_the_page_is_self_contained(fixture_page: tuple[str, Page]) -> None:
+    text, page = fixture_page
+    assert page.tags["link"] == 0 and page.tags["img"] == 0 and page.tags["iframe"] == 0
+    assert page.tags["script"] == 1 and page.tags["style"] == 1
+    for _, attrs in page.elements:
+        for name in ("src", "href", "action"):
+            value = attrs.get(name) or ""
+            assert not re.match(r"(https?:)?//", value), (name, value)
+    assert "@import" not in text and "url(" not in text
+
+
+def test_the_summary_shows_the_metrics_and_config(fixture_page: tuple[str, Page]) -> None:
+    text, page = fixture_page
+    metrics = json.loads((FIXTURE / "metrics.json").read_text())
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert f"{100 * metrics['hit@1']:.1f}" in summary
+    assert f"{100 * metrics['f1']:.1f}" in summary
+    for label in ("Hit@1", "F1", "EM", "TPQ", "QPQ", "CPQ", "LLM calls / question",
+                  "Tokens / question", "Total cost"):
+        assert f">{label}<" in summary, label
+    assert f"{metrics['tokens']:,.0f}" in summary
+    assert "metaqa" in summary and "openai:gpt-4o-mini" in summary
+    assert 'class="pill on"' in summary  # guidelines on
+    assert "Headline metrics from metrics.json" in summary
+    assert page.ids["stand-in-note"] == 0
+
+
+def test_the_guideline_tables(fixture_page: tuple[str, Page]) -> None:
+    text, _ = fixture_page
+    by_code = text.split('id="guidelines-by-code"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr>(<td.*?)</tr>", by_code)
+    assert [re.findall(r">([A-Z]{2}\d{3})<", r)[0] for r in rows] == [
+        "KB201", "PY102", "PY104", "RM202"]
+    assert "kb.empty_fact_unlisted_relation" in rows[0]  # names from the guideline registry
+    cells = re.findall(r"<td class=num>([^<]*)</td>", rows[0])
+    assert cells == ["12", "80.0", "2", "1", "8.3"]  # triggers, share, questions, corrected, rate
+    by_class = text.split('id="guidelines-by-class"')[1].split("</table>")[0]
+    assert ">PY<" in by_class and ">KB<" in by_class and ">RM<" in by_class
+    assert "15 triggers in 5 of 12 questions" in text
+
+
+def test_trajectories_show_each_step(fixture_page: tuple[str, Page]) -> None:
+    text, page = fixture_page
+    chunks = _question_chunks(text)
+    assert len(chunks) == 12
+    hinted = chunks["2hop-dev-1"]
+    assert 'class="step k-hint"' in hinted and ">RM202<" in hinted
+    assert "kb.get_relation_unbound_variable" in hinted
+    assert "get_relation(?movie)" in hinted
+    assert "Query after this step" in hinted and "SELECT DISTINCT" in hinted
+    assert "tokens" in hinted
+    assert 'data-status="error"' in chunks["3hop-dev-5"] and "RateLimitError" in chunks[
+        "3hop-dev-5"]
+    assert 'data-hints="11"' in chunks["3hop-dev-1"]
+    statuses = [a["data-status"] for a in page.find("details", cls="q")]
+    assert statuses.count("correct") == 8 and statuses.count("incorrect") == 3
+    groups = {a["data-group"] for a in page.find("details", cls="q")}
+    assert "actor_to_movie" in groups  # the filter's key: qtype
+
+
+def test_text_from_results_is_escaped(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    rows = results(run)
+    evil = '<script>alert("pwned")</script> & \'quotes\' "double"'
+    rows[0]["question"] = evil
+    rows[0]["id"] = 'id"><script>x</script>'
+    rows[0]["meta"]["qtype"] = '"><img src=x onerror=alert(1)>'
+    rows[0]["predicted"] = ["</pre><script>bad()</script>"]
+    rows[0]["error"] = "<b>boom</b>"
+    step = rows[0]["steps"][0]
+    step.update(thought="<i>think</i>", action="get_relation(<x>)",
+                observation="</pre></div><script>alert(2)</script>", hint="KB201",
+                query="SELECT ?x WHERE { ?x <p> \"<v>\" }")
+    write_results(run, rows)
+    edit_config(run, lambda c: c.update(llm='<script>llm()</script>',
+                                        extra={"note": "</td><script>e()</script>"}))
+    text, page = _render(run)
+    assert page.tags["script"] == 1  # ours only
+    assert page.tags["img"] == 0 and page.tags["b"] == 0 and page.tags["i"] == 0
+    assert "alert" not in page.scripts[0]
+    assert evil in page.text  # shown as text
+    assert "</pre><script>bad()</script>" in page.text
+    assert "get_relation(<x>)" in page.text and "<b>boom</b>" in page.text
+    assert "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;" in text
+    assert [a for a in page.find("details", cls="q") if a["data-group"] == rows[0]["meta"][
+        "qtype"]]  # the attribute round-trips exactly
+    for raw in ("<script>alert", "<script>x", "<img", "<script>bad", "<script>llm", "<script>e("):
+        assert raw not in text
+
+
+def test_long_texts_are_cut_with_an_expander(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    rows = results(run)
+    long = "\n".join(f"row {i}: " + "x" * 90 for i in range(600))  # ~58k characters
+    rows[0]["steps"][1]["observation"] = long
+    write_results(run, rows)
+    text, page = _render(run)
+    assert f"Show all ({len(long):,} characters)" in text
+    assert "more characters not embedded" in text
+    assert len(page.find("details", cls="more")) >= 1
+    assert text.count("row 599") == 0  # past MAX_TEXT_CHARS
+    assert len(text) < (FIXTURE / "results.jsonl").stat().st_size * 3 + report.MAX_TEXT_CHARS * 2
+
+
+def test_big_runs_cap_the_embedded_trajectories(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    text, page = _render(run, max_trajectories=3)
+    assert page.ids["cap-note"] == 1
+    chunks = _question_chunks(text)
+    embedded = [qid for qid, chunk in chunks.items() if '<ol class="steps">' in chunk]
+    assert len(embedded) == 3
+    # errors first, then incorrect answers, in file order
+    assert embedded == ["1hop-dev-2593", "2hop-dev-3", "3hop-dev-5"]
+    assert sum('class="muted notembedded"' in c for c in chunks.values()) == 9
+    assert len(page.find("details", cls="q")) == 12  # all listed, all searchable
+    assert "1 of 1 error" in text and "2 of 3 incorrect" in text
+
+
+def test_pages_and_sizes_scale(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    rows = results(run)
+    many = []
+    for i in range(600):
+        row = dict(rows[i % len(rows)])
+        row["id"] = f"q{i}"
+        many.append(row)
+    write_results(run, many)
+    text, page = _render(run, max_trajectories=50)
+    assert len(page.find("details", cls="q")) == 600
+    assert len(page.find("ol", cls="steps")) == 50
+    assert page.find("div", id="q-list")[0]["data-page-size"] == str(report.PAGE_SIZE)
+    per_row = (len(text) - 50 * 12_000) / 600
+    assert per_row < 2_000, per_row  # a listed-only question costs little
+
+
+def test_without_metrics_json_the_metrics_are_computed(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_run(tmp_path)
+    (run / "metrics.json").unlink()
+    text, _ = _render(run)
+    assert "Headline metrics from pyql.agent.evaluation.metrics.aggregate" in text or (
+        "Headline metrics from computed from results.jsonl" in text)
+    monkeypatch.setattr(report, "_external_aggregate", lambda rows: None)
+    text, _ = _render(run)
+    assert "Headline metrics from computed from results.jsonl" in text
+    assert ">66.7<" in text  # hit@1, computed locally
+
+
+def test_local_aggregate_agrees_with_the_metrics_module() -> None:
+    metrics = pytest.importorskip("pyql.agent.evaluation.metrics")
+    rows = [QuestionResult.model_validate(r) for r in results(FIXTURE)]
+    ours, theirs = local_aggregate(rows), metrics.aggregate(rows)
+    for key in ("n", "primary", "hit@1", "f1", "em", "top1", "tpq", "qpq", "cpq", "llm_calls",
+                "prompt_tokens", "completion_tokens", "tokens", "cost", "seconds", "errors",
+                "finished", "stop_reasons"):
+        if isinstance(theirs[key], float):
+            assert ours[key] == pytest.approx(theirs[key]), key
+        else:
+            assert ours[key] == theirs[key], key
+    g, tg = ours["guidelines"], theirs["guidelines"]
+    for key in ("triggers", "per_question", "questions", "corrected", "correction_rate"):
+        assert g[key] == pytest.approx(tg[key]), key
+    assert {c: v["triggers"] for c, v in g["by_code"].items()} == {
+        c: v["triggers"] for c, v in tg["by_code"].items()}
+    assert ours["by"]["hops"]["3"]["hit@1"] == pytest.approx(theirs["by"]["hops"]["3"]["hit@1"])
+
+
+def test_a_stale_metrics_json_is_not_trusted(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics.update(n=3, **{"hit@1": 0.123})
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text, _ = _render(run)
+    assert "metrics.json counts 3 questions but results.jsonl has 12" in text
+    assert "12.3" not in text and ">66.7<" in text
+
+
+@pytest.mark.parametrize(("llm", "kind"), [("gold", "gold"), ("noisy-gold:0.3", "noisy-gold"),
+                                           ("openai:gpt-4o-mini", None)])
+def test_the_stand_in_notice(tmp_path: Path, llm: str, kind: str | None) -> None:
+    assert is_stand_in(llm) == kind
+    run = copy_run(tmp_path)
+    edit_config(run, lambda c: c.update(llm=llm))
+    text, page = _render(run)
+    assert page.ids["stand-in-note"] == (1 if kind else 0)
+    if kind:
+        assert "not an LLM" in text and f"<code>{kind}</code>" in text
+
+
+def test_malformed_and_duplicate_lines(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    rows = results(run)
+    again = dict(rows[4], metrics={"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0})
+    lines = [json.dumps(r) for r in [*rows, again]] + ['{"id": "cut short', "not json"]
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    text, page = _render(run)
+    assert "2 malformed line(s)" in text
+    assert "1 question(s) appear more than once" in text
+    assert len(page.find("details", cls="q")) == 12
+    chunks = _question_chunks(text)
+    assert 'data-status="correct"' in chunks[rows[4]["id"]]  # the last line wins
+    assert list(chunks)[-1] == rows[4]["id"]
+
+
+def test_no_guidelines_and_no_results(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    rows = results(run)
+    for row in rows:
+        row.update(guidelines={}, corrected={})
+        row["steps"] = [dict(s, hint=None) for s in row["steps"]]
+    write_results(run, rows)
+    edit_config(run, lambda c: c.update(guidelines=False))
+    text, page = _render(run)
+    assert page.ids["guidelines-empty"] == 1 and "were off in this run" in text
+    assert page.ids["chart-guidelines"] == 0
+    (run / "results.jsonl").write_text("", encoding="utf-8")
+    (run / "metrics.json").unlink()
+    (run / "config.json").unlink()
+    text, page = _render(run)
+    assert "No results yet." in text and "config.json is missing" in text
+    assert page.ids["q-list"] == 1
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="no such run directory"):
+        write_report(tmp_path / "missing")
+    with pytest.raises(RunDirError, match="has no results.jsonl"):
+        write_report(tmp_path)
+
+
+def test_out_and_the_cli(tmp_path: Path) -> None:
+    from pyql.cli import app
+
+    run = copy_run(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert (run / REPORT).is_file() and result.output.strip().endswith(REPORT)
+    out = tmp_path / "elsewhere" / "r.html"
+    result = runner.invoke(app, ["report", str(run), "--out", str(out), "--no-open",
+                                 "--max-trajectories", "2"])
+    assert result.exit_code == 0, result.output
+    assert 'id="cap-note"' in out.read_text(encoding="utf-8")
+    assert not list(out.parent.glob(".*.tmp"))
+    result = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert result.exit_code == 1
+    assert "error:" in result.output and "no such run directory" in result.output
+
+
+def test_the_assets_ship_as_package_data() -> None:
+    """report.css and report.js are read with importlib.resources: the wheel must carry them."""
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"].get("package-data", {}).get(
+        "pyql.agent.evaluation", [])
+    from fnmatch import fnmatch
+
+    for name in ("report.css", "report.js"):
+        assert any(fnmatch(name, p) for p in patterns), (
+            f'add "pyql.agent.evaluation" = ["*.css", "*.js"] to [tool.setuptools.package-data] '
+            f"in pyproject.toml so that {name} ships in the wheel")
