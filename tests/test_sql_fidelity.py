@@ -116,6 +116,9 @@ UNSUPPORTED = [
     ("SELECT 1; SELECT 2", ("unparseable",)),
     ("SELECT name FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = "
      "T2.singer_id AND T1.age = T2.concert_id", ("join_multi_key",)),
+    ("SELECT name FROM singer AS T1 WHERE age > (SELECT avg(age) FROM singer AS T2 "
+     "WHERE T2.country = T1.country)", ("correlated_subquery",)),
+    ("SELECT T9.name FROM singer AS T1", ("unknown_table",)),
 ]
 
 
