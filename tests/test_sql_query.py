@@ -664,8 +664,6 @@ def test_apply_call_env_calls_return_the_same_query() -> None:
     ("text", "index"),
     [
         ("add_condition(a, ~, 1)", 1),
-        ("add_condition(a, =, ?x)", 2),
-        ("add_condition(?x, =, 1)", 0),
         ("set_answer(a, MEDIAN)", 1),
         ("add_having(a, None, >, 1)", 1),
         ("add_having(a, COUNT, LIKE, 1)", 2),
@@ -936,3 +934,13 @@ def test_doctests(module) -> None:  # noqa: ANN001
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_question_mark_text_is_not_a_variable_in_sql() -> None:
+    """Only KB term slots have variables; in SQL, ``?x`` is text (a header or a value)."""
+    from pyql.program import Program
+    from pyql.sql.apply import program_to_sql
+
+    sql = program_to_sql(Program.parse('add_condition(?x, =, ?y)\nset_answer(b)', tools="sql"),
+                         table="t")
+    assert sql == 'SELECT "b" FROM "t" WHERE "?x" = \'?y\''
