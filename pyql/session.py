@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -152,8 +153,10 @@ def render_observation(obs: Observation) -> str:
     if kb.status == "empty":
         return "The query result is empty."
     if kb.values:
-        return render_values(kb.values)
-    return "Done."
+        text = render_values(kb.values)
+    else:
+        text = "Done."
+    return text + "".join(f" (Note: {note}.)" for note in fb.notes)
 
 
 def python_feedback_for(exc: Exception, *, function: str | None = None) -> PythonFeedback:
@@ -292,7 +295,8 @@ class Session:
     def _resolution_notes(self, call: Call, resolved: list[Any]) -> list[str]:
         notes = []
         for atom, term in zip(call.args, resolved):
-            if isinstance(term, Entity) and atom.value != term.id and atom.value in self.entities:
+            if (isinstance(term, Entity) and atom.value != term.id
+                    and self.context.entity_for_mention(atom.value) == term.id):
                 notes.append(f"{atom.value!r} was read as the linked entity {term.id}")
         return notes
 
@@ -340,9 +344,22 @@ class Session:
         return kb, memory
 
     def _observe(self, query: Sparql) -> KBFeedback:
-        """Execute the query under construction and summarise each variable's values."""
+        """Execute the query under construction and summarise each variable's values.
+
+        Filters on variables that no pattern binds yet (WebQSP programs start with
+        ``add_filter(?x, !=, m.0x)``) wait until their variables are bound: applied early they
+        would make every intermediate result empty.
+        """
         if query.is_empty:
             return KBFeedback(status="not_run")
+        bound = query.bound_variables
+        pending = tuple(f for f in query.filters
+                        if any(isinstance(n, Var) and n not in bound for n in (f.left, f.right)))
+        unconstrained = tuple(str(v) for v in query.variables
+                              if v not in bound
+                              and not (query.aggregate is not None and v == query.aggregate.new_var))
+        if pending:
+            query = replace(query, filters=tuple(f for f in query.filters if f not in pending))
         if query.aggregate is not None:
             shown: tuple[Var, ...] = (query.aggregate.new_var,)
         elif query.answer is not None:
@@ -351,9 +368,6 @@ class Session:
             shown = tuple(v for v in query.variables if v in query.bound_variables)
         rs = self.kb.select(query.to_sparql(select=shown if query.aggregate is None else None,
                                             limit=self.row_cap + 1), timeout=self.timeout)
-        unconstrained = tuple(str(v) for v in query.variables
-                              if v not in query.bound_variables
-                              and not (query.aggregate is not None and v == query.aggregate.new_var))
         if rs.is_empty or all(all(c is None for c in row) for row in rs.rows):
             return KBFeedback(status="empty", row_count=0, unconstrained=unconstrained)
         truncated = len(rs.rows) > self.row_cap
@@ -363,7 +377,7 @@ class Session:
             # a stable order, the same on every backend (engines return rows in any order)
             distinct = sorted(rs.distinct(i), key=_sort_key)
             labelled = self._display(distinct[: self.max_values])
-            unnamed = sum(1 for v in distinct if self._is_unnamed(v))
+            unnamed = self._count_unnamed(distinct)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
         return KBFeedback(status="ok", row_count=min(len(rs.rows), self.row_cap), values=values,
@@ -399,7 +413,7 @@ class Session:
         answers = tuple(self._answer_value(c) for c in cells)
         labels = tuple(self._display(cells[: self.max_values]))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
-                                              unnamed=sum(1 for c in cells if self._is_unnamed(c)))}
+                                              unnamed=self._count_unnamed(cells))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
                           answers=answers, values=values if answers else {})
 
@@ -412,12 +426,14 @@ class Session:
             return cell.lexical
         return str(cell)
 
-    def _is_unnamed(self, cell: Any) -> bool:
-        if isinstance(cell, BlankNode):
-            return True
-        if isinstance(cell, Entity) and self.profile.unnamed_label is not None:
-            return self._label_map([cell]).get(cell.iri) is None
-        return False
+    def _count_unnamed(self, cells: list[Any]) -> int:
+        """How many cells are compound nodes without a name (blank nodes; Freebase CVTs)."""
+        blank = sum(1 for c in cells if isinstance(c, BlankNode))
+        if self.profile.unnamed_label is None:
+            return blank
+        entities = [c for c in cells if isinstance(c, Entity)]
+        labels = self._label_map(entities)  # one batched lookup
+        return blank + sum(1 for e in entities if labels.get(e.iri) is None)
 
     def _display(self, cells: list[Any]) -> list[str]:
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])

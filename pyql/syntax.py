@@ -32,6 +32,7 @@ class AtomKind(str, Enum):
 _VAR_NAME = re.compile(r"[^\W]\w*|\d\w*", re.UNICODE)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _LANG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
+_BARE_TYPED = re.compile(r"([^\s\"'^<>(),]+)\^\^(<[^<>\s]+>|(?:https?://|[A-Za-z][\w.\-]*:)[^\s<>\"'{}|^`\\,()]+)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 
 
@@ -189,6 +190,10 @@ def lex_atom(text: str, *, offset: int = 0, source: str | None = None) -> Atom:
             raise ParseError(exc.description, src, lead + exc.position) from None
         if end == len(stripped) and lang is None:
             return Atom(AtomKind.NUMBER, m.group(0), datatype)
+    bare_typed = _BARE_TYPED.fullmatch(stripped)
+    if bare_typed:  # GrailQA linking style: 1998-01-01^^http://www.w3.org/2001/XMLSchema#date
+        datatype, _, _ = _read_suffix(stripped, bare_typed.start(2) - 2)
+        return Atom(AtomKind.STRING, bare_typed.group(1), datatype)
     if any(c in stripped for c in "\n\r\x00"):
         raise ParseError("control character in unquoted argument; quote it", src, lead)
     return Atom(AtomKind.NAME, stripped)

@@ -325,6 +325,34 @@ def _bare_temporal(text: str) -> Literal | None:
     return None
 
 
+def _linked_literal(kb_id: str, slot: Slot, ctx: Context) -> Literal | None:
+    """The literal an entity table links a mention to (``"2011-12-31"^^xsd:dateTime``,
+    ``1.0^^http://www.w3.org/2001/XMLSchema#float``), if the table links it to one."""
+    if Slot.LITERAL not in slot or not kb_id or kb_id[0] not in "\"'+-.0123456789":
+        return None
+    try:
+        atom = lex_atom(kb_id)
+    except ParseError:
+        return None
+    if atom.kind not in (AtomKind.STRING, AtomKind.NUMBER):
+        return None
+    term = resolve_atom(atom, Slot.LITERAL, Context(ctx.profile))
+    return term if isinstance(term, Literal) else None
+
+
+def _linked(value: str, slot: Slot, ctx: Context) -> Term | None:
+    """What the entity table links ``value`` to, for this slot: an entity or a literal."""
+    kb_id = ctx.entity_for_mention(value)
+    if kb_id is None:
+        return None
+    literal = _linked_literal(kb_id, slot, ctx)
+    if literal is not None:
+        return literal
+    if Slot.ENTITY in slot and not kb_id.startswith(("\"", "'")):
+        return ctx.profile.entity(kb_id)
+    return None
+
+
 def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = None) -> Term:
     """Give a lexical :class:`~pyql.syntax.Atom` its meaning for ``slot``.
 
@@ -354,11 +382,12 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         raise refuse("an IRI")
 
     if atom.kind is AtomKind.NUMBER:
+        linked = _linked(atom.value, slot, ctx) if atom.datatype is None else None
+        if linked is not None:  # a linked number keeps its linked datatype (1.0 -> xsd:float)
+            return linked
         if Slot.LITERAL in slot:
             dt = _datatype_iri(atom.datatype, profile, text) if atom.datatype else None
             return _number_literal(atom.value, dt)
-        if Slot.ENTITY in slot and ctx.entity_for_mention(atom.value) is not None:
-            return profile.entity(ctx.entity_for_mention(atom.value))  # type: ignore[arg-type]
         raise refuse("a number")
 
     if atom.kind is AtomKind.STRING:
@@ -373,10 +402,10 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
                 )
             return Literal(atom.value, dt, atom.lang)
         value = atom.value
+        linked = _linked(value, slot, ctx)
+        if linked is not None:
+            return linked
         if Slot.ENTITY in slot:
-            kb_id = ctx.entity_for_mention(value)
-            if kb_id is not None:
-                return profile.entity(kb_id)
             if ctx.is_linked_id(value) or profile.is_entity_id(value):
                 return profile.entity(value)
         if Slot.RELATION in slot or Slot.CLASS in slot:
@@ -393,10 +422,10 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         return Var(value)
     if Slot.RELATION in slot or Slot.CLASS in slot:
         return profile.relation(value)
+    linked = _linked(value, slot, ctx)
+    if linked is not None:
+        return linked
     if Slot.ENTITY in slot:
-        kb_id = ctx.entity_for_mention(value)
-        if kb_id is not None:
-            return profile.entity(kb_id)
         if ctx.is_linked_id(value) or profile.is_entity_id(value):
             return profile.entity(value)
         prefixed = profile.expand_prefixed(value)

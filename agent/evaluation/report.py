@@ -3,8 +3,9 @@
 The page is a single file with inline CSS, inline SVG charts drawn here in Python and a few lines
 of vanilla JS (no network, no CDN, no chart library). It shows:
 
-- **Summary**: the metrics (n, Hit@1 / F1 / EM / accuracy where defined, TPQ, QPQ, CPQ, LLM calls
-  and tokens per question, total cost), the run's configuration, breakdowns by question meta
+- **Summary**: the metrics (n, Hit@1 / F1 / EM / Top-1 / accuracy where defined; TPQ, QPQ, CPQ:
+  time in seconds, KB/DB queries and cost per question; LLM calls and tokens per question; total
+  cost and time), the run's configuration, breakdowns by question meta
   (qtype, hops, ...), and a notice when the "LLM" was the ``gold``/``noisy-gold`` stand-in (the
   scores then measure the environment and the guidelines, not a language model).
 - **Guidelines**: ERASER triggers by environment class (``PY``/``KB``/``DB``/``RM``, the prefix of
@@ -21,13 +22,15 @@ All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (aggr
 render) and the page is written as it is produced, so memory stays small; a question that appears
 twice (a resumed run) counts once, its last line wins; malformed lines are skipped and counted.
 
-**Big runs.** Every question gets a row in the list (id, question, outcome: a few hundred bytes),
-so search and filters cover the whole run, and the JS pages the list (:data:`PAGE_SIZE` rows per
-page). The step-by-step trajectories are embedded for at most ``max_trajectories`` questions
-(:data:`MAX_TRAJECTORIES`; ~5-10 kB each): all of them when the run is smaller, else errors
-first, then incorrect answers, then correct ones, in file order; the page says so, and a row
-without its trajectory gives its line in ``results.jsonl``. Observations and other long texts are
-cut to a preview with an expander, and to :data:`MAX_TEXT_CHARS` at most.
+**Big runs.** Every question gets a row in the list (id, question, outcome, gold and predicted
+answers, usage: about 1.5 kB), so search and filters cover the whole run, and the JS pages the
+list (:data:`PAGE_SIZE` rows per page; without JS every row shows). The step-by-step
+trajectories are embedded for at most ``max_trajectories`` questions (:data:`MAX_TRAJECTORIES`;
+about 4-10 kB each): all of them when the run is smaller, else errors first, then incorrect
+answers, then correct ones, in file order; the page says so, and a row without its trajectory
+gives its line in ``results.jsonl``. A 10,000-question MetaQA run makes a ~19 MB page in ~4 s.
+Observations and other long texts are cut to a preview with an expander, and to
+:data:`MAX_TEXT_CHARS` at most.
 
 **Metrics.** The summary takes its headline numbers from ``metrics.json`` when it is there and
 counts as many questions as ``results.jsonl``; without it, from
@@ -250,7 +253,7 @@ def _prefix(code: str) -> str:
 
 def _scalar_meta(meta: Mapping[str, Any]) -> dict[str, str]:
     """The meta values that can label a breakdown (strings, numbers, booleans), as text."""
-    return {str(k): str(v) for k, v in meta.items()
+    return {str(k): (str(v) if v != "" else "(empty)") for k, v in meta.items()
             if isinstance(v, str) or _num(v) is not None}
 
 
@@ -263,7 +266,7 @@ class _Group:
     errors: int = 0
     steps: int = 0
     hints: int = 0
-    metrics: Counter[str] = field(default_factory=Counter)
+    metrics: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     scored: Counter[str] = field(default_factory=Counter)
 
     def add(self, result: QuestionResult, n_steps: int) -> None:
@@ -300,7 +303,7 @@ class _Aggregator:
         self.total = _Group()
         self.finished = 0
         self.stop_reasons: Counter[str] = Counter()
-        self.usage: Counter[str] = Counter()
+        self.usage: defaultdict[str, float] = defaultdict(float)
         self.prompt_tokens = 0.0
         self.completion_tokens = 0.0
         self.metric_keys: dict[str, None] = {}
@@ -471,7 +474,7 @@ def _parse(line: str) -> QuestionResult | None:
 def _external_aggregate(results: Sequence[QuestionResult]) -> dict[str, Any] | None:
     """:func:`pyql.agent.evaluation.metrics.aggregate`, if it is there and works."""
     try:
-        from pyql.agent.evaluation.metrics import aggregate  # type: ignore[attr-defined]
+        from pyql.agent.evaluation.metrics import aggregate
     except ImportError:
         return None
     try:
@@ -547,7 +550,7 @@ def _load(run_dir: Path) -> _Run:
     local = agg.as_dict()
     notes: list[str] = []
     recorded = _read_metrics(run_dir)
-    source = f"computed from {RESULTS}"
+    source = f"computed here from {RESULTS}"
     if recorded is not None:
         rec_n = _num(recorded.get("n"))
         if rec_n is not None and int(rec_n) != len(rows):
@@ -556,11 +559,11 @@ def _load(run_dir: Path) -> _Run:
                          f"{RESULTS}.")
             recorded = None
         else:
-            source = METRICS
+            source = f"from {METRICS}"
     elif rows:
         recorded = _external_aggregate([r.result for r in rows])
         if recorded is not None:
-            source = "pyql.agent.evaluation.metrics.aggregate"
+            source = f"computed by metrics.aggregate (no {METRICS})"
     headline = {k: float(v) for k, v in local.items() if _num(v) is not None}
     primary = local.get("primary")
     if recorded is not None:
@@ -782,7 +785,8 @@ def _header(run: _Run, generated: str) -> str:
     sub = " · ".join(_e(b) for b in bits if b)
     return (f'<header class="top"><div class="wrap"><div class="brand">pyql</div>'
             f"<div><h1>{title}</h1><p class=sub>{sub}</p></div>"
-            f'<div class="meta"><span title="run directory">{_e(run.run_dir.name)}</span>'
+            f'<div class="meta"><span>run '
+            f"<code>{_e(run.run_dir.name)}</code></span>"
             f"<span>generated {_e(generated)}</span></div></div>"
             '<nav class="wrap"><a href="#summary">Summary</a><a href="#guidelines">Guidelines</a>'
             '<a href="#charts">Charts</a><a href="#questions">Questions</a></nav></header>')
@@ -793,8 +797,10 @@ def _notices(run: _Run) -> str:
     llm = run.config.llm if run.config else str(run.config_raw.get("llm", ""))
     kind = is_stand_in(llm)
     if kind:
+        rate = llm.partition(":")[2].strip()
         what = ("replays each question's gold program" if kind == "gold" else
-                "replays each question's gold program with injected mistakes")
+                "replays each question's gold program and injects the mistakes LLMs typically "
+                "make" + (f" (rate {_e(rate)})" if rate else ""))
         out.append(
             f'<div class="notice stand-in" id="stand-in-note"><strong>No language model in this '
             f"run.</strong> The “LLM” is the <code>{_e(kind)}</code> stand-in, which {what}. The "
@@ -857,8 +863,8 @@ def _summary(run: _Run) -> str:
     out.append(_table(["Metric", "Value", ""], [(_e(a), b, f'<span class="muted">{_e(c)}</span>')
                                                 for a, b, c in rows],
                       cls="kv-table", numeric_from=1, table_id="metrics-table"))
-    out.append(f'<p class="muted small">Headline metrics from {_e(run.metrics_source)}; '
-               "per-question figures from the results.</p></div>")
+    out.append(f'<p class="muted small" id="metrics-source">Headline metrics '
+               f"{_e(run.metrics_source)}; everything else from {RESULTS}.</p></div>")
     out.append("<div><h3>Configuration</h3>" + _config_table(run) + "</div></div>")
     out.append(_breakdowns(run, quality))
     out.append("</section>")
@@ -1027,8 +1033,8 @@ def _charts(run: _Run) -> str:
         out.append('<p class="muted">Nothing to chart yet.</p>')
     out.append('<div class="charts">')
     for fig_id, caption, svg in figures:
-        wide = ' class="wide"' if 'viewBox="0 0 1100 ' in svg else ""
-        out.append(f'<figure id="{fig_id}"{wide}><figcaption>{_e(caption)}</figcaption>{svg}'
+        span = ' class="wide"' if 'viewBox="0 0 1100 ' in svg else ""
+        out.append(f'<figure id="{fig_id}"{span}><figcaption>{_e(caption)}</figcaption>{svg}'
                    "</figure>")
     out.append("</div></section>")
     return "".join(out)
@@ -1118,7 +1124,7 @@ def _question(index: int, row: _Row, full: QuestionResult | None, group_key: str
                      f'{hints} hint{"s" if hints != 1 else ""}</span>')
     for key in ("f1",):
         value = _num(r.metrics.get(key))
-        if value is not None and row.status != "correct":
+        if value is not None and row.status == "incorrect":
             chips.append(f'<span class="chip">{_LABELS[key]} {value:.2f}</span>')
     out = [f"<details {attrs}><summary>"
            f'<span class="badge b-{row.status}">{_STATUS_LABELS[row.status]}</span>'

@@ -191,12 +191,14 @@ def compile_query(
             lines.append(f"LIMIT {int(limit)}")
         return "\n".join(lines)
 
+    if query.answer is not None and profile.answer_lang:
+        # the answer's language restriction holds whatever is projected, so that what a step
+        # shows is what execute() returns
+        body = [*body, _lang_filter(query.answer, profile.answer_lang)]
     if select is not None:
         variables = select
     elif query.answer is not None:
         variables = (query.answer,)
-        if profile.answer_lang:
-            body = [*body, _lang_filter(query.answer, profile.answer_lang)]
     else:
         variables = tuple(v for v in query.variables if v in query.bound_variables)
     projection = " ".join(str(v) for v in variables) if variables else "*"
