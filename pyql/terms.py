@@ -328,7 +328,8 @@ def _bare_temporal(text: str) -> Literal | None:
 def _linked_literal(kb_id: str, slot: Slot, ctx: Context) -> Literal | None:
     """The literal an entity table links a mention to (``"2011-12-31"^^xsd:dateTime``,
     ``1.0^^http://www.w3.org/2001/XMLSchema#float``), if the table links it to one."""
-    if Slot.LITERAL not in slot or not kb_id or kb_id[0] not in "\"'+-.0123456789":
+    # only an explicitly written literal counts: a plain "1984" in the table is an id (MetaQA)
+    if Slot.LITERAL not in slot or not kb_id or (kb_id[0] not in "\"'" and "^^" not in kb_id):
         return None
     try:
         atom = lex_atom(kb_id)
