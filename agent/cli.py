@@ -24,6 +24,7 @@ only inside the command, since ``pyql.cli`` imports it while starting.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,7 +45,9 @@ if TYPE_CHECKING:
     from pyql.agent.trajectory import Step
     from pyql.kb.base import KB
 
-__all__ = ["register", "ask_command", "NO_LLM_MESSAGE"]
+__all__ = ["register", "ask_command", "NO_LLM_MESSAGE", "ENDPOINT_LABEL_LIMIT"]
+
+log = logging.getLogger(__name__)
 
 #: what ``pyql ask`` says (one line, exit code 2) when no LLM is configured
 NO_LLM_MESSAGE = (
@@ -52,6 +55,10 @@ NO_LLM_MESSAGE = (
     "`pyql ask ... --model gpt-4o-mini`; for a local OpenAI-compatible server (vLLM, Ollama, "
     "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`"
 )
+
+#: labels read from a SPARQL endpoint for entity linking (a Freebase-sized KB has far more:
+#: give its entities with --entity)
+ENDPOINT_LABEL_LIMIT = 200_000
 
 #: observation text shown per step (the model sees all of it)
 _SHOWN_CHARS = 1200
@@ -178,7 +185,8 @@ def ask_command(
         _error_line(NO_LLM_MESSAGE)
         raise typer.Exit(2)
     out = None if as_json else core._stdout()
-    with core._reported(), _llm_errors(base_url):
+    with _warnings_shown(), core._reported(), _llm_errors(base_url):
+        llm = _make_llm(model, base_url, api_key)  # first: a missing key fails fast
         given = core._entities(entity, entities_file)
         linking: Linking | None = None
         if db is not None:
@@ -195,7 +203,6 @@ def ask_command(
                 linking = _link(backend, question, index_cache)
                 entities = linking.entities
             language, location = "sparql", kb
-        llm = _make_llm(model, base_url, api_key)
         if out is not None:
             _show_header(out, question, entities, linking, given, table if db else None,
                          llm.model, mode, not no_guidelines)
@@ -266,8 +273,14 @@ def _open_kb(location: str, profile: str | None, prefix: list[str] | None) -> KB
 
 def _link(kb: KB, question: str, cache: Path | None) -> Linking:
     from pyql.agent.linking import LabelIndex, LabelLinker
+    from pyql.kb.oxigraph import OxigraphKB
 
-    return LabelLinker(LabelIndex.from_kb(kb, cache=cache)).candidates(question)
+    limit = None if isinstance(kb, OxigraphKB) else ENDPOINT_LABEL_LIMIT
+    index = LabelIndex.from_kb(kb, cache=cache, limit=limit)
+    if index.truncated:
+        log.warning("only the first %d labels of %s were read for entity linking; "
+                    "give the entities with --entity MENTION=ID", len(index), kb)
+    return LabelLinker(index).candidates(question)
 
 
 @contextmanager
@@ -312,7 +325,7 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
         return (f"the prompt does not fit the context window of {exc.model} ({detail}): "
                 "use a model with a longer context")
     if isinstance(exc, LLMRateLimitError):
-        wait = f", the server asks to wait {exc.retry_after:.0f}s" if exc.retry_after else ""
+        wait = f"; the server asks to wait {exc.retry_after:.0f}s" if exc.retry_after else ""
         return f"rate limited by {where} after the retries ({detail}{wait}): try again later"
     if isinstance(exc, (LLMTimeoutError, LLMServerError)):
         return f"the LLM server failed after the retries ({detail}): is {where} up?"
@@ -321,6 +334,33 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+class _WarningLines(logging.Handler):
+    """pyql's warnings (an LLM retry, a model without a price) as ``warning:`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = _one_line(record.getMessage())
+        except (TypeError, ValueError):  # a malformed log call must not end the command
+            message = str(record.msg)
+        console = Console(stderr=True, highlight=False, soft_wrap=True)
+        console.print(Text.assemble(("warning: ", "yellow"), message))
+
+
+@contextmanager
+def _warnings_shown() -> Iterator[None]:
+    """Show pyql's warnings while the command runs, unless logging is configured already."""
+    logger = logging.getLogger("pyql")
+    if logger.handlers or logging.getLogger().handlers:
+        yield
+        return
+    handler = _WarningLines(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _error_line(message: str) -> None:

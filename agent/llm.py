@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage
 from pyql.agent.errors import (
     LLMAuthError,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
+
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
 from pyql.agent.errors import LLMContextLengthError
 from pyql.agent.llm import LLM, LLMReply, ToolCall, prompt_fingerprint
@@ -53,7 +54,6 @@ from pyql.agent.prompting import (
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.trajectory import Step, Trajectory
-
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.feedback import Feedback
 from pyql.kb.base import KB

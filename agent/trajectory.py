@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from pyql.agent.accounting import Usage
 from pyql.agent.llm import ToolCall
 
