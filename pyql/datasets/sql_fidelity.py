@@ -16,6 +16,16 @@ return what the dataset's own execution returns?
   :class:`~pyql.sql.Sql` tree (:func:`pyql.sql.from_sql.to_query`, which also holds sub-queries
   and set operations), executed through :class:`~pyql.db.SqlDB`.
 
+Measured on the full dev sets (the commands below):
+
+- WikiSQL dev: 8,421/8,421 programs agree with WikiSQL's semantics (100%; no residue).
+- Spider dev: 829 of 1,034 gold queries (80.2%) are expressible as programs, and all 829 agree
+  with the gold rows (44 of them have an empty gold result). The Sql tree holds 1,013 (98.0%), all
+  agreeing. What the tool set cannot say: UNION/INTERSECT/EXCEPT (76), IN/NOT IN sub-queries (50),
+  comparisons with a sub-query (29), IN lists or ORs of equalities on one column (27); and, as the
+  tree cannot either, other ORs (7), joins on an OR or none (6), self-joins (4), a column selected
+  twice (2), a sub-query in FROM (2); column-to-column conditions (2).
+
 Command line::
 
     python -m pyql.datasets.sql_fidelity wikisql [--sample N] [--seed S] [--json]

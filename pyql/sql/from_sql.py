@@ -7,8 +7,9 @@ builds the same query step by step: ``add_join(base)`` to start from the ``FROM`
 ``add_group_by`` per key (before the answers, so every intermediate query is valid SQL on
 engines that check grouping), ``set_answer`` per selected column or aggregate, ``add_having``,
 ``add_order`` (the ``LIMIT`` rides on the last key), ``set_distinct`` and ``execute()``.
-Otherwise it returns an :class:`Unsupported` value naming every construct that is in the way,
-with a stable code from :data:`CONSTRUCTS`.
+Otherwise it returns an :class:`Unsupported` value naming the constructs in the way (the
+tool set's gaps all at once; a construct that stops the parse, alone), each a stable code from
+:data:`CONSTRUCTS`.
 
 :func:`to_query` does the same one level down: it builds the :class:`~pyql.sql.Sql` tree
 directly, which also holds what the tool set has no call for (sub-queries in ``IN`` and
@@ -187,8 +188,9 @@ class _Select:
 class _Scope:
     """The tables of one SELECT: alias/name -> schema table."""
 
-    def __init__(self, schema: Schema) -> None:
+    def __init__(self, schema: Schema, nested: bool = False) -> None:
         self.schema = schema
+        self.nested = nested
         self.by_alias: dict[str, TableInfo] = {}
         self.tables: list[TableInfo] = []
         self.aliases: dict[str, exp.Expression] = {}  # SELECT aliases
@@ -213,7 +215,9 @@ class _Scope:
         if node.table:
             info = self.by_alias.get(node.table.casefold())
             if info is None:
-                raise _Refusal("correlated_subquery", f"unknown table or alias {node.table!r}")
+                if self.nested:  # most likely an alias of the outer query
+                    raise _Refusal("correlated_subquery", f"unknown alias {node.table!r}")
+                raise _Refusal("unknown_table", f"unknown table or alias {node.table!r}")
             col = info.find_column(name)
             if col is None:
                 raise _Refusal("unknown_column", f"no column {name!r} in {info.name!r}")
@@ -237,27 +241,27 @@ def _parse(sql: str, dialect: str) -> exp.Expression:
     return trees[0]
 
 
-def _convert(tree: exp.Expression, schema: Schema) -> _Select:
+def _convert(tree: exp.Expression, schema: Schema, nested: bool = False) -> _Select:
     if isinstance(tree, exp.Subquery):
         tree = tree.this
     if isinstance(tree, exp.SetOperation):
         if tree.args.get("order") or tree.args.get("limit") or tree.args.get("offset"):
             raise _Refusal("set_operation_order")
-        left = _convert(tree.this, schema)
-        right = _convert(tree.expression, schema)
+        left = _convert(tree.this, schema, nested)
+        right = _convert(tree.expression, schema, nested)
         kind = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}[type(tree)]
         left.set_ops.append((kind, right, not tree.args.get("distinct", True)))
         return left
     if not isinstance(tree, exp.Select):
         raise _Refusal("not_select", f"a {type(tree).__name__} statement")
-    return _SelectConverter(tree, schema).convert()
+    return _SelectConverter(tree, schema, nested).convert()
 
 
 class _SelectConverter:
-    def __init__(self, tree: exp.Select, schema: Schema) -> None:
+    def __init__(self, tree: exp.Select, schema: Schema, nested: bool) -> None:
         self.tree = tree
         self.schema = schema
-        self.scope = _Scope(schema)
+        self.scope = _Scope(schema, nested)
         self.out = _Select()
 
     def convert(self) -> _Select:
@@ -520,16 +524,7 @@ class _SelectConverter:
 
 def _convert_sub(node: exp.Expression, schema: Schema) -> _Select:
     inner = node.this if isinstance(node, exp.Subquery) else node
-    try:
-        return _convert(inner, schema)
-    except _Refusal as exc:
-        if exc.code in ("unknown_column",) and _mentions_outer(inner):
-            raise _Refusal("correlated_subquery") from None
-        raise
-
-
-def _mentions_outer(node: exp.Expression) -> bool:
-    return any(c.table for c in node.find_all(exp.Column))
+    return _convert(inner, schema, nested=True)
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
