@@ -23,3 +23,11 @@ def test_ci_runs_the_readme_test_command():
     test_command = next(c for c in commands if "pytest" in c)
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert test_command in ci.splitlines()
+
+
+def test_sql_example_runs(capsys):
+    code = re.search(r"## SQL\n\n```python\n(.*?)```", README, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "SELECT [Nationality] FROM [players] WHERE [Player] = 'Terrence Ross'" in out
+    assert "'Guard'" in out
