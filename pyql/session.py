@@ -50,7 +50,6 @@ from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback, Relations,
 from pyql.kb.base import KB
 from pyql.memory import Memory
 from pyql.program import SPARQL_TOOLS, Call, Program, parse_call
-from pyql.results import ResultSet
 from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_relations, render_term

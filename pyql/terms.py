@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from enum import Flag, auto
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import pyoxigraph as _ox
 
@@ -245,8 +245,8 @@ class Literal:
         raise TermError(f"cannot make a literal of {type(value).__name__}", text=repr(value))
 
 
-Term = Union[Var, Entity, Relation, Literal, BlankNode]
-Node = Union[Var, Entity, Literal]
+Term = Var | Entity | Relation | Literal | BlankNode
+Node = Var | Entity | Literal
 
 
 class Slot(Flag):

@@ -1,7 +1,15 @@
 """SPARQL query trees and their compiler."""
 
 from pyql.sparql.compile import compile_query, render_term
-from pyql.sparql.query import Aggregate, Extremum, Filter, Sparql, TimeConstraint, Triple, TypeConstraint
+from pyql.sparql.query import (
+    Aggregate,
+    Extremum,
+    Filter,
+    Sparql,
+    TimeConstraint,
+    Triple,
+    TypeConstraint,
+)
 
 __all__ = [
     "Sparql",

@@ -23,7 +23,7 @@ from typing import Literal as TypingLiteral
 from pyql.errors import QueryError, TermError
 from pyql.profiles import Profile, get_profile
 from pyql.program import COMPARISON_OPS
-from pyql.terms import Context, Entity, Literal, Node, Relation, Slot, Term, Var, parse_term
+from pyql.terms import Context, Literal, Node, Relation, Slot, Term, Var, parse_term
 
 __all__ = [
     "Sparql",

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from pyql.agent.accounting import (
     DEFAULT_PRICES,
     Price,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -27,7 +28,6 @@ from pyql.agent.llm import (
     apply_stop,
     prompt_fingerprint,
 )
-
 from pyql.errors import PyqlError
 from tests.support.fake_openai import (
     ContextTooLong,

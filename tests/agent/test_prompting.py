@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from pyql import Session
 from pyql.agent.prompting import (
     RETRY_WORDING,
     get_prompt_profile,
@@ -22,8 +24,6 @@ from pyql.agent.prompting import (
     tool_schemas,
     tools_doc,
 )
-
-from pyql import Session
 from pyql.feedback import Hint
 from pyql.program import SPARQL_TOOLS, SQL_TOOLS, TOOLSETS, parse_call
 from tests.agent.conftest import metaqa_kb

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pyql import Session
 from pyql.agent import (
     LLMAuthError,
     LLMContextLengthError,
@@ -21,8 +23,6 @@ from pyql.agent import (
     load_trajectories,
 )
 from pyql.agent.prompting import RETRY_WORDING
-
-from pyql import Session
 from pyql.kb import OxigraphKB
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION, metaqa_kb
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls

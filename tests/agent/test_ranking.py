@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from pyql.agent.llm import OpenAIEmbeddings
 from pyql.agent.ranking import (
     TOP_K,
@@ -17,7 +18,6 @@ from pyql.agent.ranking import (
     rank_relations,
     select_relations,
 )
-
 from tests.support.fake_openai import FakeOpenAI
 
 QUESTION = "which was the most recently formed cyclone in the same category as tropical storm rachel"
