@@ -316,11 +316,12 @@ def format_table(result: Mapping[str, Any]) -> str:
         f"**{result['note']}**",
         "",
         "Injected mistakes (ERASER on; detection = a hint followed the mistake; correction = "
-        "the hint named it and the gold step came next):",
+        "the hint named it and the gold step came next; kept = accepted unnoticed, the wrong "
+        "step stays; ended = the run ended on it, e.g. an accepted premature execute()):",
         "",
-        "| type | injected | detected | detection | corrected | correction | kept | "
-        "hint codes | w/o ERASER: injected / kept |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "| type | injected | detected | detection | corrected | correction | kept | ended | "
+        "hint codes | w/o ERASER: injected / kept / ended |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     on = result["injections"]["eraser_on"]
     off = result["injections"]["eraser_off"]
@@ -330,13 +331,13 @@ def format_table(result: Mapping[str, Any]) -> str:
         if row is None and other is None:
             continue
         row = row or {"n": 0, "detected": 0, "detection_rate": 0.0, "corrected": 0,
-                      "correction_rate": 0.0, "kept": 0, "codes": {}}
+                      "correction_rate": 0.0, "kept": 0, "ended": 0, "codes": {}}
         name = f"**{kind}**" if kind == "all" else kind
-        tail = f"{other['n']} / {other['kept']}" if other else "0 / 0"
+        tail = f"{other['n']} / {other['kept']} / {other['ended']}" if other else "0 / 0 / 0"
         lines.append(
             f"| {name} | {row['n']} | {row['detected']} | {row['detection_rate']:.1%} | "
             f"{row['corrected']} | {row['correction_rate']:.1%} | {row['kept']} | "
-            f"{_codes(row['codes'])} | {tail} |")
+            f"{row['ended']} | {_codes(row['codes'])} | {tail} |")
     metrics = result["metrics"]
     lines += [
         "",

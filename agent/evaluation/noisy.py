@@ -79,6 +79,7 @@ from pydantic import BaseModel
 from pyql.agent.accounting import TokenUsage
 from pyql.agent.llm import LLMReply, Message, ToolCall, apply_stop
 from pyql.agent.prompting import RETRY_WORDING
+from pyql.errors import ParseError
 from pyql.program import TOOLSETS, Call, Program
 from pyql.syntax import Atom, AtomKind, lex_atom
 
@@ -91,9 +92,12 @@ __all__ = [
     "HINT_PATTERNS",
     "Injection",
     "NoisyGoldLLM",
+    "UNKNOWN_CODE",
     "hint_code",
     "is_hint",
     "item_seed",
+    "observation_body",
+    "summarise",
 ]
 
 #: the hallucination types, in the order tables list them
@@ -291,7 +295,7 @@ def _plain(atom: Atom) -> Atom:
     """A name written bare when it reads back as itself, else quoted."""
     try:
         bare = lex_atom(atom.value)
-    except Exception:  # noqa: BLE001 - any lexing problem: quote it
+    except ParseError:  # e.g. a control character: quoted
         bare = None
     if (bare is not None and bare.kind is AtomKind.NAME and bare.value == atom.value
             and not re.fullmatch(r"x\d+", atom.value)
