@@ -55,7 +55,14 @@ from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_relations, render_term
 from pyql.terms import BlankNode, Context, Entity, Literal, Var
 
-__all__ = ["Session", "Observation", "GuidelineChecker", "python_feedback_for", "render_values"]
+__all__ = [
+    "Session",
+    "Observation",
+    "GuidelineChecker",
+    "HintPolicy",
+    "python_feedback_for",
+    "render_values",
+]
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +165,35 @@ def render_observation(obs: Observation) -> str:
     return text + "".join(f" (Note: {note}.)" for note in fb.notes)
 
 
+class HintPolicy:
+    """Asks the guidelines about a step, once per result-based hint.
+
+    A hint about what the environment *returned* (codes ``KB...``/``DB...``: an empty result, an
+    unnamed answer) is given once: when the very next action repeats the hinted action, the model
+    has read the hint and insists, and the step is accepted — an empty result can be the right
+    answer. Hints about the action itself (``PY...``, ``RM...``) are given every time.
+    """
+
+    RESULT_PREFIXES = ("KB", "DB")
+
+    def __init__(self, guidelines: GuidelineChecker | None) -> None:
+        self.guidelines = guidelines
+        self._last: tuple[str, str] | None = None  # (canonical action, hint code)
+
+    def judge(self, feedback: Feedback) -> Hint | None:
+        if self.guidelines is None:
+            return None
+        action = str(feedback.call) if feedback.call is not None else feedback.action_text
+        last, self._last = self._last, None
+        if last is not None and last[0] == action and last[1].startswith(self.RESULT_PREFIXES):
+            log.info("accepting %s repeated after hint %s", action, last[1])
+            return None
+        hint = self.guidelines.evaluate(feedback)
+        if hint is not None:
+            self._last = (action, hint.code)
+        return hint
+
+
 def python_feedback_for(exc: Exception, *, function: str | None = None) -> PythonFeedback:
     """Structured Python-side feedback for an input error."""
     kind = type(exc).__name__
@@ -232,6 +268,7 @@ class Session:
                             extremum_mode=self._extremum_mode)  # type: ignore[arg-type]
         self.program = Program(tools="sparql")
         self.memory = Memory(entities=dict(self.entities))
+        self._policy = HintPolicy(self.guidelines)
         self.step = 0
         self.observations: list[Observation] = []
 
@@ -272,7 +309,7 @@ class Session:
             step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
             memory=self.memory, args=args, notes=tuple(notes),
         )
-        hint = self.guidelines.evaluate(feedback) if self.guidelines is not None else None
+        hint = self._policy.judge(feedback)
         accepted = hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
         if accepted and call is not None:
             self.query = new_query

@@ -21,15 +21,17 @@ writers of the same key store the same value, so the last one winning is harmles
   guard first. Values are pickled :class:`~pyql.results.ResultSet` objects: only open cache files
   you made.
 
->>> import tempfile, pathlib
+>>> import pathlib, shutil, tempfile
 >>> from pyql.agent.llm import ScriptedLLM
->>> path = pathlib.Path(tempfile.mkdtemp()) / "llm.sqlite"
->>> llm = CachedLLM(ScriptedLLM(["Thought 1: a\\nAction 1: execute()"]), LLMCache(path))
+>>> folder = tempfile.mkdtemp()
+>>> llm = CachedLLM(ScriptedLLM(["Thought 1: a\\nAction 1: execute()"]),
+...                 LLMCache(pathlib.Path(folder) / "llm.sqlite"))
 >>> llm.complete([{"role": "user", "content": "q"}]).text == llm.complete(
 ...     [{"role": "user", "content": "q"}]).text      # the second call is a hit
 True
 >>> (llm.cache.hits, llm.cache.misses)
 (1, 1)
+>>> llm.cache.close(); shutil.rmtree(folder)
 """
 
 from __future__ import annotations
@@ -240,25 +242,27 @@ class KBView(KB):
     def _key(self, form: str, query: str) -> str:
         return cache_key("kb", self.identity, self.profile.name, form, query)
 
+    # ``select``/``ask`` of this view already refused updates and counted the query: the
+    # wrapped KB's own hooks run the query (its ``query_count`` is not touched)
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
         if self.cache is None:
-            return self.inner.select(query, timeout=timeout)
+            return self.inner._select(query, timeout=timeout)
         key = self._key("select", query)
         hit = self.cache.load(key)
         if isinstance(hit, ResultSet):
             return hit
-        result = self.inner.select(query, timeout=timeout)
+        result = self.inner._select(query, timeout=timeout)
         self.cache.save(key, result)
         return result
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
         if self.cache is None:
-            return self.inner.ask(query, timeout=timeout)
+            return self.inner._ask(query, timeout=timeout)
         key = self._key("ask", query)
         hit = self.cache.load(key)
         if isinstance(hit, bool):
             return hit
-        result = self.inner.ask(query, timeout=timeout)
+        result = self.inner._ask(query, timeout=timeout)
         self.cache.save(key, result)
         return result
 

@@ -1,32 +1,29 @@
-"""Datasets as :class:`~pyql.agent.evaluation.records.EvalItem` streams, and their backends.
+"""Datasets as :class:`~pyql.agent.evaluation.records.EvalItem` lists, and their backends.
 
-=====================  ======  ======================================================================
-name                   tools   items and backend
-=====================  ======  ======================================================================
-``metaqa-1hop|2hop|3hop``  sparql  ``metaqa/{k}-hop/qa_{split}.txt``; the question as MetaQA writes
-                               it (topic in brackets), ``entities={topic: topic}``, the gold answers,
-                               the gold program of :func:`pyql.datasets.metaqa.gold_program`, meta
-                               ``qtype`` and ``hops``. Backend: the MetaQA KB
-                               (:func:`pyql.datasets.metaqa.load_kb`), kept as an on-disk Oxigraph
-                               store under the cache directory (reopened in ~0.1 s)
-``wikisql``            sql     ``wikisql/{split}.jsonl``; ``table`` = the WikiSQL table's database
-                               name, gold answers from :func:`~pyql.datasets.wikisql.wikisql_execute`,
-                               the gold program, meta ``agg`` and ``conds``. Backend: the database of
-                               :func:`~pyql.datasets.wikisql.load_db`, built once into the cache
-                               directory
-``spider``             sql     ``spider/{split}.json``; ``db_id``, gold answers = the rows of the gold
-                               SQL run on its SQLite file, the gold program of
-                               :func:`pyql.sql.from_sql.to_program` where the DSL can express it
-                               (else ``None``, meta ``unsupported``), meta ``db_id``, ``ordered``
-                               (top-level ``ORDER BY``), ``expressible``. Backend: each database,
-                               opened read-only on first use
-``webqsp``             sparql  ``freebase_questions/WebQSP_test_processed.json.gz`` (split ``test``):
-                               the gold entity linking, answers (mids), the ``PyQL`` program (with
-                               ``execute()`` added; ``None`` for the 42 questions without one), meta
-                               ``answer_sets`` (``different_answer``). Backend: a Freebase KB you
-                               give with ``--kb`` (a SPARQL endpoint URL, an Oxigraph store
-                               directory, or an RDF file)
-=====================  ======  ======================================================================
+- ``metaqa-1hop``, ``metaqa-2hop``, ``metaqa-3hop`` (SPARQL, prompt profile ``metaqa``):
+  ``metaqa/{k}-hop/qa_{split}.txt``; the question as MetaQA writes it (topic in brackets, as in
+  the prompt's example), ``entities={topic: topic}``, the gold answers, the gold program of
+  :func:`pyql.datasets.metaqa.gold_program`, meta ``qtype`` and ``hops``. Backend: the MetaQA KB
+  (:func:`pyql.datasets.metaqa.load_kb`), kept as an on-disk Oxigraph store in the cache
+  directory (built once in a few seconds, then reopened in ~0.1 s).
+- ``wikisql`` (SQL, profile ``wikisql``): ``wikisql/{split}.jsonl``; ``table`` = the table's
+  name in the database, gold answers from :func:`~pyql.datasets.wikisql.wikisql_execute`
+  (WikiSQL's own semantics), the gold program, meta ``agg``, ``conds``, ``table_id``. Backend:
+  the database of :func:`~pyql.datasets.wikisql.load_db`, built once into the cache directory.
+- ``spider`` (SQL, profile ``wikisql``: there is no Spider prompt yet): ``spider/{split}.json``;
+  ``db_id``, gold answers = the rows of the gold SQL on its SQLite file (read-only), the gold
+  program of :func:`pyql.sql.from_sql.to_program` where the DSL can express it (else ``None``
+  and meta ``unsupported``: the constructs in the way), meta ``db_id``, ``ordered`` (top-level
+  ``ORDER BY``), ``expressible``, ``gold_sql``. Backend: each database, opened read-only on first
+  use.
+- ``webqsp`` (SPARQL, profile ``freebase``; split ``test``):
+  ``freebase_questions/WebQSP_test_processed.json.gz``: the gold entity linking, the answers
+  (mids), the ``PyQL`` program with ``execute()`` added (``None`` for the 42 questions without
+  one), meta ``answer_sets`` (``different_answer``). Backend: a Freebase KB given with ``--kb``
+  (a SPARQL endpoint URL, an Oxigraph store directory, or an RDF file); there is no default.
+
+Questions are selected by :func:`select_indices` (``--limit``, then ``--sample``/``--seed``)
+before their gold answers are computed (Spider: its gold SQL run).
 
 Nothing is ever written into the data directory. Built stores and databases go to the cache
 directory: ``$PYQL_CACHE``, else ``~/.cache/pyql``. ``--kb``/``--db`` replace a dataset's
@@ -75,12 +72,17 @@ __all__ = [
     "open_kb",
     "open_db",
     "CACHE_ENV",
+    "MAX_ANSWER_ROWS",
 ]
 
 log = logging.getLogger(__name__)
 
 #: where built stores and databases are kept (default ``~/.cache/pyql``)
 CACHE_ENV = "PYQL_CACHE"
+
+#: rows an answer may have (SqlDB's default of 10,000 would cut Spider's largest answers short,
+#: 20,662 rows; observations are bounded by the Session, not by this)
+MAX_ANSWER_ROWS = 1_000_000
 
 
 class DatasetError(PyqlError):
@@ -382,12 +384,13 @@ class WikiSQLDataset(EvalDataset):
         if kb is not None:
             raise DatasetError("wikisql runs on a database: use --db, not --kb")
         if db is not None:
-            opened = open_db(db)
+            opened = open_db(db, max_rows=MAX_ANSWER_ROWS)
             return SqlBackend(lambda _db_id: opened)
         tables = self._tables_path(split or self.default_split)
 
         def open_one(_db_id: str | None) -> tuple[Any, str]:
-            built = wikisql.load_db(tables, cache_dir=self.cache_dir / "wikisql")
+            built = wikisql.load_db(tables, cache_dir=self.cache_dir / "wikisql",
+                                    max_rows=MAX_ANSWER_ROWS)
             return built, f"wikisql:{_stamp(tables)}:nocase"
 
         return SqlBackend(open_one)
@@ -477,12 +480,13 @@ class SpiderDataset(EvalDataset):
             if db_id is None:
                 raise DatasetError("spider: a question without a db_id")
             if db is not None and "{db_id}" in db:
-                return open_db(db.replace("{db_id}", db_id))
+                return open_db(db.replace("{db_id}", db_id), max_rows=MAX_ANSWER_ROWS)
             root = Path(db).expanduser() if db is not None else folder
             path = spider.db_path(root, db_id)
             if not path.is_file():
                 raise DatasetError(f"spider: database {db_id} not found: {path}")
-            return spider.open_db(root, db_id), f"spider:{_stamp(path)}"
+            return (spider.open_db(root, db_id, max_rows=MAX_ANSWER_ROWS),
+                    f"spider:{_stamp(path)}")
 
         return SqlBackend(open_one)
 

@@ -5,23 +5,26 @@
 
 - ``config.json``: the :class:`~pyql.agent.evaluation.records.RunConfig`, written (atomically)
   once the dataset and its backend have opened and before any question runs;
-- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line,
-  append-only. Each line is written whole by one ``os.write`` of ``json + "\\n"`` on an
-  ``O_APPEND`` descriptor, under a lock, then ``fdatasync``-ed: after a crash the file is a run
-  of complete lines, possibly followed by one partial line, which :func:`resume` truncates away
-  (fsync-ed) before it appends anything;
+- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line, in
+  the order questions finish, append-only. Each line is written whole by one ``os.write`` of
+  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock, then ``fdatasync``-ed: after a
+  crash the file is a run of complete lines, possibly followed by one partial line, which
+  :func:`resume` truncates away (and syncs) before it appends anything. Readers skip a last line
+  without its newline; if an id ever appeared twice (a file edited by hand), its last line
+  would count, as in ``pyql report``;
 - ``trajectories.jsonl``: every question's :class:`~pyql.agent.trajectory.Trajectory`
   (``meta.id`` = the question id; the raw LLM replies, so ``--llm replay:RUN_DIR`` can replay
-  the run), appended just before its result line, flushed but not fsync-ed (a question whose
-  result line is missing is run again, so a duplicate trajectory can appear; replay uses the
-  last complete one);
+  the run), written in one ``os.write`` just before its result line, not synced (a question
+  whose result line is missing runs again, so a trajectory can appear twice; replay uses the
+  last complete one). Its partial last line is cut on resume too;
 - ``metrics.json``: :func:`pyql.agent.evaluation.metrics.aggregate` of ``results.jsonl``, plus a
   ``run`` section (this session's wall time, concurrency, rate-limit pauses, cache hits,
   ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
 **Exactly once.** :func:`resume` reads the ids in ``results.jsonl`` and runs only the selected
-questions that are missing, each once. A killed run loses at most the questions in flight.
+questions that are missing, each once. A killed run loses at most the questions in flight. After
+an abort or Ctrl-C the questions in flight finish and are written before the process exits.
 
 **Concurrency.** ``config.concurrency`` asyncio workers pull questions from one queue and run
 the synchronous agent in a thread pool of the same size (``loop.run_in_executor``; a dedicated
@@ -57,7 +60,7 @@ from pyql import __version__
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMAuthError, LLMModelNotFoundError, LLMRateLimitError
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
-from pyql.agent.evaluation.datasets import Backend, EvalDataset, get_dataset
+from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
 from pyql.agent.evaluation.metrics import aggregate, corrections, score_item
 from pyql.agent.evaluation.records import (
     CONFIG,
@@ -78,6 +81,7 @@ __all__ = [
     "RunDirError",
     "ResultsLog",
     "read_results",
+    "iter_records",
     "load_config",
     "recompute_metrics",
     "TRAJECTORIES",
@@ -137,24 +141,34 @@ class ResultsLog:
         self._fd: int | None = None
         self._lock = threading.Lock()
 
-    def recover(self, *, strict: bool = True) -> list[dict[str, Any]]:
-        """The records of the complete lines; a partial last line is cut off (and the cut
-        synced). A broken line before the last one raises :class:`RunDirError` (``strict``;
-        else the lines are not parsed and ``[]`` is returned)."""
+    def repair(self) -> int:
+        """Cut a partial last line off (and sync the cut); return the bytes dropped. Only the
+        file's tail is read."""
         if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            log.warning("%s: dropping a partial last line (%d bytes) left by an interrupted run",
-                        self.path, len(data) - end)
-            fd = os.open(self.path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, end)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        return list(_parse_lines(data[:end], self.path)) if strict else []
+            return 0
+        with open(self.path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            end, block = size, 1 << 16
+            while end > 0:
+                start = max(0, end - block)
+                handle.seek(start)
+                chunk = handle.read(end - start)
+                found = chunk.rfind(b"\n")
+                if found >= 0:
+                    end = start + found + 1
+                    break
+                end = start
+        if end == size:
+            return 0
+        log.warning("%s: dropping a partial last line (%d bytes) left by an interrupted run",
+                    self.path, size - end)
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return size - end
 
     def open(self) -> ResultsLog:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -179,34 +193,43 @@ class ResultsLog:
                 self._fd = None
 
 
-def _parse_lines(data: bytes, path: Path) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RunDirError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-        if not isinstance(record, dict) or "id" not in record:
-            raise RunDirError(f"{path}:{number}: not a result record (no id)")
-        yield record
-
-
-def read_results(out_dir: str | os.PathLike[str]) -> list[QuestionResult]:
-    """The results of a run directory (complete lines only; the first line of an id wins)."""
-    path = Path(out_dir) / RESULTS
+def iter_records(path: Path, *, drop: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """The records of a results file, one line at a time (a last line without its newline is
+    skipped: it is being written, or was cut short); ``drop`` removes keys (``steps``) to save
+    memory. A line that is not a result record raises :class:`RunDirError`."""
     if not path.exists():
-        return []
-    data = path.read_bytes()
-    data = data[: data.rfind(b"\n") + 1]
-    seen: set[str] = set()
-    out = []
-    for record in _parse_lines(data, path):
-        if record["id"] in seen:
-            continue
-        seen.add(record["id"])
-        out.append(QuestionResult.model_validate(record))
-    return out
+        return
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.endswith(b"\n"):
+                return
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunDirError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+            if not isinstance(record, dict) or "id" not in record:
+                raise RunDirError(f"{path}:{number}: not a result record (no id)")
+            for key in drop:
+                record.pop(key, None)
+            yield record
+
+
+def _unique(records: Iterator[dict[str, Any]]) -> Iterator[QuestionResult]:
+    """One result per id: the last line of an id counts (as ``pyql report`` reads it)."""
+    last: dict[str, dict[str, Any]] = {}
+    for record in records:
+        last[record["id"]] = record
+    for record in last.values():
+        yield QuestionResult.model_validate(record)
+
+
+def read_results(out_dir: str | os.PathLike[str], *, steps: bool = True) -> list[QuestionResult]:
+    """The results of a run directory (complete lines only; the last line of an id counts);
+    ``steps=False`` leaves the step records out (much less memory on a large run)."""
+    path = Path(out_dir) / RESULTS
+    return list(_unique(iter_records(path, drop=() if steps else ("steps",))))
 
 
 def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
@@ -222,7 +245,7 @@ def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
 def recompute_metrics(out_dir: str | os.PathLike[str], *, primary: str | None = None,
                       run: dict[str, Any] | None = None) -> dict[str, Any]:
     """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` when given)."""
-    metrics = aggregate(_slim(r) for r in read_results(out_dir))
+    metrics = aggregate(_unique(iter_records(Path(out_dir) / RESULTS, drop=("steps",))))
     if primary is not None:
         metrics["primary"] = primary
     if run is not None:
@@ -281,23 +304,26 @@ def _slim(result: QuestionResult) -> QuestionResult:
 
 
 class _MemoCounter(TokenCounter):
-    """A token counter that remembers the counts of long texts (the system prompt and earlier
-    turns are counted again at every step)."""
+    """A token counter that remembers the counts of long texts: the system prompt (and each
+    earlier turn) is counted again at every step of every question. Bounded: the memo is
+    emptied when full."""
 
-    _MAX = 50_000
+    _MAX = 4096
+    _MIN_CHARS = 256
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._memo: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        if len(text) < 64:
+        if len(text) < self._MIN_CHARS:
             return super().count(text)
         found = self._memo.get(text)
         if found is None:
             found = super().count(text)
-            if len(self._memo) < self._MAX:
-                self._memo[text] = found
+            if len(self._memo) >= self._MAX:
+                self._memo.clear()
+            self._memo[text] = found
         return found
 
 
@@ -595,7 +621,8 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
     finally:
         tick.cancel()
         session.stop.set()
-        executor.shutdown(wait=False, cancel_futures=True)
+        # questions in flight (after an abort or Ctrl-C) finish and write their result lines
+        executor.shutdown(wait=True, cancel_futures=True)
     if aborted:
         raise aborted[0]
 
@@ -610,7 +637,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
           gate: RateGate | None, concurrency: int
           ) -> tuple[_Session, EvalDataset]:
     dataset = get_dataset(config.dataset, config.data_dir)
-    gate = gate or RateGate()
+    gate = gate or getattr(provider, "gate", None) or RateGate()
     llm_cache = LLMCache(config.llm_cache) if config.llm_cache else None
     kb_cache = QueryCache(config.kb_cache) if config.kb_cache else None
     if provider is None:
@@ -642,15 +669,14 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
         try:
             if fresh:
                 _atomic_write_json(out_dir / CONFIG, config.model_dump(mode="json"))
-            records = session.results_log.recover()
-            session.trajectory_log.recover(strict=False)
+            session.results_log.repair()
+            session.trajectory_log.repair()
             wanted = {item.id for item in session.items}
-            for record in records:
+            for record in iter_records(out_dir / RESULTS, drop=("steps",)):
                 if record["id"] in session.done:
-                    log.warning("%s: question %s appears twice; the first line counts",
+                    log.warning("%s: question %s appears twice; the last line counts",
                                 out_dir / RESULTS, record["id"])
-                    continue
-                if record["id"] not in wanted:
+                elif record["id"] not in wanted:
                     log.warning("%s: question %s is not in this run's selection",
                                 out_dir / RESULTS, record["id"])
                 session.done[record["id"]] = _slim(QuestionResult.model_validate(record))
@@ -665,7 +691,11 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                            dataset.primary, label) as bar:
                 for result in session.done.values():
                     bar.add(result, advance=False)
-                _run_coroutine(_drive(session, todo, bar, started))
+                try:
+                    _run_coroutine(_drive(session, todo, bar, started))
+                except BaseException:
+                    _final_metrics(out_dir, session, started)  # what was done, before raising
+                    raise
         finally:
             session.results_log.close()
             session.trajectory_log.close()
@@ -673,8 +703,25 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             for cache in (session.llm_cache, session.kb_cache):
                 if cache is not None:
                     cache.close()
-        return recompute_metrics(out_dir, primary=dataset.primary,
-                                 run=session.run_section(started, len(session.items)))
+        return _final_metrics(out_dir, session, started)
+
+
+def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str, Any]:
+    """metrics.json recomputed from results.jsonl, with this session's ``run`` section."""
+    done = {r["id"] for r in iter_records(out_dir / RESULTS, drop=("steps",))}
+    section = session.run_section(started, len(session.items))
+    section["done"] = sum(1 for item in session.items if item.id in done)
+    section["complete"] = section["done"] >= len(session.items)
+    return recompute_metrics(out_dir, primary=session.dataset.primary, run=section)
+
+
+def _default_data_dir() -> Path:
+    from pyql.datasets.paths import default_data_dir
+
+    try:
+        return default_data_dir().resolve()
+    except FileNotFoundError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bool = True,
@@ -692,6 +739,8 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
     out.mkdir(parents=True, exist_ok=True)
     if not config.pyql_version:
         config = config.model_copy(update={"pyql_version": __version__})
+    if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
+        config = config.model_copy(update={"data_dir": str(_default_data_dir())})
     return _execute(config, out, fresh=True, progress=progress, provider=provider, gate=gate,
                     concurrency=None)
 

@@ -230,9 +230,10 @@ class GoldLLM:
 
     The ``i``-th request gets the program's ``i``-th call, as ``Thought n : ...`` /
     ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``), where
-    ``n`` is the step the agent is at. A call rejected by the environment (a guideline fired)
-    is not repeated: the next request gets the next call, as :func:`pyql.datasets.gold.run_program`
-    does. A program that does not end with ``execute()`` gets one. When the program is
+    ``n`` is the step the agent is at. A call that gets a guideline hint is repeated once (a
+    result-based hint is accepted when the action is repeated, see
+    :class:`pyql.session.HintPolicy`); if the repeat is refused too, the next request gets the
+    next call. A program that does not end with ``execute()`` gets one. When the program is
     exhausted (or there is none) the request raises
     :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent
     counts the prompt) and cost 0.
@@ -268,6 +269,7 @@ class GoldLLM:
         self.delay = _test_delay() if delay is None else delay
         self._sleep = sleep
         self._next = 0
+        self._insisted = -1
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -288,14 +290,20 @@ class GoldLLM:
             self._sleep(self.delay)
         with self._lock:
             index = self._next
-            if index >= len(self.calls):
+            if index > 0 and index - 1 != self._insisted and _last_is_hint(messages):
+                # the previous call got a hint: insist once, as a model sure of its step would
+                # (a result-based hint is given once: pyql.session.HintPolicy)
+                self._insisted = index - 1
+                index -= 1
+            elif index >= len(self.calls):
                 if self.calls:
                     what = f"the gold program has {len(self.calls)} calls"
                 else:
                     what = self.reason or "there is no gold program"
                 raise LLMScriptExhaustedError(f"{what}; call {index + 1} was asked",
                                               model=self.model)
-            self._next += 1
+            else:
+                self._next += 1
         call = self.calls[index]
         n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
         thought = f"Step {index + 1} of {len(self.calls)} of the gold program."
@@ -314,6 +322,18 @@ class GoldLLM:
         arguments = {name: str(arg) for name, arg in zip(names, call.args, strict=False)}
         return ToolCall(id=f"call_{n}", name=call.name,
                         arguments=json.dumps(arguments, ensure_ascii=False))
+
+
+def _last_is_hint(messages: Sequence[Message]) -> bool:
+    from pyql.agent.evaluation.noisy import is_hint
+
+    for message in reversed(messages):
+        if message.get("role") in ("user", "tool"):
+            content = message.get("content")
+            return isinstance(content, str) and is_hint(content)
+        if message.get("role") == "assistant":
+            return False
+    return False
 
 
 # -- providers ----------------------------------------------------------------------------------
@@ -353,6 +373,8 @@ class SharedLLMProvider:
                  llm_cache: Any = None) -> None:
         self.spec = spec or getattr(llm, "model", "shared")
         self.base = llm
+        #: the rate gate in front of the client (the run reports its pauses)
+        self.gate = gate
         self.llm = _Wrapping(gate, llm_cache).wrap(llm, gated=True)
 
     def for_item(self, item: EvalItem) -> LLM:

@@ -143,7 +143,7 @@ class ValueNotInColumn(Guideline):
 
 
 class EmptyAfterCondition(Guideline):
-    """add_condition yields an empty result (the value occurs, or the DB could not tell).
+    """add_condition yields an empty result and the condition alone matches no row.
 
     Bad:
         add_condition(Position, =, Guard)
@@ -162,6 +162,10 @@ class EmptyAfterCondition(Guideline):
     groups = ("sql", "condition", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:
+        if feedback.kb.value_found is not False:
+            # the condition matches rows by itself: an empty result of the conditions together
+            # can be the right answer ("which player wore 42 in 1996?" - none), so stay silent
+            return None
         column = arg_text(feedback, 0) or "the column"
         earlier = [str(c) for c in feedback.memory.calls if c.name == "add_condition"]
         message = ("You choose add_condition as the action in this step. However, we get an "
@@ -173,11 +177,14 @@ class EmptyAfterCondition(Guideline):
         return self.hint(message, [f"get_column({column})"])
 
 
+_LEADING_NUMBER = re.compile(r"\s*[+-]?(\d|\.\d)")
+
+
 class AggregationType(Guideline):
     """An aggregation that is not valid for the column's type (SUM/AVG of text).
 
-    Columns typed as text that store numbers (as WikiSQL's do) are accepted when their values
-    look numeric.
+    Columns typed as text that store numbers (as WikiSQL's do), and dates, are accepted when their
+    values start with a number.
 
     Bad:
         set_answer(Player, SUM)
@@ -201,12 +208,13 @@ class AggregationType(Guideline):
         if kind is None or kind in _NUMERIC_TYPES:
             return None
         values = _lookup(feedback.kb.column_values, column) or ()
-        if values:
-            numeric = sum(1 for v in values if _NUMBER.fullmatch(v.strip()))
-            if numeric * 2 >= len(values):
-                return None  # numbers stored as text
-        elif kind not in ("date", "boolean"):
+        if not values:
             return None  # cannot tell: stay silent
+        # numbers stored as text, and dates (engines average them by their leading number, and
+        # Spider's gold SQL does so) are not flagged: only text that is not a number at all
+        numeric = sum(1 for v in values if _LEADING_NUMBER.match(v))
+        if numeric * 2 >= len(values):
+            return None
         sample = f" (values like {fmt_list(values[:3])})" if values else ""
         return self.hint(
             f"{agg} is not valid for the column {column}: its type is {kind}{sample}. {agg} needs "

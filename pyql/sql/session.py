@@ -94,7 +94,7 @@ from pyql.errors import (
 from pyql.feedback import Feedback, KBFeedback, PythonFeedback, VariableValues
 from pyql.memory import Memory
 from pyql.program import SQL_TOOLS, Call, Program, parse_call
-from pyql.session import GuidelineChecker, Observation, python_feedback_for
+from pyql.session import GuidelineChecker, HintPolicy, Observation, python_feedback_for
 from pyql.sql.apply import apply_call, atom_value
 from pyql.sql.query import Answer, Sql, normalise_aggregation
 from pyql.sql.schema import ColumnInfo, Schema, close_matches
@@ -301,6 +301,7 @@ class SqlSession:
         self.query: Sql = Sql(self._start, schema=self.schema)
         self.program = Program(tools="sql")
         self.memory = Memory(columns=_known_columns(self.schema))
+        self._policy = HintPolicy(self.guidelines)
         self.step = 0
         self.observations: list[Observation] = []
         #: the rows of the last successful ``execute()``
@@ -343,7 +344,7 @@ class SqlSession:
             step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
             memory=self.memory, args=outcome.args, notes=tuple(outcome.notes),
         )
-        hint = self.guidelines.evaluate(feedback) if self.guidelines is not None else None
+        hint = self._policy.judge(feedback)
         accepted = (
             hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
         )
@@ -586,11 +587,16 @@ class SqlSession:
             if kb.status == "ok" and op in ("=", "LIKE"):
                 update["value_found"] = True
             elif kb.status == "empty":
-                if op in ("=", "LIKE"):
-                    value = atom_value(call.args[2]) if op == "=" else call.args[2].value
+                # Does this condition alone match a row of its table? If it does, the empty
+                # result comes from the conditions together, which can be the right answer.
+                literal = op in ("LIKE", "NOT LIKE", "CONTAINS", "NOT CONTAINS")
+                value = call.args[2].value if literal else atom_value(call.args[2])
+                try:
                     probe = column.add_condition(ref.name, op, value).set_answer(ref.name)
                     found = self.db.execute(probe.set_limit(1).to_sql(self.dialect))
                     update["value_found"] = not found.is_empty
+                except PyqlError:
+                    pass
                 update["column_values"] = {label: self._sample(column, ref.name, _SAMPLE)}
         elif call.name == "set_answer" and len(call.args) > 1:
             agg = normalise_aggregation(call.args[1].value)[0]

@@ -1,23 +1,16 @@
-"""Fixtures and helpers of the evaluation tests.
+"""Helpers of the evaluation tests (the fixtures are in ``conftest.py``).
 
-- ``eval_cache`` (session, autouse in the modules that import it): ``$PYQL_CACHE`` points at a
-  temporary directory, so built stores and databases never land in ``~/.cache``; the full
-  MetaQA store is built there once per session.
-- ``mini_metaqa`` (session): a data directory with the first 40 MetaQA 1-hop dev questions and
-  the facts around their topics (loads in milliseconds, for subprocess tests).
-- ``mini_wikisql`` (session): the first 60 WikiSQL dev questions and their tables.
+- ``require_data``: a path under the shared data directory, or skip;
+- ``comparable`` / ``comparable_metrics``: results and metrics without wall-clock fields;
 - ``FakeClock``: an injectable clock whose ``sleep`` yields to other threads briefly (real time)
   and then moves the fake time forward.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,56 +31,6 @@ def require_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not found (set PYQL_DATA)")
     return path
-
-
-@pytest.fixture(scope="session", autouse=False)
-def eval_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("pyql-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYQL_CACHE", str(path))
-        mp.setenv("PYQL_TIKTOKEN_DIR", str(data_dir() / "tiktoken"))
-        mp.delenv("OPENAI_API_KEY", raising=False)
-        mp.delenv("PYQL_EVAL_TEST_DELAY", raising=False)
-        yield path
-
-
-@pytest.fixture(scope="session")
-def mini_metaqa(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = require_data("metaqa")
-    root = tmp_path_factory.mktemp("mini-data")
-    hop = root / "metaqa" / "1-hop"
-    hop.mkdir(parents=True)
-    qa = (source / "1-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()
-    qt = (source / "1-hop" / "qa_dev_qtype.txt").read_text(encoding="utf-8").splitlines()
-    qa, qt = qa[:MINI_METAQA_QUESTIONS], qt[:MINI_METAQA_QUESTIONS]
-    (hop / "qa_dev.txt").write_text("\n".join(qa) + "\n", encoding="utf-8")
-    (hop / "qa_dev_qtype.txt").write_text("\n".join(qt) + "\n", encoding="utf-8")
-    topics = {line.split("[", 1)[1].split("]", 1)[0] for line in qa}
-    keep = []
-    with (source / "kb.txt").open(encoding="utf-8") as handle:
-        for line in handle:
-            s, _, o = line.rstrip("\n").split("|")
-            if s in topics or o in topics:
-                keep.append(line)
-    (root / "metaqa" / "kb.txt").write_text("".join(keep), encoding="utf-8")
-    return root
-
-
-@pytest.fixture(scope="session")
-def mini_wikisql(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = require_data("wikisql")
-    root = tmp_path_factory.mktemp("mini-wikisql")
-    folder = root / "wikisql"
-    folder.mkdir()
-    lines = (source / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:MINI_WIKISQL_QUESTIONS]
-    (folder / "dev.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    wanted = {json.loads(line)["table_id"] for line in lines}
-    with gzip.open(source / "dev.tables.jsonl.gz", "rt", encoding="utf-8") as handle, \
-            gzip.open(folder / "dev.tables.jsonl.gz", "wt", encoding="utf-8") as out:
-        for line in handle:
-            if json.loads(line)["id"] in wanted:
-                out.write(line)
-    return root
 
 
 def copy_run(src: Path, dst: Path) -> Path:

@@ -11,7 +11,7 @@ import pytest
 from pyql.agent.evaluation.datasets import DatasetError, get_dataset
 from pyql.agent.evaluation.records import CONFIG, METRICS, RESULTS, RunConfig
 from pyql.agent.evaluation.runner import TRAJECTORIES, evaluate, read_results
-from tests.evaluation.support import eval_cache, mini_wikisql, require_data  # noqa: F401
+from tests.evaluation.support import require_data
 
 pytestmark = pytest.mark.usefixtures("eval_cache")
 

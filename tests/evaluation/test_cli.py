@@ -1,0 +1,102 @@
+"""``pyql eval``: runs, resumes, JSON output, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pyql.agent.evaluation.records import CONFIG, RESULTS, RunConfig
+from pyql.cli import app
+from tests.evaluation.support import require_data
+
+pytestmark = pytest.mark.usefixtures("eval_cache")
+
+runner = CliRunner()
+
+
+def invoke(*args: str):  # noqa: ANN201 - typer's Result
+    return runner.invoke(app, ["eval", *args])
+
+
+def one_line_error(result, *, hint: bool | None = None) -> str:  # noqa: ANN001
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[0] == errors[0], result.stderr
+    if hint is not None:
+        assert any(line.startswith("hint: ") for line in lines) == hint, result.stderr
+    return errors[0]
+
+
+def test_eval_runs_and_prints_the_metrics(tmp_path: Path, mini_metaqa: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+                    "--limit", "5", "-k", "2", "--out", str(out), "--no-progress")
+    assert result.exit_code == 0, result.stderr
+    assert "hit@1 (primary)" in result.stdout and "1.0000" in result.stdout
+    config = RunConfig.model_validate_json((out / CONFIG).read_text())
+    assert config.data_dir == str(mini_metaqa.resolve()) and config.concurrency == 2
+    assert config.pyql_version
+    # resume: nothing left, the same metrics, as JSON
+    again = invoke("--resume", str(out), "--json", "--no-progress")
+    assert again.exit_code == 0, again.stderr
+    metrics = json.loads(again.stdout)
+    assert metrics["n"] == 5 and metrics["hit@1"] == 1.0
+    assert metrics["run"]["this_session"]["questions"] == 0
+    assert len((out / RESULTS).read_text().splitlines()) == 5
+
+
+def test_eval_json_and_sampling(tmp_path: Path, mini_metaqa: Path) -> None:
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+                    "--sample", "4", "--seed", "2", "--out", str(tmp_path / "r"), "--json",
+                    "--no-progress", "--no-guidelines", "--max-steps", "6")
+    assert result.exit_code == 0, result.stderr
+    metrics = json.loads(result.stdout)
+    assert metrics["n"] == 4
+    config = RunConfig.model_validate_json((tmp_path / "r" / CONFIG).read_text())
+    assert (config.sample, config.seed, config.guidelines, config.max_steps) == (4, 2, False, 6)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--llm", "gold", "--out", "x"], "missing --dataset"),
+        (["--dataset", "nope", "--llm", "gold", "--out", "x"], "unknown dataset 'nope'"),
+        (["--dataset", "metaqa-1hop", "--llm", "gpt-4o", "--out", "x"], "unknown --llm spec"),
+        (["--dataset", "metaqa-1hop", "--llm", "gold", "--out", "x", "--mode", "voice"],
+         "--mode must be text or tools"),
+    ],
+)
+def test_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    assert message in one_line_error(invoke(*args))
+
+
+def test_resume_errors(tmp_path: Path, mini_metaqa: Path) -> None:
+    assert "not a run directory" in one_line_error(invoke("--resume", str(tmp_path)))
+    error = one_line_error(invoke("--resume", str(tmp_path), "--llm", "gold"), hint=True)
+    assert "--llm cannot change it" in error
+
+
+def test_an_existing_run_is_not_overwritten(tmp_path: Path, mini_metaqa: Path) -> None:
+    args = ("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+            "--limit", "2", "--out", str(tmp_path / "r"), "--no-progress")
+    assert invoke(*args).exit_code == 0
+    assert "already holds a run" in one_line_error(invoke(*args))
+
+
+def test_a_stopped_run_says_how_to_resume(tmp_path: Path, mini_metaqa: Path) -> None:
+    error = one_line_error(invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa),
+                                  "--llm", "openai:gpt-4o-mini", "--out", str(tmp_path / "r"),
+                                  "--no-progress"), hint=True)
+    assert "the run stopped" in error and "no API key" in error
+
+
+def test_webqsp_without_kb(tmp_path: Path) -> None:
+    require_data("freebase_questions", "WebQSP_test_processed.json.gz")
+    error = one_line_error(invoke("--dataset", "webqsp", "--llm", "gold", "--out",
+                                  str(tmp_path / "r"), "--no-progress"))
+    assert "needs a Freebase KB" in error

@@ -1,0 +1,235 @@
+"""Concurrent runs equal sequential ones; a rate limit pauses every worker (fake clock)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyql.agent.errors import LLMAuthError, LLMRateLimitError, LLMServerError
+from pyql.agent.evaluation.records import EvalItem, RunConfig
+from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results, resume
+from pyql.agent.evaluation.specs import GatedLLM, GoldLLM, RateGate
+from pyql.agent.llm import LLM, LLMReply, Message, ScriptedLLM
+from tests.evaluation.support import (
+    FakeClock,
+    comparable,
+    comparable_metrics,
+    require_data,
+)
+
+pytestmark = pytest.mark.usefixtures("eval_cache")
+
+
+def test_concurrency_4_equals_concurrency_1(tmp_path: Path) -> None:
+    require_data("metaqa")
+    runs = {}
+    for k in (1, 4):
+        config = RunConfig(dataset="metaqa-2hop", llm="gold", limit=24, concurrency=k)
+        metrics = evaluate(config, tmp_path / f"k{k}", progress=False)
+        runs[k] = (metrics, {r.id: comparable(r) for r in read_results(tmp_path / f"k{k}")})
+    assert runs[4][1] == runs[1][1]
+    assert comparable_metrics(runs[4][0]) == comparable_metrics(runs[1][0])
+    assert runs[4][0]["run"]["this_session"]["concurrency"] == 4
+
+
+# -- the rate gate ------------------------------------------------------------------------------
+
+
+class _RecordingGate(RateGate):
+    """A gate that logs trips and the end of every wait, in order."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock, sleep=clock.sleep)
+        self.events: list[tuple[str, str, float, float]] = []
+        self._events_lock = threading.Lock()
+
+    def trip(self, seconds: float) -> None:
+        super().trip(seconds)
+        with self._events_lock:
+            self.events.append(("trip", threading.current_thread().name, self.clock(),
+                                self.deadline))
+
+    def wait(self) -> float:
+        with self._events_lock:
+            self.events.append(("wait", threading.current_thread().name, self.clock(), 0.0))
+        waited = super().wait()
+        with self._events_lock:
+            self.events.append(("open", threading.current_thread().name, self.clock(), waited))
+        return waited
+
+
+def test_a_rate_limit_pauses_the_other_workers_until_retry_after() -> None:
+    clock = FakeClock()
+    gate = RateGate(clock=clock, sleep=clock.sleep)
+    tripped = threading.Event()
+    seen: dict[str, float] = {}
+
+    class Limited:
+        model = "fake"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def complete(self, messages: Sequence[Message], *, stop: Any = None, tools: Any = None
+                     ) -> LLMReply:
+            self.calls += 1
+            if self.calls == 1:
+                raise LLMRateLimitError("429", model="fake", retry_after=30.0)
+            seen["a"] = clock()
+            return LLMReply(text="a")
+
+    class Other:
+        model = "fake"
+
+        def complete(self, messages: Sequence[Message], *, stop: Any = None, tools: Any = None
+                     ) -> LLMReply:
+            seen["b"] = clock()
+            return LLMReply(text="b")
+
+    original_trip = gate.trip
+
+    def trip(seconds: float) -> None:
+        original_trip(seconds)
+        tripped.set()
+
+    gate.trip = trip  # type: ignore[method-assign]
+    a = GatedLLM(Limited(), gate)
+    b = GatedLLM(Other(), gate)
+
+    def worker_b() -> None:
+        tripped.wait(5)
+        b.complete([{"role": "user", "content": "q"}])
+
+    thread = threading.Thread(target=worker_b, name="worker-b")
+    thread.start()
+    reply = a.complete([{"role": "user", "content": "q"}])
+    thread.join(5)
+    assert reply.text == "a" and reply.retries == 1
+    assert gate.trips == 1
+    assert seen["b"] >= 30.0  # worker b was not refused, yet it waited for the deadline
+    assert seen["a"] >= 30.0
+    assert any(name == "worker-b" and seconds > 0 for name, seconds in clock.sleeps)
+
+
+def test_server_errors_are_retried_by_that_worker_alone() -> None:
+    clock = FakeClock(yield_seconds=0.0)
+    gate = RateGate(clock=clock, sleep=clock.sleep)
+    llm = GatedLLM(ScriptedLLM([LLMServerError("500"), LLMServerError("502"), "ok"]), gate,
+                   backoff_base=1.0)
+    assert llm.complete([{"role": "user", "content": "q"}]).text == "ok"
+    assert gate.trips == 0 and len(clock.sleeps) == 2
+    quota = GatedLLM(ScriptedLLM([LLMRateLimitError("quota", code="insufficient_quota")]), gate)
+    with pytest.raises(LLMRateLimitError):
+        quota.complete([])
+    too_long = GatedLLM(ScriptedLLM([LLMRateLimitError("429", retry_after=9999)]), gate)
+    with pytest.raises(LLMRateLimitError):
+        too_long.complete([])
+
+
+class _Provider:
+    """Gold replies; the LLM of ``limited`` is refused once (429) at its second call."""
+
+    spec = "test"
+
+    def __init__(self, gate: RateGate, limited: str) -> None:
+        self.gate = gate
+        self.limited = limited
+
+    def for_item(self, item: EvalItem) -> LLM:
+        gold = GoldLLM(item.program, tools=item.tools)
+        if item.id != self.limited:
+            return GatedLLM(gold, self.gate)
+        calls = [0]
+
+        class Limited:
+            model = "gold"
+
+            def complete(self, messages: Sequence[Message], *, stop: Any = None,
+                         tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
+                calls[0] += 1
+                if calls[0] == 2:
+                    raise LLMRateLimitError("429", model="gold", retry_after=30.0)
+                return gold.complete(messages, stop=stop, tools=tools)
+
+        return GatedLLM(Limited(), self.gate)
+
+
+def test_evaluate_pauses_every_worker_on_a_429(tmp_path: Path, mini_metaqa: Path) -> None:
+    clock = FakeClock()
+    gate = _RecordingGate(clock)
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=16,
+                       concurrency=4)
+    metrics = evaluate(config, tmp_path / "run", progress=False,
+                       provider=_Provider(gate, "1hop-dev-2"), gate=gate)
+    assert metrics["hit@1"] == 1.0 and metrics["errors"] == 0
+    assert metrics["run"]["rate_limit_pauses"] == 1
+    assert metrics["run"]["rate_limit_wait_seconds"] >= 30.0
+    events = gate.events
+    [trip_at] = [i for i, e in enumerate(events) if e[0] == "trip"]
+    deadline = events[trip_at][3]
+    # every wait that began after the trip opened only at the deadline or later
+    begun_after = {i for i, e in enumerate(events) if e[0] == "wait" and i > trip_at}
+    assert begun_after
+    for i in begun_after:
+        thread = events[i][1]
+        opened = next(e for e in events[i + 1:] if e[0] == "open" and e[1] == thread)
+        assert opened[2] >= deadline
+    paused = {e[1] for e in events[trip_at:] if e[0] == "open" and e[3] > 0}
+    assert len(paused) >= 2, "the refused worker and at least one other paused"
+
+
+def test_an_auth_error_stops_the_run_and_keeps_what_was_done(tmp_path: Path,
+                                                             mini_metaqa: Path) -> None:
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            if item.id == "1hop-dev-5":
+                return ScriptedLLM([LLMAuthError("invalid_api_key", status=401)])
+            return GoldLLM(item.program)
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=10)
+    with pytest.raises(EvalAbort, match="LLMAuthError"):
+        evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+    done = [r.id for r in read_results(tmp_path / "run")]
+    assert done == [f"1hop-dev-{i}" for i in range(5)]
+    metrics = resume(tmp_path / "run", progress=False)  # fixed: the gold provider of the config
+    assert metrics["n"] == 10 and metrics["errors"] == 0
+
+
+def test_failing_questions_are_recorded_and_the_run_goes_on(tmp_path: Path,
+                                                            mini_metaqa: Path) -> None:
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            if item.id in ("1hop-dev-1", "1hop-dev-3"):
+                return ScriptedLLM([LLMServerError("502 after retries", status=502)])
+            return GoldLLM(item.program)
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=6,
+                       concurrency=2)
+    metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+    assert metrics["n"] == 6 and metrics["errors"] == 2
+    assert metrics["hit@1"] == pytest.approx(4 / 6)
+    failed = {r.id: r for r in read_results(tmp_path / "run") if r.error}
+    assert set(failed) == {"1hop-dev-1", "1hop-dev-3"}
+    assert failed["1hop-dev-1"].error.startswith("LLMServerError: 502")
+    assert failed["1hop-dev-1"].metrics["hit@1"] == 0.0
+    assert failed["1hop-dev-1"].stop_reason == "error"
+
+
+def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> None:
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            raise TypeError("a bug")
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=20)
+    with pytest.raises(EvalAbort, match="unexpected errors"):
+        evaluate(config, tmp_path / "run", progress=False, provider=Provider())

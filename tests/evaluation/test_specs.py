@@ -1,0 +1,165 @@
+"""``--llm`` specs and providers: gold (text and tools), replay, noisy-gold, openai (through the
+fake OpenAI server, with a real 429)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyql.agent.errors import LLMScriptExhaustedError
+from pyql.agent.evaluation.datasets import get_dataset
+from pyql.agent.evaluation.records import EvalItem, RunConfig
+from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results
+from pyql.agent.evaluation.specs import (
+    GoldLLM,
+    GoldProvider,
+    LLMSpecError,
+    NoisyGoldProvider,
+    RateGate,
+    ReplayProvider,
+    SharedLLMProvider,
+    build_provider,
+    parse_llm_spec,
+)
+from pyql.agent.prompting import parse_reply
+from tests.support.fake_openai import FakeOpenAI, RateLimit, Text
+
+pytestmark = pytest.mark.usefixtures("eval_cache")
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("gold", ("gold", "")), ("openai:gpt-4o-mini", ("openai", "gpt-4o-mini")),
+     ("replay:runs/a", ("replay", "runs/a")), ("noisy-gold:0.2", ("noisy-gold", "0.2")),
+     (" OpenAI:m ", ("openai", "m"))],
+)
+def test_parse_llm_spec(spec: str, expected: tuple[str, str]) -> None:
+    assert parse_llm_spec(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "gpt-4o", "openai:", "gold:x", "replay", "magic:x"])
+def test_bad_specs(spec: str) -> None:
+    with pytest.raises(LLMSpecError, match="unknown --llm spec"):
+        parse_llm_spec(spec)
+
+
+def test_gold_llm_text_and_tools_replies() -> None:
+    program = 'add_fact(?x, directed_by, "Paris, Texas")\nset_answer(?x)\nexecute()'
+    llm = GoldLLM(program)
+    first = llm.complete([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}])
+    parsed = parse_reply(first.text)
+    assert parsed.actions == ('add_fact(?x, directed_by, "Paris, Texas")',)
+    second = llm.complete([{"role": "user", "content": "q"},
+                           {"role": "assistant", "content": "..."},
+                           {"role": "user", "content": "Observation 1 : ..."}])
+    assert second.text.startswith("Thought 2 : ") and "Action 2 : set_answer(?x)" in second.text
+    llm.complete([])
+    with pytest.raises(LLMScriptExhaustedError, match="has 3 calls"):
+        llm.complete([])
+    tools = GoldLLM(program, mode="tools")
+    reply = tools.complete([], tools=[{"type": "function"}])
+    [call] = reply.tool_calls
+    assert call.name == "add_fact"
+    assert json.loads(call.arguments) == {"head": "?x", "relation": "directed_by",
+                                          "tail": '"Paris, Texas"'}
+    with pytest.raises(LLMScriptExhaustedError, match="no gold program"):
+        GoldLLM(None).complete([])
+    assert GoldLLM("set_answer(?x)").calls[-1].name == "execute"  # execute() added
+
+
+def test_gold_in_tools_mode_answers_like_text_mode(tmp_path: Path, mini_metaqa: Path) -> None:
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=8,
+                       mode="tools")
+    metrics = evaluate(config, tmp_path / "run", progress=False)
+    assert metrics["hit@1"] == 1.0 and metrics["errors"] == 0
+
+
+def test_gold_without_guidelines(tmp_path: Path, mini_metaqa: Path) -> None:
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=5,
+                       guidelines=False)
+    metrics = evaluate(config, tmp_path / "run", progress=False)
+    assert metrics["hit@1"] == 1.0 and metrics["guidelines"]["triggers"] == 0
+
+
+def test_providers(tmp_path: Path) -> None:
+    item = EvalItem(id="x", question="q", program="execute()")
+    gold = build_provider("gold")
+    assert isinstance(gold, GoldProvider)
+    assert gold.for_item(item) is not gold.for_item(item)  # per question
+    with pytest.raises(LLMSpecError, match="no trajectories file"):
+        build_provider(f"replay:{tmp_path}")
+    with pytest.raises(LLMSpecError, match="a number"):
+        build_provider("noisy-gold:lots")
+    noisy = build_provider("noisy-gold:0.5", seed=3)
+    assert isinstance(noisy, NoisyGoldProvider)
+    assert noisy.for_item(item).model == "noisy-gold"  # type: ignore[attr-defined]
+
+
+def test_noisy_gold_missing_module_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyql.agent.evaluation.noisy", None)
+    with pytest.raises(LLMSpecError, match="needs pyql.agent.evaluation.noisy"):
+        build_provider("noisy-gold:0.1")
+
+
+def test_replay_without_a_recording_is_a_question_error(tmp_path: Path,
+                                                        mini_metaqa: Path) -> None:
+    first = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=3)
+    evaluate(first, tmp_path / "gold", progress=False)
+    replay = ReplayProvider(tmp_path / "gold")
+    assert set(replay.trajectories) == {"1hop-dev-0", "1hop-dev-1", "1hop-dev-2"}
+    config = RunConfig(dataset="metaqa-1hop", llm=f"replay:{tmp_path / 'gold'}",
+                       data_dir=str(mini_metaqa), limit=4)
+    metrics = evaluate(config, tmp_path / "replay", progress=False)
+    assert metrics["errors"] == 1 and metrics["hit@1"] == 0.75
+    [failed] = [r for r in read_results(tmp_path / "replay") if r.error]
+    assert failed.id == "1hop-dev-3" and "no recorded trajectory" in failed.error
+
+
+def test_openai_through_the_fake_server_with_a_429(tmp_path: Path, mini_metaqa: Path,
+                                                   fake_openai: FakeOpenAI,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", fake_openai.api_key)
+    [item] = get_dataset("metaqa-1hop", mini_metaqa).items(limit=1)
+    calls = (item.program or "").splitlines()
+    replies = [Text(f"Thought {n} : go on.\nAction {n} : {call}")
+               for n, call in enumerate(calls, 1)]
+    fake_openai.push(replies[0], RateLimit(retry_after=0.05), *replies[1:])
+    config = RunConfig(dataset="metaqa-1hop", llm="openai:gpt-test", data_dir=str(mini_metaqa),
+                       limit=1, base_url=fake_openai.base_url)
+    metrics = evaluate(config, tmp_path / "run", progress=False)
+    assert metrics["hit@1"] == 1.0 and metrics["errors"] == 0
+    assert metrics["run"]["rate_limit_pauses"] == 1
+    assert metrics["llm_calls"] == len(calls)
+    [result] = read_results(tmp_path / "run")
+    assert result.usage["prompt_tokens"] == 10 * len(calls)  # the server's usage, not estimates
+
+
+def test_openai_unknown_model_aborts(tmp_path: Path, mini_metaqa: Path, fake_openai: FakeOpenAI,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", fake_openai.api_key)
+    config = RunConfig(dataset="metaqa-1hop", llm="openai:no-such-model",
+                       data_dir=str(mini_metaqa), limit=2, base_url=fake_openai.base_url)
+    with pytest.raises(EvalAbort, match="LLMModelNotFoundError"):
+        evaluate(config, tmp_path / "run", progress=False)
+
+
+def test_openai_without_a_key_aborts_before_starting(tmp_path: Path, mini_metaqa: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    config = RunConfig(dataset="metaqa-1hop", llm="openai:gpt-4o-mini",
+                       data_dir=str(mini_metaqa), limit=2)
+    with pytest.raises(EvalAbort, match="no API key"):
+        evaluate(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_shared_provider_gates_the_client() -> None:
+    gate = RateGate()
+    provider = SharedLLMProvider(GoldLLM("execute()"), gate=gate)
+    item = EvalItem(id="x", question="q")
+    assert provider.for_item(item) is provider.for_item(item)
+    assert provider.for_item(item).gate is gate  # type: ignore[attr-defined]
