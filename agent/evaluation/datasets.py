@@ -396,25 +396,6 @@ class WikiSQLDataset(EvalDataset):
         return SqlBackend(open_one)
 
 
-def _gold_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
-        return [tuple(r) for r in conn.execute(sql).fetchall()]
-    finally:
-        conn.close()
-
-
-def _ordered(sql: str) -> bool:
-    import sqlglot
-
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except sqlglot.errors.SqlglotError:
-        return "order by" in sql.lower()
-    return tree.args.get("order") is not None
-
-
 def _jsonable_cell(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="replace")
@@ -446,10 +427,10 @@ class SpiderDataset(EvalDataset):
             if q.db_id not in schemas:
                 with spider.open_db(folder, q.db_id, sample_values=0) as db:
                     schemas[q.db_id] = db.schema()
-            meta: dict[str, Any] = {"db_id": q.db_id, "ordered": _ordered(q.query),
+            meta: dict[str, Any] = {"db_id": q.db_id, "ordered": spider.is_ordered(q.query),
                                     "gold_sql": q.query}
             try:
-                rows = _gold_rows(path, q.query)
+                rows = spider.gold_rows(path, q.query)
             except sqlite3.Error as exc:
                 rows = []
                 meta["gold_error"] = str(exc)

@@ -16,6 +16,7 @@ queries with ``= "APG"``-style literals return nothing. Empty is not an error.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,28 @@ def load_items(
             query=raw["query"],
             db_schema=schema,
         )
+
+
+def gold_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """All rows of a gold query on its SQLite file (read-only, no row cap, lenient UTF-8).
+
+    The gold SQL is trusted dataset text: it runs directly, not through :class:`SqlDB`'s guard
+    and row cap (two Spider gold answers have over 20,000 rows).
+    """
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+    finally:
+        conn.close()
+
+
+def is_ordered(sql: str) -> bool:
+    """Does the query order its top-level result (ORDER BY on the outer SELECT/set operation)?"""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return "order by" in sql.lower()
+    return tree.args.get("order") is not None

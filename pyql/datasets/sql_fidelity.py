@@ -51,8 +51,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import sqlglot
-
 from pyql.datasets.paths import default_data_dir
 from pyql.errors import PyqlError
 
@@ -308,24 +306,6 @@ def wikisql_fidelity(
 # ------------------------------------------------------------------ Spider
 
 
-def _gold_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        conn.text_factory = lambda b: b.decode("utf-8", errors="replace")
-        return [tuple(r) for r in conn.execute(sql).fetchall()]
-    finally:
-        conn.close()
-
-
-def _ordered(sql: str) -> bool:
-    """Does the query order its top-level result (ORDER BY on the outer SELECT/set operation)?"""
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except sqlglot.errors.SqlglotError:
-        return "order by" in sql.lower()
-    return tree.args.get("order") is not None
-
-
 def spider_fidelity(
     data_dir: str | Path | None = None,
     *,
@@ -355,9 +335,9 @@ def spider_fidelity(
         db = dbs[item.db_id]
         path = spider.db_path(folder, item.db_id)
         schema = db.schema()
-        ordered = _ordered(item.query)
+        ordered = spider.is_ordered(item.query)
         try:
-            want: list[tuple[Any, ...]] | None = _gold_rows(path, item.query)
+            want: list[tuple[Any, ...]] | None = spider.gold_rows(path, item.query)
         except sqlite3.Error as exc:
             want = None
             gold_error = f"the gold SQL fails: {exc}"
