@@ -345,6 +345,9 @@ class NoisyGoldLLM:
         self._pos = 0
         self._decided: set[int] = set()
         self._pending: _Pending | None = None
+        #: the gold call written last (index), and the one already insisted on after a hint
+        self._last_gold: int | None = None
+        self._insisted: int | None = None
         self._vocabulary = self._profile_vocabulary()
 
     def __repr__(self) -> str:
@@ -426,6 +429,14 @@ class NoisyGoldLLM:
     # -- choosing the next action ---------------------------------------------------------------
     def _next_action(self, ctx: _Context) -> tuple[Call, str]:
         pending, self._pending = self._pending, None
+        last_gold, self._last_gold = self._last_gold, None
+        if (pending is None and last_gold is not None and last_gold != self._insisted
+                and is_hint(ctx.last or "")):
+            # a correct step got a hint: insist once, as a model sure of its step would (a
+            # result-based hint is accepted when the action is repeated: HintPolicy)
+            self._insisted = last_gold
+            self._last_gold = last_gold
+            return self.calls[last_gold], "I checked that step; the question needs it as it is."
         if pending is not None:
             inj = pending.injection
             text = ctx.last or ""
@@ -447,6 +458,7 @@ class NoisyGoldLLM:
                 self._pos = i + 1
                 thought = ("The observation names my mistake; I write the step correctly."
                            if inj.corrected else "That step failed; I try the step again.")
+                self._last_gold = i
                 return self.calls[i], thought
         i = self._pos
         if i >= len(self.calls):
@@ -463,6 +475,7 @@ class NoisyGoldLLM:
                 self._pending = _Pending(inj, kept_pos)
                 return action, f"I follow the plan with {action.name}."
         self._pos = i + 1
+        self._last_gold = i
         return gold, f"I follow the plan with {gold.name}."
 
     def _inject(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
