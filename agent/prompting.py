@@ -7,7 +7,8 @@ document of the functions, a one-shot example, and the new question. Here:
   mode, so the prefix before the question is byte-identical across questions (provider prompt
   caching). The tool document and the JSON schemas of tools mode are generated from the
   :class:`~pyql.program.Signature` declarations (:func:`tools_doc`, :func:`tool_schemas`);
-- the first **user message** is the question and its entity linking (or the table header);
+- the first **user message** is the question and its entity linking (or the table header, or
+  the database schema: tables, columns and foreign keys — :func:`format_schema`);
 - each step adds the model's ``Thought n``/``Action n`` and the ``Observation n``
   (Algorithm 1, line 20). In tools mode the action is a tool call and the observation a tool
   message.
@@ -30,11 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.feedback import Hint
 from pyql.program import TOOLSETS, Param, ParamKind, Signature, Toolset
 from pyql.session import Observation
+
+if TYPE_CHECKING:
+    from pyql.sql.schema import Schema
 
 __all__ = [
     "RETRY_WORDING",
@@ -49,6 +53,7 @@ __all__ = [
     "question_message",
     "format_entities",
     "format_columns",
+    "format_schema",
     "parse_reply",
     "render_hint",
     "render_relations",
@@ -75,6 +80,9 @@ class PromptProfile:
 
     ``param_notes`` (``{"function.param": "doc"}``) replace a parameter's documentation where the
     Signature's wording (written for Freebase) would mislead, e.g. MetaQA's names-as-ids.
+    ``context`` is what follows the question: ``entities`` (the entity linking), ``columns`` (a
+    table header) or ``schema`` (a database's tables, columns and foreign keys); empty: by the
+    tool set (``columns`` for SQL, else ``entities``).
     """
 
     name: str
@@ -85,6 +93,7 @@ class PromptProfile:
     context_label: str = "Entity"
     param_notes: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    context: str = ""
 
     @property
     def toolset(self) -> Toolset:
@@ -111,7 +120,7 @@ def prompt_profiles() -> list[str]:
 
 @cache
 def get_prompt_profile(name: str) -> PromptProfile:
-    """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``)."""
+    """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``, ``spider``)."""
     try:
         spec = _profiles_json()[name]
     except KeyError:
@@ -126,6 +135,7 @@ def get_prompt_profile(name: str) -> PromptProfile:
         context_label=spec.get("context_label", "Entity"),
         param_notes=dict(spec.get("param_notes", {})),
         description=spec.get("description", ""),
+        context=spec.get("context", ""),
     )
     profile.signatures  # noqa: B018 - validate the function names now
     return profile
@@ -219,15 +229,55 @@ def format_columns(columns: Sequence[str]) -> str:
     return "[" + ", ".join(repr(c) for c in columns) + "]"
 
 
+_BARE_NAME = re.compile(r"[^\s,()'\"](?:[^,()'\"]*[^\s,()'\"])?")
+
+
+def _schema_name(name: str) -> str:
+    """A table/column name as the model should write it: bare, or quoted when it has commas,
+    parentheses or quotes."""
+    return name if _BARE_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+def format_schema(schema: Schema) -> str:
+    """A database schema for the prompt: one ``table(column, ...)`` line per table, then the
+    declared foreign keys (``table.column = other_table.other_column``).
+
+    >>> from pyql.sql.schema import Schema, TableInfo
+    >>> print(format_schema(Schema((TableInfo("singer", ["Singer_ID", "Name"]),
+    ...     TableInfo("concert", ["concert_ID", "Singer_ID"],
+    ...               foreign_keys=[("Singer_ID", "singer", "Singer_ID")])))))
+    singer(Singer_ID, Name)
+    concert(concert_ID, Singer_ID)
+    Foreign Keys : concert.Singer_ID = singer.Singer_ID
+    """
+    lines = []
+    keys = []
+    for table in schema:
+        name = _schema_name(table.name)
+        lines.append(f"{name}({', '.join(_schema_name(c) for c in table.column_names)})")
+        for fk in table.foreign_keys:
+            ref = schema.find_table(fk.ref_table)
+            ref_name = _schema_name(ref.name if ref is not None else fk.ref_table)
+            target = f"{ref_name}.{_schema_name(fk.ref_column)}" if fk.ref_column else ref_name
+            keys.append(f"{name}.{_schema_name(fk.column)} = {target}")
+    lines.append(f"Foreign Keys : {', '.join(dict.fromkeys(keys)) or 'none'}")
+    return "\n".join(lines)
+
+
 def question_message(profile: PromptProfile, question: str, *,
                      entities: Mapping[str, str] | None = None,
-                     columns: Sequence[str] | None = None) -> str:
-    """The first user message: the new question and its entity linking (or table header)."""
-    if profile.tools == "sql":
-        context = format_columns(columns or ())
-    else:
-        context = format_entities(entities or {})
-    return f"Question : {question.strip()}\n{profile.context_label} : {context}"
+                     columns: Sequence[str] | None = None,
+                     schema: Schema | None = None) -> str:
+    """The first user message: the new question and its entity linking, table header or
+    database schema (as the profile's ``context`` says; a ``schema`` profile without a schema
+    shows the columns)."""
+    kind = profile.context or ("columns" if profile.tools == "sql" else "entities")
+    head = f"Question : {question.strip()}\n{profile.context_label} :"
+    if kind == "schema" and schema is not None:
+        return f"{head}\n{format_schema(schema)}"
+    if kind in ("columns", "schema"):
+        return f"{head} {format_columns(columns or ())}"
+    return f"{head} {format_entities(entities or {})}"
 
 
 # -- reading the model's output -----------------------------------------------------------------

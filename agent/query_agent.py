@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -60,6 +60,9 @@ from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
 from pyql.session import Observation, Session, python_feedback_for
 from pyql.syntax import lex_atom
+
+if TYPE_CHECKING:
+    from pyql.sql.schema import Schema
 
 __all__ = ["QueryAgent", "Result", "SessionFactory"]
 
@@ -276,12 +279,16 @@ class QueryAgent:
         *,
         table: str | None = None,
         columns: Sequence[str] | None = None,
+        schema: Schema | None = None,
         meta: Mapping[str, Any] | None = None,
         on_step: Callable[[Step], None] | None = None,
     ) -> Result:
         """Answer one question (Algorithm 1). See the module docstring for how it ends.
 
-        ``on_step`` (else the agent's own) is called with each step as soon as it is recorded.
+        ``columns`` (a table header) and ``schema`` (a database's tables, columns and foreign keys,
+        for profiles whose context is the schema, e.g. ``spider``) follow the question in the
+        prompt; by default they are the session's. ``on_step`` (else the agent's own) is called
+        with each step as soon as it is recorded.
         """
         notify = on_step if on_step is not None else self.on_step
         started = time.perf_counter()
@@ -292,10 +299,12 @@ class QueryAgent:
         if columns is None:
             memory = getattr(session, "memory", None)
             columns = tuple(getattr(memory, "columns", ()) or getattr(session, "columns", ()) or ())
+        if schema is None and self.profile.context == "schema":
+            schema = getattr(session, "schema", None)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},
-            {"role": "user", "content": question_message(self.profile, question,
-                                                         entities=entities, columns=columns)},
+            {"role": "user", "content": question_message(
+                self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
         usage = Usage()
         steps: list[Step] = []

@@ -405,7 +405,7 @@ def _jsonable_cell(value: Any) -> Any:
 class SpiderDataset(EvalDataset):
     name = "spider"
     tools = "sql"
-    profile = "wikisql"
+    profile = "spider"
     metric = "spider"
     primary = "accuracy"
     description = "Spider cross-database text-to-SQL (execution accuracy)"
