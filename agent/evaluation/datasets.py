@@ -10,7 +10,7 @@
   name in the database, gold answers from :func:`~pyql.datasets.wikisql.wikisql_execute`
   (WikiSQL's own semantics), the gold program, meta ``agg``, ``conds``, ``table_id``. Backend:
   the database of :func:`~pyql.datasets.wikisql.load_db`, built once into the cache directory.
-- ``spider`` (SQL, profile ``wikisql``: there is no Spider prompt yet): ``spider/{split}.json``;
+- ``spider`` (SQL, prompt profile ``spider``: full SQL tool set, database schema after the question): ``spider/{split}.json``;
   ``db_id``, gold answers = the rows of the gold SQL on its SQLite file (read-only), the gold
   program of :func:`pyql.sql.from_sql.to_program` where the DSL can express it (else ``None``
   and meta ``unsupported``: the constructs in the way), meta ``db_id``, ``ordered`` (top-level
