@@ -170,6 +170,7 @@ _JSON_TYPES: dict[ParamKind, dict[str, Any]] = {
     ParamKind.VALUE: {"type": ["string", "number"]},
     ParamKind.AGG: {"type": "string", "enum": ["None", "MAX", "MIN", "COUNT", "SUM", "AVG"]},
     ParamKind.DIRECTION: {"type": "string", "enum": ["asc", "desc"]},
+    ParamKind.QUERY: {"type": "string", "pattern": r"^\?[A-Za-z_]\w*$"},
 }
 
 

@@ -67,6 +67,7 @@ class ParamKind(str, Enum):
     AGG = "agg"  # an aggregation: None, MAX, MIN, COUNT, SUM, AVG
     DIRECTION = "direction"  # asc / desc
     INT = "int"  # a non-negative integer
+    QUERY = "query"  # a stored SQL sub-query, written ?name
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ SPARQL_TOOLS = Toolset(
 )
 
 _COLUMN = Param("column", ParamKind.COLUMN, "a column name (quote it if it has commas or parentheses)")
+_QUERY = Param("query", ParamKind.QUERY, "a stored sub-query, ?name")
 
 SQL_TOOLS = Toolset(
     "sql",
@@ -222,9 +224,12 @@ SQL_TOOLS = Toolset(
         Signature(
             "add_condition",
             (_COLUMN,
-             Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=, LIKE, NOT LIKE, contains",
+             Param("op", ParamKind.OP,
+                   "one of =, !=, >, <, >=, <=, LIKE, NOT LIKE, contains, IN, NOT IN",
                    choices=(*COMPARISON_OPS, "LIKE", "NOT LIKE", "contains", "IN", "NOT IN")),
-             Param("value", ParamKind.VALUE, "a string or a number")),
+             Param("value", ParamKind.VALUE,
+                   "a string or a number; ?name for a stored sub-query; with IN/NOT IN a list of "
+                   "values a|b|c")),
             "Keep rows where `column op value` holds.",
         ),
         Signature(
@@ -247,7 +252,7 @@ SQL_TOOLS = Toolset(
             (_COLUMN,
              Param("aggregation", ParamKind.AGG, "MAX, MIN, COUNT, SUM or AVG"),
              Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=", choices=COMPARISON_OPS),
-             Param("value", ParamKind.VALUE, "a number or string")),
+             Param("value", ParamKind.VALUE, "a number or string, or ?name (a stored sub-query)")),
             "Keep groups where `aggregation(column) op value` holds.",
         ),
         Signature(
@@ -258,6 +263,22 @@ SQL_TOOLS = Toolset(
             "Order the rows by a column (asc/desc), optionally keeping the first N.",
         ),
         Signature("set_distinct", (), "Return distinct rows only."),
+        Signature(
+            "begin_subquery",
+            (Param("name", ParamKind.QUERY, "a new name for the sub-query, written ?name (?q1)"),),
+            "Start a sub-query: the calls up to end_subquery() build it (its own table, "
+            "conditions and answer).",
+        ),
+        Signature(
+            "end_subquery", (),
+            "Finish the sub-query and store it: ?name is then a value of add_condition/add_having "
+            "or the argument of add_union/add_intersect/add_except.",
+        ),
+        Signature("add_union", (_QUERY,), "Add the rows of a stored query (UNION)."),
+        Signature("add_intersect", (_QUERY,),
+                  "Keep the rows that a stored query also returns (INTERSECT)."),
+        Signature("add_except", (_QUERY,),
+                  "Drop the rows that a stored query returns (EXCEPT)."),
         Signature("execute", (), "Execute the query and return the answers.", role="terminal"),
     ],
 )

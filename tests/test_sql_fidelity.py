@@ -95,11 +95,9 @@ def test_to_program(sql: str, expected: str) -> None:
 
 
 UNSUPPORTED = [
-    ("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", ("scalar_subquery",)),
-    ("SELECT name FROM singer WHERE singer_id NOT IN (SELECT singer_id FROM singer_in_concert)",
-     ("in_subquery",)),
-    ("SELECT name FROM singer UNION SELECT name FROM stadium", ("set_operation",)),
-    ("SELECT name FROM singer WHERE country = 'a' OR country = 'b'", ("in_list",)),
+    ("SELECT name FROM singer UNION ALL SELECT name FROM stadium", ("set_operation",)),
+    ("SELECT name FROM singer WHERE country IN ('a|b', 'c')", ("in_list",)),
+    ("SELECT name FROM singer WHERE country = 'a' OR age = 3", ("or",)),
     ("SELECT name FROM singer WHERE country = 'a' OR age > 3", ("or",)),
     ("SELECT name FROM singer LIMIT 3", ("limit_without_order",)),
     ("SELECT T1.name FROM singer AS T1 JOIN singer AS T2 ON T1.age = T2.age", ("self_join",)),
@@ -205,7 +203,7 @@ def test_wikisql_sample_agrees_with_wikisql_semantics(pyql_data: Path, wikisql_c
 def test_spider_sample_agrees_with_the_gold_sql(pyql_data: Path) -> None:
     report = spider_fidelity(pyql_data, sample=150, seed=0)
     assert report.total == 150
-    assert report.coverage >= 0.75  # 80.2% on the whole dev set
+    assert report.coverage >= 0.95  # 97.8% on the whole dev set
     assert report.residue() == []
     assert report.agreement == 1.0
     assert report.tree.get("agree", 0) >= 0.95 * report.total  # 98.0% on the whole dev set

@@ -66,6 +66,10 @@ def _sqlite_tables(
 def _target_type(declared: str, values: list[Any], engine: str) -> str:
     category = normalise_type(declared)
     present = [v for v in values if v is not None]
+    # SQLite types values, not columns: what it stored decides (wta_1's DATE column holds
+    # integers like 19381017, which must stay integers to compare and sort alike)
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "BIGINT"
     if category == "integer" and all(isinstance(v, int) for v in present):
         return "BIGINT"
     if category in ("real", "numeric") and all(

@@ -19,12 +19,13 @@ return what the dataset's own execution returns?
 Measured on the full dev sets (the commands below):
 
 - WikiSQL dev: 8,421/8,421 programs agree with WikiSQL's semantics (100%; no residue).
-- Spider dev: 829 of 1,034 gold queries (80.2%) are expressible as programs, and all 829 agree
-  with the gold rows (44 of them have an empty gold result). The Sql tree holds 1,013 (98.0%), all
-  agreeing. What the tool set cannot say: UNION/INTERSECT/EXCEPT (76), IN/NOT IN sub-queries (50),
-  comparisons with a sub-query (29), IN lists or ORs of equalities on one column (27); and, as the
-  tree cannot either, other ORs (7), joins on an OR or none (6), self-joins (4), a column selected
-  twice (2), a sub-query in FROM (2); column-to-column conditions (2).
+- Spider dev: 1,011 of 1,034 gold queries (97.8%) are expressible as programs (sub-queries,
+  set operations and IN lists through ``begin_subquery``/``end_subquery``, ``add_union``/
+  ``add_intersect``/``add_except`` and ``a|b|c`` values), and all 1,011 agree with the gold rows
+  (53 of them have an empty gold result). The Sql tree holds 1,013 (98.0%), all agreeing. What
+  the tool set cannot say: column-to-column conditions (2); and, as the tree cannot either, ORs
+  other than equalities on one column (7), joins on an OR or none (6), self-joins (4), a column
+  selected twice (2), a sub-query in FROM (2).
 
 Command line::
 

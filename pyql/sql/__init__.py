@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from pyql.sql.apply import apply_call, atom_value, program_to_query, program_to_sql
+from pyql.sql.apply import SqlBuild, apply_call, atom_value, program_to_query, program_to_sql
 from pyql.sql.query import (
     AGGREGATIONS,
     LIKE_ESCAPE,
@@ -62,6 +62,7 @@ __all__ = [
     "atom_value",
     "program_to_query",
     "program_to_sql",
+    "SqlBuild",
 ]
 
 

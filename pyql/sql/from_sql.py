@@ -7,14 +7,19 @@ builds the same query step by step: ``add_join(base)`` to start from the ``FROM`
 ``add_group_by`` per key (before the answers, so every intermediate query is valid SQL on
 engines that check grouping), ``set_answer`` per selected column or aggregate, ``add_having``,
 ``add_order`` (the ``LIMIT`` rides on the last key), ``set_distinct`` and ``execute()``.
+A sub-query (in ``IN``/``NOT IN``, a comparison or ``HAVING``) is built in a
+``begin_subquery(?qN)`` ... ``end_subquery()`` block just before the call that uses it as
+``?qN``; the right side of ``UNION``/``INTERSECT``/``EXCEPT`` likewise, before
+``add_union``/``add_intersect``/``add_except``; ``IN`` lists become ``a|b|c`` values (quoted when
+the values are text). Blocks nest for sub-queries of sub-queries; names count up from ``q1``.
 Otherwise it returns an :class:`Unsupported` value naming the constructs in the way (the
 tool set's gaps all at once; a construct that stops the parse, alone), each a stable code from
 :data:`CONSTRUCTS`.
 
 :func:`to_query` does the same one level down: it builds the :class:`~pyql.sql.Sql` tree
-directly, which also holds what the tool set has no call for (sub-queries in ``IN`` and
-comparisons, ``UNION``/``INTERSECT``/``EXCEPT``, ``IN`` lists, column-to-column comparisons,
-``LIMIT`` without ``ORDER BY``). The difference between the two is exactly the DSL's gap.
+directly, which also holds what the tool set has no call for (column-to-column comparisons,
+``LIMIT`` without ``ORDER BY``, ``UNION ALL``, ``IN`` lists whose values a ``a|b|c`` value
+cannot spell). The difference between the two is exactly the DSL's gap.
 
 How SQL constructs map:
 
@@ -34,8 +39,17 @@ add_condition(Age, >, 30)
 set_answer(Name)
 add_order(Age, desc, 1)
 execute()
->>> to_program("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", schema)
-Unsupported(constructs=('scalar_subquery',), detail='a comparison with a sub-query: the SQL tool set has no call for sub-queries')
+>>> print(to_program("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", schema))
+add_join(singer)
+begin_subquery(?q1)
+add_join(singer)
+set_answer(Age, AVG)
+end_subquery()
+add_condition(Age, >, ?q1)
+set_answer(Name)
+execute()
+>>> to_program("SELECT name FROM singer LIMIT 3", schema)
+Unsupported(constructs=('limit_without_order',), detail='the limit is the third argument of add_order')
 >>> to_query("SELECT name FROM singer WHERE age > (SELECT avg(age) FROM singer)", schema).to_sql()
 'SELECT "Name" FROM "singer" WHERE "Age" > (SELECT AVG("Age") FROM "singer")'
 """
@@ -53,7 +67,7 @@ from sqlglot.errors import SqlglotError
 
 from pyql.errors import PyqlError
 from pyql.program import Call, Program
-from pyql.sql.apply import apply_call
+from pyql.sql.apply import SqlBuild
 from pyql.sql.query import ColumnRef, Sql
 from pyql.sql.schema import Schema, TableInfo
 from pyql.syntax import Atom, AtomKind, lex_atom
@@ -622,24 +636,21 @@ def _tree_value(value: Any, schema: Schema) -> Any:
 def _program_gaps(select: _Select) -> list[tuple[str, str]]:
     """What the tool set cannot say about ``select``: (code, detail) pairs."""
     gaps: list[tuple[str, str]] = []
-    no_call = "the SQL tool set has no call for "
-    if select.set_ops:
-        gaps.append(("set_operation", no_call + "UNION/INTERSECT/EXCEPT"))
     for sel in select.walk():
-        for cond in [*sel.conditions, *sel.having]:
+        if any(all_ for _, _, all_ in sel.set_ops):
+            gaps.append(("set_operation", "add_union/add_intersect/add_except have no ALL"))
+        for cond in sel.having:
+            if cond.op in ("IN", "NOT IN"):
+                code = "in_subquery" if isinstance(cond.value, _Select) else "in_list"
+                gaps.append((code, "add_having compares with =, !=, >, <, >= or <= only"))
+        for cond in sel.conditions:
             value = cond.value
-            if isinstance(value, _Select):
-                if cond.op in ("IN", "NOT IN"):
-                    gaps.append(("in_subquery", no_call + "sub-queries"))
-                else:
-                    gaps.append(("scalar_subquery", "a comparison with a sub-query: "
-                                 + no_call + "sub-queries"))
-            elif isinstance(value, ColumnRef):
+            if isinstance(value, ColumnRef):
                 joins_tables = cond.op == "=" and value.table != cond.target.column.table
                 code = "join_multi_key" if joins_tables else "column_comparison"
                 gaps.append((code, "add_condition compares a column with a value, not a column"))
-            elif isinstance(value, tuple):
-                gaps.append(("in_list", "add_condition takes one value, not a list"))
+            elif isinstance(value, tuple) and _list_atom(value) is None:
+                gaps.append(("in_list", "the values of this IN list cannot be written a|b|c"))
         if sel.limit is not None and not sel.order:
             gaps.append(("limit_without_order", "the limit is the third argument of add_order"))
     return gaps
@@ -673,15 +684,55 @@ def _name(text: str) -> Atom:
     return Atom(AtomKind.NAME, text)
 
 
-def _calls(select: _Select) -> list[Call]:
+def _list_atom(values: tuple[Any, ...]) -> Atom | None:
+    """An IN list as one ``a|b|c`` argument that reads back as ``values``, or None."""
+    if all(isinstance(v, str) for v in values):
+        if any("|" in v or v != v.strip() or not v for v in values):
+            return None
+        return Atom(AtomKind.STRING, "|".join(values))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if len(values) == 1:
+            return _value_atom(values[0])
+        return Atom(AtomKind.NAME, "|".join(_value_atom(v).value for v in values))
+    return None
+
+
+class _Names:
+    """Numbers the stored queries of one program: q1, q2, ..."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def block(self, select: _Select) -> tuple[list[Call], Atom]:
+        self.count += 1
+        ref = _name(f"?q{self.count}")
+        body = _calls(select, self, final=False)
+        return [Call(name="begin_subquery", args=(ref,)), *body, Call(name="end_subquery")], ref
+
+
+def _calls(select: _Select, names: _Names | None = None, *, final: bool = True) -> list[Call]:
+    names = names if names is not None else _Names()
     qualify = len(select.tables) > 1
     col = lambda ref: _name_atom(_column_text(ref, qualify))  # noqa: E731
+
+    def value(v: Any) -> Atom:
+        if isinstance(v, _Select):
+            block, ref = names.block(v)
+            calls.extend(block)
+            return ref
+        if isinstance(v, tuple):
+            atom = _list_atom(v)
+            assert atom is not None  # _program_gaps refused the others
+            return atom
+        return _value_atom(v)
+
     calls = [Call(name="add_join", args=(_name_atom(select.base),))]
     for table, left, right in select.joins:
         calls.append(Call(name="add_join", args=(_name_atom(table), col(left), col(right))))
     for cond in select.conditions:
+        atom = value(cond.value)
         calls.append(Call(name="add_condition", args=(
-            col(cond.target.column), _name(cond.op), _value_atom(cond.value))))
+            col(cond.target.column), _name(cond.op), atom)))
     for ref in select.group:
         calls.append(Call(name="add_group_by", args=(col(ref),)))
     for target in select.answers:
@@ -690,9 +741,9 @@ def _calls(select: _Select) -> list[Call]:
             args.append(_name(_agg_text(target)))
         calls.append(Call(name="set_answer", args=tuple(args)))
     for cond in select.having:
+        atom = value(cond.value)
         calls.append(Call(name="add_having", args=(
-            col(cond.target.column), _name(_agg_text(cond.target)), _name(cond.op),
-            _value_atom(cond.value))))
+            col(cond.target.column), _name(_agg_text(cond.target)), _name(cond.op), atom)))
     for i, (target, direction) in enumerate(select.order):
         text = _column_text(target.column, qualify)
         if target.aggregation:
@@ -704,7 +755,12 @@ def _calls(select: _Select) -> list[Call]:
         calls.append(Call(name="add_order", args=tuple(args)))
     if select.distinct:
         calls.append(Call(name="set_distinct"))
-    calls.append(Call(name="execute"))
+    for kind, other, _ in select.set_ops:
+        block, ref = names.block(other)
+        calls.extend(block)
+        calls.append(Call(name=f"add_{kind.lower()}", args=(ref,)))
+    if final:
+        calls.append(Call(name="execute"))
     return calls
 
 
@@ -743,10 +799,10 @@ def to_program(sql: str, schema: Schema, dialect: str = "sqlite") -> Program | U
         codes = tuple(sorted({code for code, _ in gaps}))
         return Unsupported(codes, gaps[0][1])
     program = Program(calls=tuple(_calls(select)), tools="sql")
-    query = Sql(schema=schema)
+    build = SqlBuild(Sql(schema=schema))
     try:
         for call in program.calls:
-            query = apply_call(query, call)
+            build = build.apply(call)
     except PyqlError as exc:
         return Unsupported(("builder",), f"{type(exc).__name__}: {exc}")
     return program

@@ -23,6 +23,13 @@ build calls add a clause):
   ``kb.column_types``, ``kb.column_values`` (after an empty ``add_condition``, or ``SUM``/``AVG``
   of a non-numeric column) and ``kb.value_found`` (``add_condition`` with ``=``/``LIKE``) describe
   the column the call names.
+- ``begin_subquery(?name)`` ... ``end_subquery()`` (see :mod:`pyql.sql.apply`): the calls in
+  between build the sub-query, and what they observe (``get_column`` included) is the
+  sub-query's rows; ``end_subquery()`` shows the stored sub-query's result. ``add_union``,
+  ``add_intersect`` and ``add_except`` show the combined rows. ``execute()`` inside an open block
+  is a :class:`~pyql.errors.QueryError` (code ``open_subquery``). ``query`` and :meth:`to_sql`
+  are the main query; ``build`` holds the whole state (open blocks and stored queries), rolled
+  back with the rest when a step is rejected.
 - ``execute()``: the answer rows. ``kb.answers`` holds Python values: one value per row for a
   one-column answer, else one tuple per row (duplicates and order kept: SQL semantics; use
   ``set_distinct()`` for distinct rows). Before ``set_answer`` it is a
@@ -95,7 +102,7 @@ from pyql.feedback import Feedback, KBFeedback, PythonFeedback, VariableValues
 from pyql.memory import Memory
 from pyql.program import SQL_TOOLS, Call, Program, parse_call
 from pyql.session import GuidelineChecker, HintPolicy, Observation, python_feedback_for
-from pyql.sql.apply import apply_call, atom_value
+from pyql.sql.apply import BLOCK_CALLS, SqlBuild, apply_call, atom_value, in_values, query_name
 from pyql.sql.query import Answer, Sql, normalise_aggregation
 from pyql.sql.schema import ColumnInfo, Schema, close_matches
 from pyql.syntax import Atom, AtomKind
@@ -248,6 +255,7 @@ class _Step:
 
     query: Sql
     kb: KBFeedback = field(default_factory=KBFeedback)
+    build: SqlBuild | None = None
     memory: Memory | None = None
     schema: Schema | None = None
     summary: str = ""
@@ -298,7 +306,8 @@ class SqlSession:
     def reset(self) -> None:
         """Forget the query, program and memory (same database and tables)."""
         self.schema: Schema = self._initial_schema
-        self.query: Sql = Sql(self._start, schema=self.schema)
+        #: the whole build state: main query, open sub-query blocks, stored sub-queries
+        self.build = SqlBuild(Sql(self._start, schema=self.schema), start=self._start)
         self.program = Program(tools="sql")
         self.memory = Memory(columns=_known_columns(self.schema))
         self._policy = HintPolicy(self.guidelines)
@@ -306,6 +315,11 @@ class SqlSession:
         self.observations: list[Observation] = []
         #: the rows of the last successful ``execute()``
         self.last_result: ResultSet | None = None
+
+    @property
+    def query(self) -> Sql:
+        """The main query (a sub-query under construction is ``build.current``)."""
+        return self.build.query
 
     @property
     def table(self) -> str | None:
@@ -324,7 +338,7 @@ class SqlSession:
         text = action if isinstance(action, str) else str(action)
         call: Call | None = None
         python = PythonFeedback()
-        outcome = _Step(self.query)
+        outcome = _Step(self.query, build=self.build)
         try:
             if isinstance(action, Call):
                 action.validate_against(SQL_TOOLS)
@@ -349,7 +363,8 @@ class SqlSession:
             hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
         )
         if accepted and call is not None:
-            self.query = outcome.query
+            if outcome.build is not None:
+                self.build = outcome.build
             if outcome.schema is not None:
                 self.schema = outcome.schema
             self.program = self.program.append(call)
@@ -359,7 +374,7 @@ class SqlSession:
                 self.last_result = outcome.result
         obs = SqlObservation(
             step=self.step, action=text, feedback=feedback, hint=hint,
-            elapsed=time.perf_counter() - start, query=self._query_text(self.query),
+            elapsed=time.perf_counter() - start, query=self._query_text(self.build.current),
             summary=outcome.summary,
         )
         self.observations.append(obs)
@@ -383,18 +398,24 @@ class SqlSession:
     def _apply(self, call: Call) -> _Step:
         name = call.name
         if name == "get_column":
-            apply_call(self.query, call)  # validates the argument and the column
+            apply_call(self.build.current, call)  # validates the argument and the column
             return self._get_column(call.args[0].value)
         if name == "execute":
+            self.build.apply(call)  # refuses an open sub-query block
             step = self._execute()
+            step.build = self.build
             if step.kb.status == "ok":
                 step.memory = self.memory.with_(last_values=step.kb.values)
             return step
+        if name in BLOCK_CALLS:
+            return self._block(call)
         schema = self._schema_for(call)
-        base = self.query if schema is None else self._replay(schema)
-        effective, notes = self._coerce(base, call)
-        query = apply_call(base, effective)
+        base = self.build if schema is None else self._replay(schema)
+        effective, notes = self._coerce(base.current, call)
+        build = base.apply(effective)
+        query = build.current
         step = self._observe(query)
+        step.build = build
         step.kb = self._column_facts(query, effective, step.kb)
         step.schema = schema
         step.notes = notes + step.notes
@@ -423,14 +444,31 @@ class SqlSession:
                               suggestions=suggestions)
         return self.db.schema([*self.schema.table_names, wanted])
 
-    def _replay(self, schema: Schema) -> Sql:
-        """The current query rebuilt on ``schema`` (same accepted calls)."""
-        query = Sql(self._start, schema=schema)
+    def _block(self, call: Call) -> _Step:
+        """``begin_subquery`` / ``end_subquery``."""
+        build = self.build.apply(call)
+        if call.name == "begin_subquery":
+            name = build.blocks[-1][0]
+            step = _Step(build.current, KBFeedback(status="not_run"), build=build,
+                         summary=f"Building the sub-query ?{name}: the next calls build it (its "
+                                 "own table, conditions and answer), up to end_subquery().")
+        else:
+            name, sub = build.stored[-1]
+            step = self._observe(sub)
+            step.build = build
+            step.summary = f"Stored the sub-query ?{name}. Its result: {step.summary}"
+        answers = [self._label(build.current, a) for a in build.current.answers]
+        step.memory = self.memory.with_(answer=", ".join(answers) if answers else None)
+        return step
+
+    def _replay(self, schema: Schema) -> SqlBuild:
+        """The current build state rebuilt on ``schema`` (same accepted calls)."""
+        build = SqlBuild(Sql(self._start, schema=schema), start=self._start)
         for call in self.program.calls:
             if call.name in ("get_column", "execute"):
                 continue
-            query = apply_call(query, self._coerce(query, call)[0])
-        return query
+            build = build.apply(self._coerce(build.current, call)[0])
+        return build
 
     # coercion -----------------------------------------------------------------------------------
     def _coerce(self, query: Sql, call: Call) -> tuple[Call, list[str]]:
@@ -443,8 +481,11 @@ class SqlSession:
         else:
             return call, []
         args = call.args
-        if args[op_at].value.strip().upper() in _LIKE_OPS:
+        op = args[op_at].value.strip().upper()
+        if op in _LIKE_OPS or query_name(args[value_at]) is not None:
             return call, []
+        if op in ("IN", "NOT IN"):
+            return self._coerce_list(query, call)
         try:
             value = atom_value(args[value_at])
             category = self._category(query, args[column_at].value, agg)
@@ -457,6 +498,28 @@ class SqlSession:
         new_args[value_at] = _value_atom(coerced)
         note = f"{args[value_at]} {why} (column {args[column_at].value} is {category})"
         return Call(name=call.name, args=tuple(new_args)), [note]
+
+    def _coerce_list(self, query: Sql, call: Call) -> tuple[Call, list[str]]:
+        """An ``IN`` list with each value coerced as :meth:`_coerce` does one."""
+        args = call.args
+        try:
+            values = in_values(args[2])
+            category = self._category(query, args[0].value, None)
+        except PyqlError:
+            return call, []
+        pairs = [coerce_value(v, category) for v in values]
+        if all(why is None for _, why in pairs):
+            return call, []
+        coerced = [v for v, _ in pairs]
+        if all(isinstance(v, str) for v in coerced) and not any("|" in v for v in coerced):
+            atom = Atom(AtomKind.STRING, "|".join(coerced))
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in coerced):
+            atom = Atom(AtomKind.NAME, "|".join(repr(v) if isinstance(v, float) else str(v)
+                                                for v in coerced))
+        else:
+            return call, []
+        note = f"{args[2]} read as {atom} (column {args[0].value} is {category})"
+        return Call(name=call.name, args=(*args[:2], atom)), [note]
 
     @staticmethod
     def _category(query: Sql, column: str, aggregation: str | None) -> str | None:
@@ -572,6 +635,8 @@ class SqlSession:
         ``value_found``) filled for the column the call names (see the module docs)."""
         if call.name not in _COLUMN_CALLS or call.args[0].value.strip() == "*":
             return kb
+        if call.name in ("add_condition", "add_having") and query_name(call.args[-1]) is not None:
+            return kb  # compared with a sub-query: an empty result says nothing of the value
         try:
             ref = query.resolve_column(call.args[0].value)
             info = query.column_info(call.args[0].value)
@@ -590,8 +655,13 @@ class SqlSession:
                 # Does this condition alone match a row of its table? If it does, the empty
                 # result comes from the conditions together, which can be the right answer.
                 literal = op in ("LIKE", "NOT LIKE", "CONTAINS", "NOT CONTAINS")
-                value = call.args[2].value if literal else atom_value(call.args[2])
                 try:
+                    if literal:
+                        value: Any = call.args[2].value
+                    elif op in ("IN", "NOT IN"):
+                        value = in_values(call.args[2])
+                    else:
+                        value = atom_value(call.args[2])
                     probe = column.add_condition(ref.name, op, value).set_answer(ref.name)
                     found = self.db.execute(probe.set_limit(1).to_sql(self.dialect))
                     update["value_found"] = not found.is_empty
@@ -610,7 +680,7 @@ class SqlSession:
 
     # environment calls --------------------------------------------------------------------------
     def _get_column(self, column: str) -> _Step:
-        query = self.query
+        query = self.build.current
         counts = query.value_counts(column, limit=self.max_values + 1)
         rs = self.db.execute(counts.to_sql(self.dialect))
         rows = list(rs.rows)
@@ -636,7 +706,7 @@ class SqlSession:
             more = f", ... ({total} distinct values in total)" if total > len(rows) else ""
             where = " under the current conditions" if query.conditions or query.joins else ""
             summary = f"Column {label} values (with row counts){where}: {listed}{more}"
-        return _Step(query, kb, summary=summary, args=(str(ref),))
+        return _Step(query, kb, summary=summary, args=(str(ref),), build=self.build)
 
     def _execute(self) -> _Step:
         query = self.query

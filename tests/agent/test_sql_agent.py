@@ -228,9 +228,10 @@ def test_spider_profile_documents_the_full_sql_tool_set() -> None:
     assert profile.tools == "sql" and profile.context == "schema"
     assert set(profile.functions) == set(SQL_TOOLS)
     text = system_prompt(profile)
-    for name in ("add_join", "add_group_by", "add_having", "add_order", "set_distinct"):
+    for name in ("add_join", "add_group_by", "add_having", "add_order", "set_distinct",
+                 "begin_subquery", "end_subquery", "add_union", "add_intersect", "add_except"):
         assert str(SQL_TOOLS[name]) in text
-    assert "You can only choose actions from these nine actions:" in text
+    assert "You can only choose actions from these 14 actions:" in text
 
 
 def test_spider_dataset_uses_the_spider_profile() -> None:
