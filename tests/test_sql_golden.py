@@ -200,14 +200,14 @@ group_having_order      | trino    | SELECT "country", AVG("age") FROM "singer" 
 group_having_order      | spark    | SELECT `country`, AVG(`age`) FROM `singer` GROUP BY `country` HAVING COUNT(*) >= 2 ORDER BY COUNT(*) DESC LIMIT 1
 
 contains_distinct       | sqlite   | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" LIKE '%100\%\_[x]\\%' ESCAPE '\'
-contains_distinct       | postgres | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" LIKE '%100\%\_[x]\\%' ESCAPE '\'
-contains_distinct       | duckdb   | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" LIKE '%100\%\_[x]\\%' ESCAPE '\'
+contains_distinct       | postgres | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" ILIKE '%100\%\_[x]\\%' ESCAPE '\'
+contains_distinct       | duckdb   | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" ILIKE '%100\%\_[x]\\%' ESCAPE '\'
 contains_distinct       | mysql    | SELECT DISTINCT `Lyrics theme/style` FROM `songs` WHERE `title` LIKE '%100\\%\\_[x]\\\\%' ESCAPE '\\'
 contains_distinct       | tsql     | SELECT DISTINCT [Lyrics theme/style] FROM [songs] WHERE [title] LIKE '%100\%\_\[x]\\%' ESCAPE '\'
-contains_distinct       | bigquery | SELECT DISTINCT `Lyrics theme/style` FROM `songs` WHERE `title` LIKE '%100\\%\\_[x]\\\\%'
-contains_distinct       | snowflake| SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" LIKE '%100\\%\\_[x]\\\\%' ESCAPE '\\'
-contains_distinct       | trino    | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" LIKE '%100\%\_[x]\\%' ESCAPE '\'
-contains_distinct       | spark    | SELECT DISTINCT `Lyrics theme/style` FROM `songs` WHERE `title` LIKE '%100\\%\\_[x]\\\\%' ESCAPE '\\'
+contains_distinct       | bigquery | SELECT DISTINCT `Lyrics theme/style` FROM `songs` WHERE LOWER(`title`) LIKE LOWER('%100\\%\\_[x]\\\\%')
+contains_distinct       | snowflake| SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE "title" ILIKE '%100\\%\\_[x]\\\\%' ESCAPE '\\'
+contains_distinct       | trino    | SELECT DISTINCT "Lyrics theme/style" FROM "songs" WHERE LOWER("title") LIKE LOWER('%100\%\_[x]\\%') ESCAPE '\'
+contains_distinct       | spark    | SELECT DISTINCT `Lyrics theme/style` FROM `songs` WHERE LOWER(`title`) LIKE LOWER('%100\\%\\_[x]\\\\%') ESCAPE '\\'
 
 subquery_in             | sqlite   | SELECT "name" FROM "singer" WHERE "age" > (SELECT AVG("age") FROM "singer") AND NOT "Singer_ID" IN (SELECT "Singer_ID" FROM "singer_in_concert")
 subquery_in             | postgres | SELECT "name" FROM "singer" WHERE "age" > (SELECT AVG("age") FROM "singer") AND NOT "Singer_ID" IN (SELECT "Singer_ID" FROM "singer_in_concert")
@@ -250,7 +250,7 @@ except_join             | postgres | SELECT "AIRLINES"."Airline" FROM "AIRLINES"
 except_join             | tsql     | SELECT [AIRLINES].[Airline] FROM [AIRLINES] JOIN [FLIGHTS] ON [AIRLINES].[uid] = [FLIGHTS].[Airline] WHERE [FLIGHTS].[SourceAirport] = 'CVO' EXCEPT SELECT [AIRLINES].[Airline] FROM [AIRLINES] JOIN [FLIGHTS] ON [AIRLINES].[uid] = [FLIGHTS].[Airline] WHERE [FLIGHTS].[SourceAirport] = 'APG'
 
 count_distinct_like     | sqlite   | SELECT COUNT(DISTINCT "degree_summary_name") FROM "Degree_Programs" WHERE NOT "name" LIKE 'B%'
-count_distinct_like     | postgres | SELECT COUNT(DISTINCT "degree_summary_name") FROM "Degree_Programs" WHERE NOT "name" LIKE 'B%'
+count_distinct_like     | postgres | SELECT COUNT(DISTINCT "degree_summary_name") FROM "Degree_Programs" WHERE NOT "name" ILIKE 'B%'
 count_distinct_like     | tsql     | SELECT COUNT(DISTINCT [degree_summary_name]) FROM [Degree_Programs] WHERE NOT [name] LIKE 'B%'
 
 column_compare          | sqlite   | SELECT "first_name" FROM "Students" WHERE "current_address_id" <> "permanent_address_id"

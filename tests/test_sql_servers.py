@@ -1,6 +1,6 @@
 """The same PyQL-SQL programs on SQLite, PostgreSQL and DuckDB give the same answers.
 
-A few Spider dev databases are copied from their SQLite files into a throw-away PostgreSQL
+All 20 Spider dev databases are copied from their SQLite files into a throw-away PostgreSQL
 cluster (one database each, ``tests/support/postgres.py``) and into DuckDB files, with bound
 parameters and a writable connection; the copies are then opened through :class:`SqlDB`
 read-only, like any other database. Every gold query of those databases that
@@ -9,7 +9,8 @@ read-only, like any other database. Every gold query of those databases that
 value: ``Decimal``/``float``/``int`` agree when equal to 6 significant digits), in order when the
 gold query has an ``ORDER BY``.
 
-Column types on the copies: ``integer`` -> ``BIGINT``, ``real`` -> ``DOUBLE PRECISION``,
+Column types on the copies: stored integers -> ``BIGINT`` (SQLite types values, not columns),
+``integer`` -> ``BIGINT``, ``real`` -> ``DOUBLE PRECISION``,
 ``numeric`` -> ``NUMERIC`` (DuckDB: ``DOUBLE``) when every stored value fits, else ``TEXT``;
 text, dates and everything else are ``TEXT`` (SQLite stores dates as text anyway).
 """
@@ -35,11 +36,13 @@ from pyql.sql import Answer, Sql
 from pyql.sql.from_sql import Unsupported, to_program
 from pyql.sql.schema import normalise_type
 from pyql.sql.session import SqlSession
+from tests.conftest import data_dir
 
 pytestmark = pytest.mark.server
 
-#: Spider dev databases copied to the servers (162 gold queries, 131 expressible as programs)
-DB_IDS = ("concert_singer", "pets_1", "orchestra", "employee_hire_evaluation")
+#: the Spider dev databases copied to the servers: all of them
+DB_IDS = tuple(sorted(p.name for p in (data_dir() / "spider" / "database").iterdir() if p.is_dir())
+               ) if (data_dir() / "spider" / "database").is_dir() else ()
 
 
 def _sqlite_tables(
@@ -219,12 +222,22 @@ def _same_order(got: Sequence[Sequence[Any]], want: Sequence[Sequence[Any]],
     return all(same_rows(ra, rb, ordered=False) for (_, ra), (_, rb) in zip(checked, b, strict=False))
 
 
+#: gold queries whose result the SQL standard leaves to the engine (ties), so engines differ
+AMBIGUOUS = {
+    "dev-455": "ORDER BY birth_date, which is not returned and NULL for many rows: ties in any order",
+    "dev-456": "ORDER BY birth_date, which is not returned and NULL for many rows: ties in any order",
+    "dev-954": "the sub-query's ORDER BY count(*) LIMIT 1 has tied breeds: engines pick either",
+    "dev-955": "the sub-query's ORDER BY count(*) LIMIT 1 has tied breeds: engines pick either",
+}
+
+
 @pytest.mark.slow
 def test_gold_programs_agree_on_sqlite_postgres_and_duckdb(
     engines: dict[str, dict[str, SqlDB]], pyql_data: Path
 ) -> None:
     folder = spider.spider_dir(pyql_data)
-    items = [it for it in spider.load_items(folder / "dev.json") if it.db_id in DB_IDS]
+    items = [it for it in spider.load_items(folder / "dev.json")
+             if it.db_id in DB_IDS and it.id not in AMBIGUOUS]
     expressible = compared = 0
     not_everywhere: list[str] = []
     mismatches: list[str] = []
@@ -264,8 +277,12 @@ def test_gold_programs_agree_on_sqlite_postgres_and_duckdb(
     assert not mismatches, "\n".join(mismatches)
     assert expressible >= 120
     # What does not run everywhere is SQL that only SQLite accepts: selecting a column that is
-    # neither grouped nor functionally dependent on the GROUP BY key, and joining a TEXT column
-    # to an integer one (Spider declares some foreign keys as text).
-    stricter = re.compile(r"must appear in the GROUP BY clause|operator does not exist")
-    assert [f for f in not_everywhere if not stricter.search(f)] == []
-    assert compared >= 0.75 * expressible, "\n".join(not_everywhere)  # 101 of 126
+    # neither grouped nor functionally dependent on the GROUP BY key, joining a TEXT column to an
+    # integer one (Spider declares some foreign keys as text), averaging a column of numbers
+    # stored as text (car_1's MPG), and ordering a DISTINCT result by a column it does not return.
+    stricter = re.compile(r"must appear in the GROUP BY clause|operator does not exist"
+                          r"|function (avg|sum)\(text\) does not exist"
+                          r"|for SELECT DISTINCT, ORDER BY expressions must appear in select list")
+    unexpected = [f for f in not_everywhere if not stricter.search(f)]
+    assert not unexpected, "\n".join(unexpected)
+    assert compared >= 0.75 * expressible, "\n".join(not_everywhere)  # 858 of 1,007

@@ -20,6 +20,10 @@ Choices worth knowing:
 - ``NUL`` characters (``\\x00``) are refused with :class:`~pyql.errors.QueryError` (code
   ``"nul_character"``) in values and names: most engines cannot store them in text and some
   drivers truncate at them, so they can only be a mistake or an attack.
+- ``LIKE`` and ``contains`` match letters case-insensitively in every dialect, as SQLite (the
+  embedded default) does: ``ILIKE`` where the engine has it (PostgreSQL, DuckDB, Snowflake),
+  ``LOWER(col) LIKE LOWER('pattern')`` where it has not (Trino, BigQuery, Spark, ...), plain ``LIKE``
+  where it already is (SQLite, MySQL, T-SQL).
 - ``add_condition(col, "contains", text)`` is ``col LIKE '%text%' ESCAPE '\\'`` with ``%``, ``_``
   and ``\\`` in ``text`` escaped, and ``[`` too for T-SQL (its LIKE has character classes).
   BigQuery has no ``ESCAPE`` clause; there ``\\`` is the default escape and the clause is left
@@ -1092,12 +1096,12 @@ class Sql:
         if cond.op in ("LIKE", "NOT LIKE", "CONTAINS", "NOT CONTAINS"):
             assert isinstance(value, str)
             if cond.op in ("LIKE", "NOT LIKE"):
-                node: exp.Expression = exp.Like(this=left, expression=exp.Literal.string(value))
+                pattern = value
             else:
                 pattern = f"%{escape_like(value, brackets=target.brackets)}%"
-                node = exp.Like(this=left, expression=exp.Literal.string(pattern))
-                if target.escape_clause:
-                    node = exp.Escape(this=node, expression=exp.Literal.string(LIKE_ESCAPE))
+            node = target.like(left, pattern)
+            if cond.op in ("CONTAINS", "NOT CONTAINS") and target.escape_clause:
+                node = exp.Escape(this=node, expression=exp.Literal.string(LIKE_ESCAPE))
             return exp.Not(this=node) if cond.op.startswith("NOT ") else node
         if value is None:
             node = exp.Is(this=left, expression=exp.Null())
@@ -1122,10 +1126,36 @@ class _Target:
     dialect: DialectType
     brackets: bool  # LIKE has [...] character classes (T-SQL)
     escape_clause: bool  # LIKE ... ESCAPE is supported (not BigQuery: backslash is the default)
+    #: how LIKE is made case-insensitive, as SQLite's (the embedded default) is: "like" (it
+    #: already is: SQLite, MySQL, T-SQL default collations), "ilike", or "lower"
+    case_insensitive: str = "like"
 
     @classmethod
     def of(cls, dialect: DialectType) -> _Target:
         if dialect is None:
             return cls(None, False, True)
         d = Dialect.get_or_raise(dialect)
-        return cls(dialect, isinstance(d, TSQL), not isinstance(d, BigQuery))
+        name = type(d).__name__.lower()
+        if name in _ILIKE_DIALECTS:
+            mode = "ilike"
+        elif name in _CASE_INSENSITIVE_LIKE_DIALECTS:
+            mode = "like"
+        else:
+            mode = "lower"
+        return cls(dialect, isinstance(d, TSQL), not isinstance(d, BigQuery), mode)
+
+    def like(self, left: exp.Expression, pattern: str) -> exp.Expression:
+        """``left LIKE pattern``, matching letters case-insensitively in every dialect."""
+        if self.case_insensitive == "ilike":
+            return exp.ILike(this=left, expression=exp.Literal.string(pattern))
+        if self.case_insensitive == "lower":
+            return exp.Like(this=exp.Lower(this=left),
+                            expression=exp.Lower(this=exp.Literal.string(pattern)))
+        return exp.Like(this=left, expression=exp.Literal.string(pattern))
+
+
+#: dialects whose LIKE is case-sensitive and which have ILIKE
+_ILIKE_DIALECTS = {"postgres", "duckdb", "snowflake", "redshift", "materialize", "risingwave"}
+#: dialects whose LIKE is case-insensitive already (SQLite for ASCII; MySQL and T-SQL by their
+#: default collations)
+_CASE_INSENSITIVE_LIKE_DIALECTS = {"sqlite", "mysql", "tsql", "doris", "starrocks", "dialect"}
