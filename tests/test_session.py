@@ -436,3 +436,38 @@ def test_a_hint_rolls_the_step_back(kb: OxigraphKB) -> None:
     assert obs.text == "use add_type()"
     assert session.query is query and session.program is program and session.memory is memory
     assert session.run("get_relation(?m)").ok
+
+
+def test_filters_on_unbound_variables_wait_for_their_variable(session: Session) -> None:
+    """WebQSP programs start with add_filter(?x, !=, m.0x): intermediate steps must not be empty."""
+    first = session.run("add_filter(?x, !=, m.03_r3)")
+    assert first.ok and first.status == "ok"
+    step = session.run("add_fact(m.03_r3, location.country.languages_spoken, ?lang)")
+    assert step.status == "ok" and step.values["?lang"].total == 2
+    assert "?x" in step.feedback.kb.unconstrained
+    # the final query keeps the filter
+    assert "FILTER (?x != ns:m.03_r3)" in session.query.to_sparql()
+
+
+def test_answer_language_filter_applies_to_every_step(session: Session) -> None:
+    session.run("add_fact(m.03_r3, type.object.name, ?name)")
+    shown = session.run("set_answer(?name)")
+    answers = session.run("execute()").answers
+    assert shown.values["?name"].values == ("Jamaica",)  # not the @fr name
+    assert answers == ("Jamaica",)
+
+
+def test_a_result_hint_is_given_once() -> None:
+    """A repeated action right after a KB (result-based) hint is accepted (HintPolicy)."""
+    from pyql.guidelines import default_registry
+
+    kb = OxigraphKB.from_file(KB_FILE, profile="freebase")
+    s = Session(kb, entities={"Jamaica": "m.03_r3"}, guidelines=default_registry())
+    s.run("get_relation(m.03_r3)")
+    action = "add_fact(m.03_r3, location.country.official_language, ?lang)"
+    first = s.run(action)
+    assert first.hint is not None and first.hint.code.startswith("KB")
+    assert len(s.program) == 1  # rolled back
+    again = s.run(action)
+    assert again.hint is None and again.status == "empty"
+    assert str(s.program).splitlines()[-1] == action
