@@ -283,7 +283,14 @@ class Sparql:
         """Compile to SPARQL text (a pure function of the tree)."""
         from pyql.sparql.compile import compile_query
 
-        return compile_query(self, select=select, limit=limit)
+        if select is not None or limit is not None:
+            return compile_query(self, select=select, limit=limit)
+        # the tree is frozen, so its default compilation never changes: compile it once
+        cached = self.__dict__.get("_sparql")
+        if cached is None:
+            cached = compile_query(self)
+            object.__setattr__(self, "_sparql", cached)
+        return cached
 
     def __str__(self) -> str:
         return self.to_sparql()
