@@ -50,7 +50,7 @@ from pyql.agent.prompting import (
     tool_schemas,
     tools_doc,
 )
-from pyql.agent.query_agent import QueryAgent, Result, SessionFactory
+from pyql.agent.query_agent import QueryAgent, SessionFactory
 from pyql.agent.ranking import (
     BM25Ranker,
     EmbeddingCache,
@@ -59,12 +59,27 @@ from pyql.agent.ranking import (
     SentenceTransformerEmbedder,
     rank_relations,
 )
+from pyql.agent.strategy import (
+    Result,
+    Strategy,
+    StrategyConfig,
+    UnknownStrategyError,
+    available_strategies,
+    build_strategy,
+    get_strategy,
+)
 from pyql.agent.trajectory import Step, Trajectory, load_trajectories
 
 __all__ = [
     "QueryAgent",
     "Result",
     "SessionFactory",
+    "Strategy",
+    "StrategyConfig",
+    "UnknownStrategyError",
+    "available_strategies",
+    "build_strategy",
+    "get_strategy",
     "LLM",
     "LLMReply",
     "ToolCall",

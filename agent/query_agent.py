@@ -53,6 +53,7 @@ from pyql.agent.prompting import (
     tool_schemas,
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
+from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.feedback import Feedback
@@ -75,44 +76,6 @@ class SessionFactory(Protocol):
     """Makes the environment of one question (anything with the Session's ``run`` contract)."""
 
     def __call__(self, *, entities: Mapping[str, str], guidelines: Any, table: str | None) -> Any: ...
-
-
-@dataclass(frozen=True)
-class Result:
-    """The outcome of one question: the trajectory (serialisable) and the program."""
-
-    trajectory: Trajectory
-    program: Program
-
-    @property
-    def question(self) -> str:
-        return self.trajectory.question
-
-    @property
-    def answers(self) -> tuple[Any, ...]:
-        return self.trajectory.answers
-
-    @property
-    def query(self) -> str:
-        """The final SPARQL/SQL text."""
-        return self.trajectory.query
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return self.trajectory.steps
-
-    @property
-    def usage(self) -> Usage:
-        return self.trajectory.usage
-
-    @property
-    def finished(self) -> bool:
-        """The model called execute() and it was accepted."""
-        return self.trajectory.finished
-
-    @property
-    def stop_reason(self) -> str:
-        return self.trajectory.stop_reason
 
 
 @dataclass(frozen=True)
@@ -182,6 +145,8 @@ class QueryAgent:
     (('William Dieterle',), True)
     """
 
+    name = "queryagent"
+
     def __init__(
         self,
         llm: LLM,
@@ -227,6 +192,23 @@ class QueryAgent:
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
         self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
+
+    @classmethod
+    def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> QueryAgent:
+        """The ``queryagent`` strategy factory (entry point ``pyql.strategies``): the common
+        options of ``config``, and its ``options`` as keyword arguments of the constructor."""
+        kwargs: dict[str, Any] = {
+            "guidelines": True if config.guidelines else None, "mode": config.mode,
+            "profile": config.profile, "ranker": config.ranker, "seed": config.seed,
+            "table": config.table, "token_counter": config.token_counter,
+            "price_table": config.price_table,
+        }
+        if config.max_steps is not None:
+            kwargs["max_steps"] = config.max_steps
+        if config.top_k is not None:
+            kwargs["top_k"] = config.top_k
+        kwargs.update(config.options)
+        return cls(llm, backend, **kwargs)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
@@ -282,13 +264,15 @@ class QueryAgent:
         schema: Schema | None = None,
         meta: Mapping[str, Any] | None = None,
         on_step: Callable[[Step], None] | None = None,
+        **context: Any,
     ) -> Result:
         """Answer one question (Algorithm 1). See the module docstring for how it ends.
 
         ``columns`` (a table header) and ``schema`` (a database's tables, columns and foreign keys,
         for profiles whose context is the schema, e.g. ``spider``) follow the question in the
         prompt; by default they are the session's. ``on_step`` (else the agent's own) is called
-        with each step as soon as it is recorded.
+        with each step as soon as it is recorded. Other ``context`` keys (of the
+        :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
         notify = on_step if on_step is not None else self.on_step
         started = time.perf_counter()
@@ -368,7 +352,8 @@ class QueryAgent:
             program = Program(tools=self.profile.tools)
         usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
         trajectory = Trajectory(
-            question=question, entities=entities, profile=self.profile.name, mode=self.mode,
+            question=question, entities=entities, strategy=self.name,
+            profile=self.profile.name, mode=self.mode,
             tools=self.profile.tools, model=getattr(self.llm, "model", ""), steps=tuple(steps),
             answers=answers, query=last_obs.query if last_obs is not None else "",
             program=str(program), finished=finished, stop_reason=stop_reason, usage=usage,

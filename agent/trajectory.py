@@ -34,6 +34,10 @@ class Step(BaseModel):
 
     #: step number (1-based), as the prompt numbers it
     n: int
+    #: what the step is, for strategies with several kinds of LLM call or environment work:
+    #: ``action`` (a QueryAgent step), Readi's ``generate`` / ``instantiate`` / ``edit`` /
+    #: ``answer``, SRP's ``references`` / ``relation_check`` / ``plan`` / ``judge`` ...
+    kind: str = "action"
     thought: str = ""
     #: the action as handed to the environment (text; tool calls rendered as a call)
     action: str = ""
@@ -64,6 +68,9 @@ class Step(BaseModel):
     retries: int = 0
     #: fingerprint of the prompt this step was generated from (see ``prompt_fingerprint``)
     prompt_hash: str = ""
+    #: structured data of the step that a strategy records beyond the text fields (a reasoning
+    #: path, an instantiation error, a judge verdict, ...); JSON-serialisable
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class Trajectory(BaseModel):
@@ -73,6 +80,8 @@ class Trajectory(BaseModel):
 
     question: str
     entities: dict[str, str] = Field(default_factory=dict)
+    #: the registered name of the strategy that ran (``queryagent``, ``readi``, ``srp``, ...)
+    strategy: str = "queryagent"
     #: prompt profile (freebase, metaqa, wikisql, ...), tools mode (text/tools), tool set
     profile: str = ""
     mode: str = "text"
@@ -92,8 +101,8 @@ class Trajectory(BaseModel):
 
     # -- JSONL --------------------------------------------------------------------------------
     def records(self) -> Iterator[dict[str, Any]]:
-        head = self.model_dump(mode="json", include={"question", "entities", "profile", "mode",
-                                                     "tools", "model", "meta"})
+        head = self.model_dump(mode="json", include={"question", "entities", "strategy",
+                                                     "profile", "mode", "tools", "model", "meta"})
         yield {"record": "question", **head}
         for step in self.steps:
             yield {"record": "step", **step.model_dump(mode="json")}

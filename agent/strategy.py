@@ -1,0 +1,183 @@
+"""The strategy interface: one contract for every reasoning strategy over a pyql environment.
+
+A *strategy* answers one question over a KB or a database: QueryAgent (ReAct, step by step),
+Readi (a whole reasoning path, instantiated, edited when stuck), SRP (references, relation check,
+plan, judge, edit), or a third party's. Each one:
+
+- is built by a **factory** ``factory(llm, backend, config) -> Strategy`` from an LLM, a backend
+  (a :class:`pyql.kb.KB`, a :class:`pyql.db.SqlDB` or a session factory) and a
+  :class:`StrategyConfig` (the options every strategy understands, plus ``options`` for its own);
+- answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
+  :class:`Result` carries the answers, the final query, the program, the typed step records, the
+  usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.
+
+Strategies are registered by name in the entry-point group ``pyql.strategies`` (the value is the
+factory), so ``pyql eval --strategy NAME`` and ``pyql ask --strategy NAME`` run built-in and
+third-party strategies alike::
+
+    [project.entry-points."pyql.strategies"]
+    mine = "my_package.strategy:build"
+
+>>> sorted(available_strategies())[:1]
+['queryagent']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pyql.errors import PyqlError
+
+if TYPE_CHECKING:
+    from pyql.agent.accounting import Usage
+    from pyql.agent.trajectory import Step, Trajectory
+    from pyql.program import Program
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Result",
+    "Strategy",
+    "StrategyConfig",
+    "StrategyFactory",
+    "UnknownStrategyError",
+    "available_strategies",
+    "build_strategy",
+    "get_strategy",
+]
+
+#: the entry-point group strategies register under
+ENTRY_POINT_GROUP = "pyql.strategies"
+
+
+class UnknownStrategyError(PyqlError, LookupError):
+    """No strategy of that name is installed (``available`` lists the installed ones)."""
+
+    def __init__(self, name: str, available: tuple[str, ...]) -> None:
+        self.name = name
+        self.available = available
+        super().__init__(f"unknown strategy {name!r}; installed: {', '.join(available) or 'none'}")
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one question, whatever the strategy: the trajectory (serialisable, with
+    the typed steps, usage and answers) and the program the strategy ended with."""
+
+    trajectory: Trajectory
+    program: Program
+
+    @property
+    def question(self) -> str:
+        return self.trajectory.question
+
+    @property
+    def strategy(self) -> str:
+        return self.trajectory.strategy
+
+    @property
+    def answers(self) -> tuple[Any, ...]:
+        return self.trajectory.answers
+
+    @property
+    def query(self) -> str:
+        """The final SPARQL/SQL text."""
+        return self.trajectory.query
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.trajectory.steps
+
+    @property
+    def usage(self) -> Usage:
+        return self.trajectory.usage
+
+    @property
+    def finished(self) -> bool:
+        """The strategy reached its own end (QueryAgent: execute() was accepted)."""
+        return self.trajectory.finished
+
+    @property
+    def stop_reason(self) -> str:
+        return self.trajectory.stop_reason
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Answers questions over one environment (see the module docstring)."""
+
+    #: the registered name (``queryagent``, ``readi``, ``srp``, ...)
+    name: str
+
+    def run(self, question: str, entities: Mapping[str, str] | None = None,
+            **context: Any) -> Result:
+        """Answer one question. ``entities`` maps mentions to KB ids; ``context`` holds what a
+        dataset item adds (``table``, ``columns``, ``schema``, ``meta``, ``on_step``); a
+        strategy ignores context keys it does not use."""
+        ...
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """The options every strategy understands; ``options`` holds a strategy's own
+    (``pyql eval --option key=value``; e.g. Readi's ``max_edits``, SRP's ``references``).
+    ``None`` means the strategy's default."""
+
+    guidelines: bool = True
+    max_steps: int | None = None
+    mode: str = "text"
+    profile: str | None = None
+    ranker: str | None = "bm25"
+    top_k: int | None = None
+    seed: int = 0
+    table: str | None = None
+    token_counter: Any = None
+    price_table: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: builds a strategy from an LLM, a backend and a config
+StrategyFactory = Callable[[Any, Any, StrategyConfig], Strategy]
+
+
+@cache
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_strategies() -> tuple[str, ...]:
+    """The names of the installed strategies (entry-point group ``pyql.strategies``)."""
+    return tuple(sorted(_entry_points()))
+
+
+def get_strategy(name: str) -> StrategyFactory:
+    """The factory registered under ``name``; :class:`UnknownStrategyError` if none is.
+
+    A plugin whose import fails raises its ImportError (never swallowed: a broken plugin must
+    say so)."""
+    ep = _entry_points().get(name)
+    if ep is None:
+        raise UnknownStrategyError(name, available_strategies())
+    factory = ep.load()
+    if not callable(factory):
+        raise TypeError(f"strategy entry point {name!r} ({ep.value}) is not callable")
+    return factory
+
+
+def build_strategy(name: str, llm: Any, backend: Any,
+                   config: StrategyConfig | None = None) -> Strategy:
+    """``get_strategy(name)(llm, backend, config)``, checked to satisfy :class:`Strategy`."""
+    strategy = get_strategy(name)(llm, backend, config or StrategyConfig())
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"strategy {name!r} built a {type(strategy).__name__}, which has no "
+                        "run(question, entities, **context) and name")
+    return strategy
+
+
+def _clear_cache() -> None:
+    """Forget the entry points read so far (tests that install a plugin call this)."""
+    _entry_points.cache_clear()
+

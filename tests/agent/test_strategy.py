@@ -1,0 +1,78 @@
+"""The strategy interface: registry by entry point, the common Result, QueryAgent as one."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyql.agent import (
+    QueryAgent,
+    Result,
+    ScriptedLLM,
+    Strategy,
+    StrategyConfig,
+    UnknownStrategyError,
+    available_strategies,
+    build_strategy,
+    get_strategy,
+)
+from pyql.agent.trajectory import Trajectory
+from pyql.kb import OxigraphKB
+
+TRIPLE = (b"<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> "
+          b"<http://pyql.dev/metaqa/entity/William_Dieterle> .")
+
+
+@pytest.fixture()
+def kb() -> OxigraphKB:
+    kb = OxigraphKB(profile="metaqa")
+    kb.load_bytes(TRIPLE, format="ntriples")
+    return kb
+
+
+def test_queryagent_is_registered() -> None:
+    assert "queryagent" in available_strategies()
+    assert get_strategy("queryagent") == QueryAgent.from_config
+
+
+def test_unknown_strategy_names_the_installed_ones() -> None:
+    with pytest.raises(UnknownStrategyError) as info:
+        get_strategy("no-such-strategy")
+    assert info.value.name == "no-such-strategy"
+    assert "queryagent" in info.value.available
+    assert "queryagent" in str(info.value)
+
+
+def test_built_queryagent_satisfies_the_contract(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([
+        "Thought 1 : find the director.\nAction 1 : add_fact(Kismet, directed_by, ?d)",
+        "Thought 2 : that is the answer.\nAction 2 : set_answer(?d)",
+        "Thought 3 : done.\nAction 3 : execute()",
+    ])
+    agent = build_strategy("queryagent", llm, kb,
+                           StrategyConfig(guidelines=False, max_steps=5, options={"top_k": 3}))
+    assert isinstance(agent, QueryAgent) and isinstance(agent, Strategy)
+    assert agent.max_steps == 5 and agent.top_k == 3 and agent.guidelines is None
+    result = agent.run("who directed [Kismet]", {"Kismet": "Kismet"}, unused_context=1)
+    assert isinstance(result, Result)
+    assert result.strategy == "queryagent"
+    assert result.answers == ("William Dieterle",)
+    assert result.finished and result.usage.llm_calls == 3
+    assert [s.kind for s in result.steps] == ["action"] * 3
+    # the strategy name and step kinds survive the JSONL round trip
+    again = Trajectory.from_records(result.trajectory.records())
+    assert again.strategy == "queryagent" and again == result.trajectory
+
+
+def test_a_factory_that_builds_no_strategy_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                      kb: OxigraphKB) -> None:
+    import pyql.agent.strategy as strategy
+
+    class EP:
+        value = "x:y"
+
+        def load(self):  # noqa: ANN202
+            return lambda llm, backend, config: object()
+
+    monkeypatch.setattr(strategy, "_entry_points", lambda: {"broken": EP()})
+    with pytest.raises(TypeError, match="broken"):
+        build_strategy("broken", None, kb)
