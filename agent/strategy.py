@@ -4,19 +4,23 @@ A *strategy* answers one question over a KB or a database: QueryAgent (ReAct, st
 Readi (a whole reasoning path, instantiated, edited when stuck), SRP (references, relation check,
 plan, judge, edit), or a third party's. Each one:
 
-- is built by a **factory** ``factory(llm, backend, config) -> Strategy`` from an LLM, a backend
-  (a :class:`pyql.kb.KB`, a :class:`pyql.db.SqlDB` or a session factory) and a
+- is a class (a :class:`StrategyType`) built by ``from_config(llm, backend, config)`` from an LLM,
+  a backend (a :class:`pyql.kb.KB`, a :class:`pyql.db.SqlDB` or a session factory) and a
   :class:`StrategyConfig` (the options every strategy understands, plus ``options`` for its own);
+- may offer LLM stand-ins for runs without a model (``--llm gold``, ``--llm noisy-gold:R``)
+  through an optional classmethod ``stand_in(spec, item, *, seed=0) -> LLM``: a strategy asks its
+  LLM different questions (QueryAgent: one action per call; Readi: a whole path, then edits), so
+  each strategy knows how to play its own gold model;
 - answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
   :class:`Result` carries the answers, the final query, the program, the typed step records, the
   usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.
 
 Strategies are registered by name in the entry-point group ``pyql.strategies`` (the value is the
-factory), so ``pyql eval --strategy NAME`` and ``pyql ask --strategy NAME`` run built-in and
+class), so ``pyql eval --strategy NAME`` and ``pyql ask --strategy NAME`` run built-in and
 third-party strategies alike::
 
     [project.entry-points."pyql.strategies"]
-    mine = "my_package.strategy:build"
+    mine = "my_package.strategy:MyStrategy"
 
 >>> sorted(available_strategies())[:1]
 ['queryagent']
@@ -24,7 +28,7 @@ third-party strategies alike::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -42,7 +46,7 @@ __all__ = [
     "Result",
     "Strategy",
     "StrategyConfig",
-    "StrategyFactory",
+    "StrategyType",
     "UnknownStrategyError",
     "available_strategies",
     "build_strategy",
@@ -139,8 +143,15 @@ class StrategyConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-#: builds a strategy from an LLM, a backend and a config
-StrategyFactory = Callable[[Any, Any, StrategyConfig], Strategy]
+@runtime_checkable
+class StrategyType(Protocol):
+    """What the ``pyql.strategies`` entry point names: a strategy class with its factory."""
+
+    name: str
+
+    def from_config(self, llm: Any, backend: Any, config: StrategyConfig) -> Strategy:
+        """Build the strategy (a classmethod on the class)."""
+        ...
 
 
 @cache
@@ -153,24 +164,26 @@ def available_strategies() -> tuple[str, ...]:
     return tuple(sorted(_entry_points()))
 
 
-def get_strategy(name: str) -> StrategyFactory:
-    """The factory registered under ``name``; :class:`UnknownStrategyError` if none is.
+def get_strategy(name: str) -> StrategyType:
+    """The strategy class registered under ``name``; :class:`UnknownStrategyError` if none is.
 
     A plugin whose import fails raises its ImportError (never swallowed: a broken plugin must
     say so)."""
     ep = _entry_points().get(name)
     if ep is None:
         raise UnknownStrategyError(name, available_strategies())
-    factory = ep.load()
-    if not callable(factory):
-        raise TypeError(f"strategy entry point {name!r} ({ep.value}) is not callable")
-    return factory
+    kind = ep.load()
+    if not callable(getattr(kind, "from_config", None)):
+        raise TypeError(f"strategy entry point {name!r} ({ep.value}) has no from_config(llm, "
+                        "backend, config)")
+    return kind
 
 
 def build_strategy(name: str, llm: Any, backend: Any,
                    config: StrategyConfig | None = None) -> Strategy:
-    """``get_strategy(name)(llm, backend, config)``, checked to satisfy :class:`Strategy`."""
-    strategy = get_strategy(name)(llm, backend, config or StrategyConfig())
+    """``get_strategy(name).from_config(llm, backend, config)``, checked to satisfy
+    :class:`Strategy`."""
+    strategy = get_strategy(name).from_config(llm, backend, config or StrategyConfig())
     if not isinstance(strategy, Strategy):
         raise TypeError(f"strategy {name!r} built a {type(strategy).__name__}, which has no "
                         "run(question, entities, **context) and name")

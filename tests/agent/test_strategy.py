@@ -31,7 +31,7 @@ def kb() -> OxigraphKB:
 
 def test_queryagent_is_registered() -> None:
     assert "queryagent" in available_strategies()
-    assert get_strategy("queryagent") == QueryAgent.from_config
+    assert get_strategy("queryagent") is QueryAgent
 
 
 def test_unknown_strategy_names_the_installed_ones() -> None:
@@ -71,8 +71,24 @@ def test_a_factory_that_builds_no_strategy_is_refused(monkeypatch: pytest.Monkey
         value = "x:y"
 
         def load(self):  # noqa: ANN202
-            return lambda llm, backend, config: object()
+            return Broken
 
-    monkeypatch.setattr(strategy, "_entry_points", lambda: {"broken": EP()})
+    class Broken:
+        name = "broken"
+
+        @classmethod
+        def from_config(cls, llm, backend, config):  # noqa: ANN001, ANN206
+            return object()
+
+    monkeypatch.setattr(strategy, "_entry_points", lambda: {"broken": EP(), "nothing": EP2()})
     with pytest.raises(TypeError, match="broken"):
         build_strategy("broken", None, kb)
+    with pytest.raises(TypeError, match="from_config"):
+        build_strategy("nothing", None, kb)
+
+
+class EP2:
+    value = "x:z"
+
+    def load(self):  # noqa: ANN202
+        return object()
