@@ -94,6 +94,9 @@ class PromptProfile:
     param_notes: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     context: str = ""
+    #: a prompt file shown verbatim as the whole system message (text mode), instead of
+    #: task + tool document + format + example: the original papers' prompts (``paper-*``)
+    verbatim: str = ""
 
     @property
     def toolset(self) -> Toolset:
@@ -120,7 +123,9 @@ def prompt_profiles() -> list[str]:
 
 @cache
 def get_prompt_profile(name: str) -> PromptProfile:
-    """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``, ``spider``)."""
+    """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``, ``spider``,
+    and the original papers' prompts ``paper-grailqa``, ``paper-graphq``, ``paper-webqsp``,
+    ``paper-metaqa``, ``paper-wikisql``, shown verbatim)."""
     try:
         spec = _profiles_json()[name]
     except KeyError:
@@ -136,6 +141,7 @@ def get_prompt_profile(name: str) -> PromptProfile:
         param_notes=dict(spec.get("param_notes", {})),
         description=spec.get("description", ""),
         context=spec.get("context", ""),
+        verbatim=_read(spec["verbatim"]).strip() if spec.get("verbatim") else "",
     )
     profile.signatures  # noqa: B018 - validate the function names now
     return profile
@@ -213,6 +219,11 @@ def system_prompt(profile: PromptProfile, mode: str = "text") -> str:
     """
     if mode not in ("text", "tools"):
         raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
+    if profile.verbatim:
+        if mode != "text":
+            raise ValueError(f"the {profile.name!r} prompt is an original paper prompt, shown "
+                             "verbatim; it has no tools mode (use mode='text')")
+        return profile.verbatim + "\n"
     if mode == "text":
         parts = [profile.task, tools_doc(profile.signatures, profile), _read("format_text.md")]
     else:  # the functions are documented by the tool schemas

@@ -1,0 +1,189 @@
+"""Presets: named bundles of loop settings, so a run can reproduce a paper's exact setting.
+
+``default`` is pyql's own setting (what ``QueryAgent`` does without a preset). ``paper`` is the
+setting of the original QueryAgent code (GitHub ``cdhx/QueryAgent``, commit ``5364b3e``), per
+dataset; each value names the file and line of the original it comes from (:attr:`Preset.sources`,
+and ``docs/paper_preset.md`` puts them side by side with ours).
+
+A preset only *chooses* settings that exist on their own: the loop's ``max_steps``, how the
+history is shown to the model (:attr:`Preset.history`), the prompt-size budget past which a
+question is given up, what happens when the loop ends without ``execute()``, the argmax/argmin
+semantics of the Session, the relation ranker, the prompt profile and the Session's
+``paper`` semantics (topic-entity exclusion, administrative-relation filtering). Any of them can
+still be overridden one by one.
+
+>>> p = get_preset("paper", "graphq")
+>>> (p.max_steps, p.history, p.context_budget, p.extremum_mode, p.prompt)
+(8, 'paper', 4090, 'limit', 'paper-graphq')
+>>> get_preset("paper", "metaqa-3hop").max_steps
+7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pyql.errors import PyqlError
+
+__all__ = [
+    "ANSWER_CHOICE_PROMPT",
+    "FORGOTTEN_OBSERVATION",
+    "PRESETS",
+    "Preset",
+    "PresetError",
+    "dataset_family",
+    "get_preset",
+]
+
+#: the original code, as cited in :attr:`Preset.sources`
+ORIGINAL = "cdhx/QueryAgent@5364b3e"
+
+#: what the original shows instead of an observation older than two steps
+#: (ag_utils.py:316 ``get_dynamic_history``)
+FORGOTTEN_OBSERVATION = "It's not important. Focus on recent observations."
+
+#: the original's last call when the loop ended without ``execute()`` (GRAIL.py:115, WebQSP.py:119,
+#: GRAPHQ.py:116): the model picks the answer variable from the current results
+ANSWER_CHOICE_PROMPT = (
+    "I will give you a question and some results. Your only job is to choose a variable from "
+    "the results that best matches the question and output set_answer(?variable_name). Note "
+    "that all variables start with a question mark '?'. \nHere is an example:\nQuestion : what "
+    "taylor swift album called \nResult : The value of variable ?date is ['2012-08', '2012-07', "
+    "'2012-12', '2009-01']. The value of variable ?album is [' Red', ' Speak Now', ' Fearless']"
+    "\nOutput : set_answer(?album)\nQuestion : {question}\nResult : {result}\nOutput : "
+)
+
+History = Literal["full", "paper"]
+OnStop = Literal["execute_current", "choose_answer", "execute"]
+
+
+class PresetError(PyqlError, LookupError):
+    """An unknown preset, or a preset that has no setting for the dataset."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One dataset's loop settings (see the module docstring)."""
+
+    name: str
+    dataset: str
+    max_steps: int
+    #: ``full``: every observation stays in the prompt; ``paper``: observations older than two
+    #: steps become :data:`FORGOTTEN_OBSERVATION`, and the one two steps back too when it is an
+    #: error longer than 250 characters (ag_utils.py:297-327)
+    history: History = "full"
+    #: give the question up when the prompt exceeds this many tokens (None: only the model's
+    #: context window ends the loop)
+    context_budget: int | None = None
+    #: when the loop ends without an accepted ``execute()``: ``execute_current`` runs the current
+    #: query if it has an answer (pyql's default); ``choose_answer`` asks the model which
+    #: variable is the answer (:data:`ANSWER_CHOICE_PROMPT`) and executes with it (the
+    #: original on Freebase); ``execute`` executes the current query as it is (the original on
+    #: MetaQA and WikiSQL)
+    on_stop: OnStop = "execute_current"
+    #: ``ties`` (argmax keeps every tied row) or ``limit`` (``ORDER BY ... LIMIT 1``, the original)
+    extremum_mode: Literal["ties", "limit"] = "ties"
+    #: relation ranker: bm25 | openai | minilm | hybrid
+    ranker: str = "bm25"
+    #: prompt profile name (:func:`pyql.agent.prompting.get_prompt_profile`)
+    prompt: str | None = None
+    temperature: float = 0.0
+    #: the Session's semantics of the original environment (documented in docs/paper_preset.md):
+    #: ``exclude_topic`` (a linked topic entity is never an answer), ``relation_filter`` (the
+    #: administrative relations the original hides from get_relation: a profile-level list name)
+    exclude_topic: bool = False
+    relation_filter: str | None = None
+    #: setting -> "file:line" of the original it reproduces
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+def dataset_family(dataset: str) -> str:
+    """``metaqa-3hop`` -> ``metaqa``; ``webqsp-predicted`` -> ``webqsp``; others as they are."""
+    name = dataset.lower()
+    for family in ("metaqa", "webqsp", "grailqa", "graphq", "wikisql", "spider", "cwq"):
+        if name.startswith(family):
+            return family
+    return name
+
+
+def _paper(dataset: str, **values: object) -> Preset:
+    return Preset(name="paper", dataset=dataset, **values)  # type: ignore[arg-type]
+
+
+_FREEBASE_SOURCES = {
+    "history": "ag_src/agent_utils/ag_utils.py:297-327",
+    "temperature": "ag_src/agent_utils/ag_utils.py:141",
+    "extremum_mode": "ag_src/grail_src/sparql_generator.py:107-123",
+    "ranker": "ag_src/agent_utils/config.py:29 (openai_embedding: True)",
+}
+
+#: the original's settings per dataset family
+PRESETS: dict[str, dict[str, Preset]] = {
+    "default": {},
+    "paper": {
+        "grailqa": _paper(
+            "grailqa", max_steps=7, history="paper", context_budget=4090,
+            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
+            prompt="paper-grailqa", relation_filter="grailqa",
+            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/grail_src/GRAIL.py:41",
+                     "context_budget": "ag_src/grail_src/GRAIL.py:47",
+                     "on_stop": "ag_src/grail_src/GRAIL.py:112-126",
+                     "prompt": "ag_src/agent_utils/prompt_list.py:11-111",
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:176-178"}),
+        "graphq": _paper(
+            "graphq", max_steps=8, history="paper", context_budget=4090,
+            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
+            prompt="paper-graphq", relation_filter="webqsp",
+            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/graphq_src/GRAPHQ.py:38",
+                     "context_budget": "ag_src/graphq_src/GRAPHQ.py:43",
+                     "on_stop": "ag_src/graphq_src/GRAPHQ.py:113-127",
+                     "prompt": "ag_src/agent_utils/prompt_list.py:113-187",
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:179-183"}),
+        "webqsp": _paper(
+            "webqsp", max_steps=7, history="paper", context_budget=4090,
+            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
+            prompt="paper-webqsp", relation_filter="webqsp",
+            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/webqsp_src/WebQSP.py:40",
+                     "context_budget": "ag_src/webqsp_src/WebQSP.py:46",
+                     "on_stop": "ag_src/webqsp_src/WebQSP.py:116-130",
+                     "prompt": "ag_src/agent_utils/prompt_list.py:190-248",
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:170-175"}),
+        "metaqa": _paper(
+            "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
+            prompt="paper-metaqa", exclude_topic=True,
+            sources={"max_steps": "ag_src/meta_src/META.py:59",
+                     "history": "ag_src/agent_utils/ag_utils.py:297-327",
+                     "on_stop": "ag_src/meta_src/META.py:109",
+                     "exclude_topic": "ag_src/meta_src/wikienv_meta.py:129",
+                     "temperature": "ag_src/agent_utils/ag_utils.py:141",
+                     "prompt": "ag_src/agent_utils/prompt_list.py:250-328"}),
+        "wikisql": _paper(
+            "wikisql", max_steps=9, history="paper", context_budget=4090, on_stop="execute",
+            ranker="openai", prompt="paper-wikisql",
+            sources={"max_steps": "ag_src/wikisql_src/WIKISQL.py:37",
+                     "context_budget": "ag_src/wikisql_src/WIKISQL.py:43",
+                     "history": "ag_src/agent_utils/ag_utils.py:297-327",
+                     "on_stop": "ag_src/wikisql_src/WIKISQL.py:100",
+                     "temperature": "ag_src/agent_utils/ag_utils.py:141",
+                     "prompt": "ag_src/agent_utils/prompt_list.py:330-459"}),
+    },
+}
+
+
+def get_preset(name: str, dataset: str) -> Preset:
+    """The preset ``name`` for ``dataset`` (a dataset name such as ``metaqa-3hop`` or a family).
+
+    ``default`` gives pyql's own settings for any dataset. :class:`PresetError` names the
+    datasets a preset covers when it has no setting for this one."""
+    if name not in PRESETS:
+        raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    family = dataset_family(dataset)
+    if name == "default":
+        return Preset(name="default", dataset=family, max_steps=20)
+    table = PRESETS[name]
+    if family not in table:
+        raise PresetError(f"the {name!r} preset has no setting for {dataset!r}; it covers "
+                          f"{', '.join(sorted(table))}")
+    return table[family]
