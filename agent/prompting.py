@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyql.sql.schema import Schema
 
 __all__ = [
+    "read_prompt",
     "RETRY_WORDING",
     "STOP_SEQUENCES",
     "PromptProfile",
@@ -70,7 +71,8 @@ _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", 
                  "ten", "eleven", "twelve")
 
 
-def _read(name: str) -> str:
+def read_prompt(name: str) -> str:
+    """A prompt file shipped in ``pyql.prompts`` (package data), as text."""
     return resources.files(_PACKAGE).joinpath(name).read_text(encoding="utf-8")
 
 
@@ -113,7 +115,7 @@ class PromptProfile:
 
 @lru_cache(maxsize=1)
 def _profiles_json() -> dict[str, Any]:
-    return json.loads(_read("profiles.json"))
+    return json.loads(read_prompt("profiles.json"))
 
 
 def prompt_profiles() -> list[str]:
@@ -135,13 +137,13 @@ def get_prompt_profile(name: str) -> PromptProfile:
         name=name,
         tools=spec["tools"],
         functions=tuple(spec["functions"]),
-        task=_read(spec["task"]).strip(),
-        example=_read(spec["example"]).strip(),
+        task=read_prompt(spec["task"]).strip(),
+        example=read_prompt(spec["example"]).strip(),
         context_label=spec.get("context_label", "Entity"),
         param_notes=dict(spec.get("param_notes", {})),
         description=spec.get("description", ""),
         context=spec.get("context", ""),
-        verbatim=_read(spec["verbatim"]).strip() if spec.get("verbatim") else "",
+        verbatim=read_prompt(spec["verbatim"]).strip() if spec.get("verbatim") else "",
     )
     profile.signatures  # noqa: B018 - validate the function names now
     return profile
@@ -225,9 +227,9 @@ def system_prompt(profile: PromptProfile, mode: str = "text") -> str:
                              "verbatim; it has no tools mode (use mode='text')")
         return profile.verbatim + "\n"
     if mode == "text":
-        parts = [profile.task, tools_doc(profile.signatures, profile), _read("format_text.md")]
+        parts = [profile.task, tools_doc(profile.signatures, profile), read_prompt("format_text.md")]
     else:  # the functions are documented by the tool schemas
-        parts = [profile.task, _read("format_tools.md")]
+        parts = [profile.task, read_prompt("format_tools.md")]
     parts += ["Let's start with an example.", profile.example]
     return "\n\n".join(p.strip() for p in parts) + "\n"
 
