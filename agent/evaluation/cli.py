@@ -222,8 +222,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         )
         return evaluate(config, out, progress=progress)
     except EvalAbort as exc:
-        fail(f"the run stopped: {exc}",
-              hint="fix the cause, then pyql eval --resume RUN_DIR (finished questions are kept)")
+        fail(f"the run stopped: {exc}", hint=_resume_hint(resume_dir or out, "fix the cause, then"))
     except LLMSpecError as exc:
         fail(str(exc))
     except (PyqlError, OSError) as exc:
@@ -231,7 +230,15 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         fail(f"{where}{exc}")
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
-              hint="pyql eval --resume RUN_DIR runs the rest")
+             hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _resume_hint(run_dir: Path | None, lead: str) -> str:
+    """``--resume RUN_DIR`` when the run can be resumed (its config was written), else how to
+    start again: never a --resume that would fail."""
+    if run_dir is not None and (run_dir / "config.json").is_file():
+        return f"{lead} pyql eval --resume {run_dir} (finished questions are kept)"
+    return "nothing was run yet: fix the cause and start the run again"
 
 
 def _absolute(spec: str | None) -> str | None:

@@ -94,7 +94,8 @@ def run_command(
                               extremum_mode=extremum)
             location, language, profile_name = kb, "sparql", backend.profile.name
         if as_json:
-            with _progress(len(prog)) as advance:
+            added = 0 if any(call.name == "execute" for call in prog) else 1
+            with _progress(len(prog) + added) as advance:
                 steps = run_calls(session, prog, keep_going, advance)
         else:
             out = stdout()
