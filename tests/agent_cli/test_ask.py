@@ -73,6 +73,29 @@ def test_text_mode_end_to_end(fake_openai, tmp_path):
     assert "tools" not in fake_openai.chat_requests[0].body
 
 
+def test_the_final_query_is_printed_whole(fake_openai):
+    """Issue 15 item 4: the query is not cut at the terminal width (80 columns here)."""
+    title = "a title long enough that the filter line passes eighty columns of a terminal"
+    script = (
+        Text("Thought 1: films he directed.\n"
+             "Action 1: add_fact(?film, ex:directed_by, Christopher Nolan)"),
+        Text(f'Thought 2: drop one.\nAction 2: add_filter(?film, !=, "{title}")'),
+        Text("Thought 3: answer.\nAction 3: set_answer(?film)"),
+        Text("Thought 4: done.\nAction 4: execute()"),
+    )
+    fake_openai.push(*script)
+    result = ask(QUESTION, "--kb", str(movies_path()), "--json", env=env_for(fake_openai))
+    query = json.loads(result.stdout)["query"]
+    fake_openai.push(*script)
+    result = ask(QUESTION, "--kb", str(movies_path()), env=env_for(fake_openai))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("SPARQL ─"))
+    block = lines[start + 1:start + 1 + len(query.splitlines())]
+    assert block == query.splitlines()
+    assert any(title in line and len(line) > 80 for line in block)
+
+
 def test_tools_mode_end_to_end(fake_openai):
     fake_openai.push(
         ToolCalls([("get_relation", {"node": "Christopher Nolan"})]),

@@ -95,6 +95,20 @@ def test_a_stopped_run_says_how_to_resume(tmp_path: Path, mini_metaqa: Path) -> 
     assert "the run stopped" in error and "no API key" in error
 
 
+@pytest.mark.parametrize(("llm", "message"), [
+    ("noisy-gold:7", "between 0 and 1, not 7.0"), ("noisy-gold:lots", "needs a number")])
+def test_a_bad_llm_spec_fails_before_the_run_directory_is_made(
+        tmp_path: Path, mini_metaqa: Path, llm: str, message: str) -> None:
+    """Issue 15 item 6: a bad noisy-gold rate left an empty run directory and a hint to
+    --resume it, which failed."""
+    out = tmp_path / "r"
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", llm,
+                    "--limit", "1", "--out", str(out), "--no-progress")
+    assert message in one_line_error(result)
+    assert "--resume" not in result.stderr
+    assert not out.exists()
+
+
 def test_webqsp_without_kb(tmp_path: Path) -> None:
     require_data("freebase_questions", "WebQSP_test_processed.json.gz")
     error = one_line_error(invoke("--dataset", "webqsp", "--llm", "gold", "--out",

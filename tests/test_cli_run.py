@@ -1,0 +1,231 @@
+"""``pyql run`` under the conditions of issue 15 (items 4 and 6): queries printed whole when
+piped, long programs streaming their steps (a progress bar on a terminal with --json), and
+MetaQA's kb.txt opened the way ``pyql ask`` opens it.
+
+The streaming tests run the real CLI in a subprocess against a local SPARQL endpoint (answered
+by pyoxigraph over the demo KB) that holds back every query of the program's second call until
+the test has read the first call's output: without streaming, the output never comes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import queue
+import re
+import select
+import subprocess
+import sys
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+from typer.testing import CliRunner
+
+import pyql.demo as demo
+from pyql.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO.parent / "shared" / "data"
+runner = CliRunner()
+
+MOVIES = "http://example.org/movies/"
+#: a relation IRI outside any declared prefix: the SPARQL line that holds it passes 80 columns
+LONG = "http://example.org/unprefixed/" + "a_relation_name_long_enough_to_pass_the_terminal_width"
+PROGRAM = (f"add_fact(?film, ex:directed_by, ex:Christopher_Nolan)\nadd_fact(?film, <{LONG}>, ?y)\n"
+           "set_answer(?film)")
+
+
+def query_block(stdout: str) -> str:
+    """The text between the ``SPARQL ───`` rule and the closing rule."""
+    match = re.search(r"^SPARQL ─+\n(.*?)\n─+$", stdout, re.S | re.M)
+    assert match, stdout
+    return match.group(1)
+
+
+def check_whole(stdout: str, sparql: str) -> None:
+    block = query_block(stdout)
+    assert block == sparql.strip()
+    assert any(len(line) > 80 and LONG in line for line in block.splitlines())
+    ox.Store().query(block)  # the copied query parses
+
+
+# -- item 4: queries printed whole ----------------------------------------------------------
+
+
+def test_run_prints_the_final_query_whole_at_80_columns():
+    args = ["run", "--kb", str(demo.movies_path()), PROGRAM]
+    sparql = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["sparql"]
+    result = runner.invoke(app, args)  # not a terminal: rich's width is 80
+    assert result.exit_code == 0, result.output
+    check_whole(result.stdout, sparql)
+
+
+def test_run_prints_the_final_query_whole_into_a_pipe():
+    args = [sys.executable, "-m", "pyql", "run", "--kb", str(demo.movies_path()), PROGRAM]
+    env = {**os.environ, "COLUMNS": "40"}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    as_json = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120)
+    check_whole(done.stdout, json.loads(as_json.stdout)["sparql"])
+
+
+# -- item 4: long work streams --------------------------------------------------------------
+
+
+class GatedEndpoint:
+    """A SPARQL endpoint over the demo KB that holds queries containing ``gate`` until
+    :meth:`open`."""
+
+    def __init__(self, gate: str) -> None:
+        self.store = ox.Store()
+        self.store.load(path=str(demo.movies_path()), format=ox.RdfFormat.TURTLE)
+        self.gate = gate
+        self.opened = threading.Event()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                endpoint.answer(self, urllib.parse.urlsplit(self.path).query)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                endpoint.answer(self, self.rfile.read(length).decode())
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, handler: BaseHTTPRequestHandler, form: str) -> None:
+        query = urllib.parse.parse_qs(form)["query"][0]
+        if self.gate in query:
+            self.opened.wait(120)
+        body = self.store.query(query).serialize(format=ox.QueryResultsFormat.JSON)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/sparql-results+json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def open(self) -> None:
+        self.opened.set()
+
+    def close(self) -> None:
+        self.opened.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def endpoint() -> Iterator[GatedEndpoint]:
+    gated = GatedEndpoint(gate="release_year")
+    yield gated
+    gated.close()
+
+
+STREAMED = (
+    "add_fact(?film, ex:directed_by, ex:Christopher_Nolan)\n"
+    "add_fact(?film, ex:release_year, ?year)\n"
+    "set_answer(?film)"
+)
+
+
+def pyql_run(url: str, *extra: str, **popen: object) -> subprocess.Popen:
+    args = [sys.executable, "-m", "pyql", "run", "--kb", url, "--prefix", f"ex={MOVIES}",
+            *extra, STREAMED]
+    return subprocess.Popen(args, text=True, **popen)  # type: ignore[call-overload]
+
+
+def lines_of(stream) -> queue.Queue:
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def test_run_streams_each_step_as_it_runs(endpoint: GatedEndpoint):
+    proc = pyql_run(endpoint.url, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = lines_of(proc.stdout)
+        seen = []
+        # call 2 is held by the endpoint: call 1 must be on stdout already
+        while not any("The value of variable ?film" in line for line in seen):
+            try:
+                line = lines.get(timeout=60)
+            except queue.Empty:
+                pytest.fail(f"no step printed while call 2 was running; got {seen!r}")
+            assert line is not None, f"pyql run ended early: {seen!r} {proc.stderr.read()}"
+            seen.append(line)
+        assert seen[0].strip() == "1  add_fact(?film, ex:directed_by, ex:Christopher_Nolan)"
+        assert proc.poll() is None  # still waiting on call 2
+        endpoint.open()
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    finally:
+        endpoint.open()
+        proc.kill()
+        proc.wait()
+
+
+def test_run_json_shows_progress_on_a_terminal(endpoint: GatedEndpoint):
+    """With --json stdout is the JSON alone; a terminal on stderr gets a progress bar."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    proc = pyql_run(endpoint.url, "--json", stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    try:
+        shown = b""
+        while b"calls" not in shown or b"1/4" not in shown:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                pytest.fail(f"no progress on the terminal while call 2 was running: {shown!r}")
+            shown += os.read(master, 4096)
+        endpoint.open()
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        data = json.loads(out)
+        assert data["ok"] and [s["step"] for s in data["steps"]] == [1, 2, 3, 4]
+    finally:
+        endpoint.open()
+        proc.kill()
+        proc.wait()
+        os.close(master)
+
+
+# -- item 6: one KB opener ------------------------------------------------------------------
+
+needs_metaqa = pytest.mark.skipif(not (DATA / "metaqa" / "kb.txt").is_file(),
+                                  reason="MetaQA data not available")
+
+
+@needs_metaqa
+@pytest.mark.parametrize("profile", [[], ["--profile", "metaqa"]], ids=["default", "metaqa"])
+def test_run_opens_metaqa_kb_txt_like_ask(profile):
+    kb = str(DATA / "metaqa" / "kb.txt")
+    result = runner.invoke(app, ["run", "--kb", kb, *profile, "-e", "Kismet=Kismet", "--json",
+                                 "add_fact(Kismet, directed_by, ?d)\nset_answer(?d)"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["profile"] == "metaqa"
+    assert data["answers"]
+
+
+def test_a_txt_kb_with_another_profile_is_a_usage_error(tmp_path):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Kismet|directed_by|William Dieterle\n")
+    result = runner.invoke(app, ["run", "--kb", str(kb), "-p", "freebase", "execute()"])
+    assert result.exit_code == 2
+    assert "MetaQA's kb.txt" in result.output
