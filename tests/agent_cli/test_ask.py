@@ -96,6 +96,59 @@ def test_the_final_query_is_printed_whole(fake_openai):
     assert any(title in line and len(line) > 80 for line in block)
 
 
+TERSE = '''
+from pyql.agent.query_agent import QueryAgent
+
+
+class Terse(QueryAgent):
+    """The QueryAgent under another name (a third-party strategy)."""
+
+    name = "terse"
+'''
+
+
+@pytest.fixture()
+def terse_strategy(tmp_path, monkeypatch):
+    """A strategy installed as a distribution with a ``pyql.strategies`` entry point."""
+    from pyql.agent import strategy
+
+    site = tmp_path / "site"
+    info = site / "pyql_terse-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pyql_terse\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pyql.strategies]\nterse = pyql_terse:Terse\n")
+    (site / "pyql_terse.py").write_text(TERSE)
+    monkeypatch.syspath_prepend(str(site))
+    strategy._clear_cache()
+    yield "terse"
+    strategy._clear_cache()
+
+
+def test_ask_runs_a_third_party_strategy(fake_openai, terse_strategy):
+    fake_openai.push(*TEXT_SCRIPT)
+    result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", terse_strategy,
+                 "--option", "max_observation_chars=500", "--json", env=env_for(fake_openai))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    data = json.loads(result.stdout)
+    assert data["strategy"] == "terse"
+    assert sorted(data["answers"]) == NOLAN_FILMS
+
+
+def test_an_unknown_strategy_is_one_line_before_any_llm_call(fake_openai):
+    result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", "nope",
+                 env=env_for(fake_openai))
+    line = assert_one_line_error(result)
+    assert "unknown strategy 'nope'" in line and "queryagent" in line
+    assert fake_openai.chat_requests == []
+    bad = ask(QUESTION, "--kb", str(movies_path()), "--option", "novalue",
+              env=env_for(fake_openai))
+    assert bad.exit_code == 2
+    unknown = ask(QUESTION, "--kb", str(movies_path()), "--option", "frobnicate=1",
+                  env=env_for(fake_openai))
+    assert "does not take --option frobnicate" in assert_one_line_error(unknown)
+    assert fake_openai.chat_requests == []
+
+
 def test_tools_mode_end_to_end(fake_openai):
     fake_openai.push(
         ToolCalls([("get_relation", {"node": "Christopher Nolan"})]),
