@@ -229,3 +229,13 @@ def test_a_txt_kb_with_another_profile_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["run", "--kb", str(kb), "-p", "freebase", "execute()"])
     assert result.exit_code == 2
     assert "MetaQA's kb.txt" in result.output
+
+
+def test_a_txt_kb_that_is_not_metaqa_is_one_error_line(tmp_path):
+    kb = tmp_path / "triples.txt"
+    kb.write_text("<http://e/a> <http://e/b> <http://e/c> .\n")
+    result = runner.invoke(app, ["run", "--kb", str(kb), "execute()"])
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"error: cannot load {kb} as MetaQA's kb.txt: ")
+    assert lines[1].startswith("hint: ") and ".nt" in lines[1]

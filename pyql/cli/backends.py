@@ -83,7 +83,9 @@ def _open_metaqa(path: Path, profile: str | None, prefixes: Mapping[str, str]) -
     try:
         kb = load_kb(path)
     except ValueError as exc:  # a line that is not head|relation|tail
-        raise CliError(f"cannot load {path} as MetaQA's kb.txt: {one_line(str(exc))}") from None
+        raise CliError(f"cannot load {path} as MetaQA's kb.txt: {one_line(str(exc))}",
+                       hint="a .txt KB is read as head|relation|tail lines; give RDF files "
+                       "their extension (.nt, .ttl, ...)") from None
     if prefixes:
         kb.profile = build_profile("metaqa", prefixes)
     return kb
@@ -93,8 +95,9 @@ def sql_function(name: str) -> Callable[..., Any]:
     """``pyql.sql.<name>``, or a clear error while the SQL side is not there."""
     try:
         module = importlib.import_module("pyql.sql")
-    except ImportError:
-        module = None
+    except ImportError as exc:  # said, never swallowed: a missing dependency names itself
+        raise CliError(f"SQL support cannot be loaded: {exc}",
+                       hint="drop --sql/--db to work with SPARQL") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise CliError(
@@ -108,10 +111,9 @@ def open_db(url: str, timeout: float | None = None) -> Any:
     """A read-only :class:`~pyql.db.SqlDB` on ``url``: a SQLAlchemy URL or a SQLite file."""
     try:
         from pyql.db import SqlDB
-    except ImportError:
-        raise CliError("SQL support is not installed in this build",
-                       hint="pyql.db.SqlDB is not available; use --kb to run SPARQL programs"
-                       ) from None
+    except ImportError as exc:
+        raise CliError(f"SQL support cannot be loaded: {exc}",
+                       hint="use --kb to run SPARQL programs") from None
     if "://" not in url:
         path = Path(url).expanduser()
         if not path.is_file():
