@@ -129,7 +129,7 @@ def sql_command(
     """SQL gold programs through SqlSession, compared with the dataset's own execution."""
     from pyql.datasets.sql_fidelity import spider_fidelity, wikisql_fidelity
 
-    logging.basicConfig(level=logging.WARNING)
+    _logging(False)
     console = stderr()
 
     def progress(done: int, total: int) -> None:
