@@ -153,7 +153,6 @@ def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
         )
     )
     out.print(Text("    " + obs.text, style="green" if obs.ok else "red"))
-    out.file.flush()  # a long program streams, even into a pipe
 
 
 def _answer_labels(observations: Sequence[Observation]) -> tuple[list[Any] | None, list[str]]:

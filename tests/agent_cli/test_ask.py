@@ -4,6 +4,10 @@ OpenAI-compatible server (tests/support/fake_openai.py) on the bundled movie KB.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +16,14 @@ from pyql.agent.cli import NO_LLM_MESSAGE
 from pyql.agent.trajectory import Trajectory
 from pyql.cli import app
 from pyql.demo import movies_path
-from tests.support.fake_openai import ContextTooLong, FakeOpenAI, RateLimit, Text, ToolCalls
+from tests.support.fake_openai import (
+    ContextTooLong,
+    FakeOpenAI,
+    RateLimit,
+    Slow,
+    Text,
+    ToolCalls,
+)
 
 runner = CliRunner()
 
@@ -94,6 +105,22 @@ def test_the_final_query_is_printed_whole(fake_openai):
     block = lines[start + 1:start + 1 + len(query.splitlines())]
     assert block == query.splitlines()
     assert any(title in line and len(line) > 80 for line in block)
+
+
+def test_steps_stream_into_a_pipe(fake_openai):
+    """Each step reaches a pipe when it happens, not when the question is done."""
+    fake_openai.push(TEXT_SCRIPT[0], Slow(3.0, then=TEXT_SCRIPT[1]), *TEXT_SCRIPT[2:])
+    env = {**os.environ, **env_for(fake_openai)}
+    proc = subprocess.Popen([sys.executable, "-m", "pyql", "ask", QUESTION, "--kb",
+                             str(movies_path())], stdout=subprocess.PIPE, text=True, env=env)
+    arrived: dict[str, float] = {}
+    for line in proc.stdout:  # type: ignore[union-attr]
+        for mark in ("Step 1", "Step 2"):
+            if line.startswith(mark):
+                arrived.setdefault(mark, time.monotonic())
+    assert proc.wait(timeout=120) == 0
+    # step 2 waited 3 s for its reply: step 1 was on the pipe before that
+    assert arrived["Step 2"] - arrived["Step 1"] > 2.0
 
 
 TERSE = '''
