@@ -223,6 +223,20 @@ def test_run_opens_metaqa_kb_txt_like_ask(profile):
     assert data["answers"]
 
 
+def test_the_one_opener_reads_metaqa_kb_txt(tmp_path):
+    """pyql.kb.open_kb, which every command's --kb goes through, reads MetaQA's kb.txt."""
+    from pyql.errors import ProfileError
+    from pyql.kb import open_kb
+
+    kb_txt = tmp_path / "kb.txt"
+    kb_txt.write_text("Kismet|directed_by|William Dieterle\nKismet|release_year|1944\n")
+    kb = open_kb(str(kb_txt))
+    assert kb.profile.name == "metaqa" and len(kb) > 0  # type: ignore[arg-type]
+    assert open_kb(str(kb_txt), profile="metaqa").profile.name == "metaqa"
+    with pytest.raises(ProfileError, match="MetaQA's kb.txt"):
+        open_kb(str(kb_txt), profile="generic")
+
+
 def test_a_txt_kb_with_another_profile_is_a_usage_error(tmp_path):
     kb = tmp_path / "kb.txt"
     kb.write_text("Kismet|directed_by|William Dieterle\n")
