@@ -1,4 +1,4 @@
-"""``pyql ask``: the QueryAgent on one question, from the command line.
+"""``pyql ask``: a reasoning strategy (the QueryAgent by default) on one question.
 
 ::
 
@@ -6,6 +6,7 @@
     pyql ask "who directed [Kismet]" --kb ../shared/data/metaqa/kb.txt      # MetaQA kb.txt
     pyql ask "what nationality is Terrence Ross" --db players.db --table players
     pyql ask "..." --kb http://localhost:8890/sparql --profile freebase --entity 'Hugo=m.0x'
+    pyql ask "..." --kb movies.ttl --strategy NAME --option key=value     # another strategy
 
 Without ``--entity``, the question's entities are linked from the KB's labels
 (:mod:`pyql.agent.linking`) and shown; SQL needs no linking. Each step (thought, action,
@@ -24,6 +25,7 @@ KB/DB, entity table, errors and output come from the shared :mod:`pyql.cli` help
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -58,11 +60,12 @@ from pyql.cli.options import PROFILE_HELP
 if TYPE_CHECKING:
     from pyql.agent.errors import LLMError
     from pyql.agent.linking import Linking
-    from pyql.agent.query_agent import Result
+    from pyql.agent.strategy import Result
     from pyql.agent.trajectory import Step
     from pyql.kb.base import KB
 
-__all__ = ["register", "ask_command", "NO_LLM_MESSAGE", "ENDPOINT_LABEL_LIMIT"]
+__all__ = ["register", "ask_command", "strategy_options", "NO_LLM_MESSAGE",
+           "ENDPOINT_LABEL_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +181,23 @@ def ask_command(
             help="Keep the entity label index in FILE (built on first use).",
         ),
     ] = None,
+    strategy: Annotated[
+        str, typer.Option("--strategy", metavar="NAME",
+                          help="The reasoning strategy: queryagent, or any installed in the "
+                          "pyql.strategies entry-point group.")
+    ] = "queryagent",
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", metavar="KEY=VALUE",
+                     help="A strategy's own option (repeatable); VALUE is read as JSON when it "
+                     "parses (3, true, [1,2]), else as text."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
 ) -> None:
-    """Answer a question with the QueryAgent, showing each step as it happens.
+    """Answer a question with a reasoning strategy (the QueryAgent by default), showing each
+    step as it happens.
 
     Entities come from --entity, else from the KB's labels (bracketed mentions such as
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
@@ -197,8 +212,12 @@ def ask_command(
     if not _llm_configured(model, base_url, api_key):
         stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
         raise typer.Exit(2)
+    options = strategy_options(option)
     out = None if as_json else stdout()
     with warnings_shown(), reported(), _llm_errors(base_url):
+        from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
+
+        get_strategy(strategy)  # an unknown name fails before anything is opened
         llm = _make_llm(model, base_url, api_key)  # first: a missing key fails fast
         given = entity_table(entity, entities_file)
         linking: Linking | None = None
@@ -219,18 +238,20 @@ def ask_command(
         if out is not None:
             _show_header(out, question, entities, linking, given, table if db else None,
                          llm.model, mode, not no_guidelines)
-        from pyql.agent.query_agent import QueryAgent
-
-        agent = QueryAgent(
-            llm, backend, guidelines=None if no_guidelines else True, max_steps=max_steps,
-            mode=mode,  # type: ignore[arg-type]
-            table=table,
-            on_step=partial(_show_step, out) if out is not None else None,
-        )
+        config = StrategyConfig(guidelines=not no_guidelines, max_steps=max_steps, mode=mode,
+                                table=table, options=options)
+        try:
+            agent = build_strategy(strategy, llm, backend, config)
+        except (TypeError, ValueError) as exc:
+            if not options:
+                raise
+            raise CliError(f"the {strategy} strategy does not take --option "
+                           f"{', '.join(options)}: {exc}") from None
         meta: dict[str, Any] = {"source": location}
         if linking is not None:
             meta["linking"] = [m.model_dump(mode="json") for m in linking.mentions]
-        result = agent.run(question, entities, table=table, meta=meta)
+        result = agent.run(question, entities, table=table, meta=meta,
+                           on_step=partial(_show_step, out) if out is not None else None)
         if result.stop_reason == "context_length" and not result.steps:
             raise CliError(
                 f"the prompt does not fit the context window of {llm.model}: "
@@ -246,6 +267,18 @@ def ask_command(
 
 
 # -- setup ------------------------------------------------------------------------------------
+
+
+def strategy_options(values: list[str] | None) -> dict[str, Any]:
+    """``--option KEY=VALUE`` as a dict; a VALUE that parses as JSON is that value (``3``,
+    ``true``, ``[1, 2]``), else the text. A malformed option is a usage error."""
+    options: dict[str, Any] = {}
+    for key, value in pairs(values, "--option", "KEY=VALUE").items():
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
 def _llm_configured(model: str | None, base_url: str | None, api_key: str | None) -> bool:
@@ -418,6 +451,7 @@ def _as_json(result: Result, linking: Linking | None, entities: dict[str, str], 
         "entities": entities,
         "linking": ([m.model_dump(mode="json") for m in linking.mentions]
                     if linking is not None else None),
+        "strategy": result.strategy,
         "model": trajectory.model,
         "mode": trajectory.mode,
         "guidelines": guidelines,

@@ -15,8 +15,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pyql.agent.accounting import TokenCounter, get_encoding
-from pyql.agent.prompting import get_prompt_profile, system_prompt, tool_schemas
 from pyql.cli import group, print_json, reported
 from pyql.cli.standalone import run_standalone
 
@@ -29,6 +27,10 @@ _DATASET = {"freebase": "GrailQA", "metaqa": "MetaQA", "wikisql": "WikiSQL"}
 
 def prompt_stats(directory: str | None = None, encoding: str = "cl100k_base") -> list[dict[str, Any]]:
     """One row per (profile, mode): system tokens, tool-schema tokens, total, original, ratio."""
+    # here, not at the top: `pyql --help` imports this module to list `pyql prompts`
+    from pyql.agent.accounting import TokenCounter, get_encoding
+    from pyql.agent.prompting import get_prompt_profile, system_prompt, tool_schemas
+
     counter = TokenCounter(get_encoding(encoding, directory))
     rows = []
     for name, original in ORIGINAL_TOKENS.items():

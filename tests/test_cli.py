@@ -350,6 +350,14 @@ def test_compile_sql_when_sql_support_is_missing(monkeypatch):
     assert "SQL support is not installed" in assert_one_line_error(result, hint=True)
 
 
+def test_compile_sql_when_sql_support_fails_to_import(monkeypatch):
+    """A broken import is said with its reason, not taken for a missing feature."""
+    monkeypatch.setitem(sys.modules, "pyql.sql", None)
+    result = invoke("compile", "--sql", "--table", "t", "set_answer(Player)")
+    line = assert_one_line_error(result, hint=True)
+    assert "SQL support cannot be loaded: " in line and "pyql.sql" in line
+
+
 def test_compile_sql_unknown_dialect_is_a_usage_error():
     result = invoke(
         "compile", "--sql", "--dialect", "nosuchsql", "--table", "t", "set_answer(Player)"

@@ -13,7 +13,7 @@ import typer
 
 from pyql.cli.errors import CliError, as_cli_error, one_line
 from pyql.cli.inputs import build_profile, declared_prefixes
-from pyql.errors import InputError
+from pyql.errors import InputError, ProfileError
 from pyql.kb.base import KB
 
 __all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
@@ -36,15 +36,14 @@ def is_metaqa_kb(location: str) -> bool:
 def open_kb(
     location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None
 ) -> KB:
-    """The KB at ``location``: an http(s) SPARQL endpoint, an Oxigraph store directory, an RDF
-    file (loaded in memory; a Turtle file's ``@prefix`` lines are declared), or MetaQA's
-    ``kb.txt`` (profile ``metaqa``).
+    """The KB at ``location`` (:func:`pyql.kb.open_kb`: an http(s) SPARQL endpoint, an Oxigraph
+    store directory, MetaQA's ``kb.txt`` or an RDF file loaded in memory), its failures as one
+    ``error:`` line.
 
     ``profile`` defaults to :data:`~pyql.cli.inputs.DEFAULT_PROFILE` (``metaqa`` for a kb.txt);
-    ``prefixes`` (``--prefix``) are added to it. The profile is ``kb.profile``.
+    a Turtle file's ``@prefix`` lines and ``prefixes`` (``--prefix``) are added to it. The
+    profile is ``kb.profile``.
     """
-    if is_metaqa_kb(location):
-        return _open_metaqa(Path(location), profile, prefixes or {})
     url = is_url(location)
     if not url and not Path(location).exists():
         raise CliError(
@@ -52,15 +51,22 @@ def open_kb(
             hint="give an RDF file (.ttl, .nt, ...), an Oxigraph store directory, MetaQA's "
             "kb.txt or an http(s) SPARQL endpoint URL",
         )
-    declared = {} if url else declared_prefixes(Path(location))
-    built = build_profile(profile, declared, prefixes or {})
+    metaqa = is_metaqa_kb(location)
+    declared = {} if url or metaqa else declared_prefixes(Path(location))
+    built = build_profile(profile or ("metaqa" if metaqa else None), declared, prefixes or {})
     from pyql.kb import open_kb as open_location
 
     try:
         kb = open_location(location, profile=built.name)
+    except ProfileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--profile") from None
     except SyntaxError as exc:  # pyoxigraph reports malformed RDF as SyntaxError
         raise CliError(f"cannot load {location}: {one_line(str(exc))}") from None
     except ValueError as exc:
+        if metaqa:  # a line that is not head|relation|tail
+            raise CliError(f"cannot load {location} as MetaQA's kb.txt: {one_line(str(exc))}",
+                           hint="a .txt KB is read as head|relation|tail lines; give RDF files "
+                           "their extension (.nt, .ttl, ...)") from None
         raise CliError(
             f"cannot open {location}: {exc}",
             hint="RDF files are read by their extension: .ttl, .nt, .nq, .trig, .n3, .rdf, "
@@ -72,29 +78,13 @@ def open_kb(
     return kb
 
 
-def _open_metaqa(path: Path, profile: str | None, prefixes: Mapping[str, str]) -> KB:
-    if profile not in (None, "metaqa"):
-        raise typer.BadParameter(
-            f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}",
-            param_hint="--profile",
-        )
-    from pyql.datasets.metaqa import load_kb
-
-    try:
-        kb = load_kb(path)
-    except ValueError as exc:  # a line that is not head|relation|tail
-        raise CliError(f"cannot load {path} as MetaQA's kb.txt: {one_line(str(exc))}") from None
-    if prefixes:
-        kb.profile = build_profile("metaqa", prefixes)
-    return kb
-
-
 def sql_function(name: str) -> Callable[..., Any]:
     """``pyql.sql.<name>``, or a clear error while the SQL side is not there."""
     try:
         module = importlib.import_module("pyql.sql")
-    except ImportError:
-        module = None
+    except ImportError as exc:  # said, never swallowed: a missing dependency names itself
+        raise CliError(f"SQL support cannot be loaded: {exc}",
+                       hint="drop --sql/--db to work with SPARQL") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise CliError(
@@ -108,10 +98,9 @@ def open_db(url: str, timeout: float | None = None) -> Any:
     """A read-only :class:`~pyql.db.SqlDB` on ``url``: a SQLAlchemy URL or a SQLite file."""
     try:
         from pyql.db import SqlDB
-    except ImportError:
-        raise CliError("SQL support is not installed in this build",
-                       hint="pyql.db.SqlDB is not available; use --kb to run SPARQL programs"
-                       ) from None
+    except ImportError as exc:
+        raise CliError(f"SQL support cannot be loaded: {exc}",
+                       hint="use --kb to run SPARQL programs") from None
     if "://" not in url:
         path = Path(url).expanduser()
         if not path.is_file():

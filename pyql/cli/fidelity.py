@@ -14,7 +14,8 @@ commands. Other packages add runners under ``pyql fidelity`` with
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -25,15 +26,16 @@ import typer
 from pyql.cli.errors import CliError, reported
 from pyql.cli.output import print_json, stderr
 from pyql.cli.plugins import group
+from pyql.cli.standalone import run_standalone
 
-__all__ = ["FIDELITY_HELP", "gold_command", "register", "sql_command"]
+__all__ = ["FIDELITY_HELP", "gold_command", "gold_main", "register", "sql_command", "sql_main"]
 
 FIDELITY_HELP = "Run a dataset's gold programs through pyql and score them (fidelity)."
 
 DataDirOpt = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="The shared data directory (default: $PYQL_DATA or "
-                 "../shared/data)."),
+    typer.Option("--data-dir", "--data", help="The shared data directory (default: $PYQL_DATA "
+                 "or ../shared/data)."),
 ]
 SplitOpt = Annotated[str, typer.Option("--split", help="The split (dev, test, ...).")]
 SampleOpt = Annotated[
@@ -127,7 +129,7 @@ def sql_command(
     """SQL gold programs through SqlSession, compared with the dataset's own execution."""
     from pyql.datasets.sql_fidelity import spider_fidelity, wikisql_fidelity
 
-    logging.basicConfig(level=logging.WARNING)
+    _logging(False)
     console = stderr()
 
     def progress(done: int, total: int) -> None:
@@ -164,6 +166,25 @@ def _missing_data() -> Iterator[None]:
         where = exc.filename or str(exc)
         raise CliError(f"dataset file not found: {where}",
                        hint="pass --data-dir DIR or set $PYQL_DATA") from None
+
+
+def gold_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pyql.datasets.gold``: ``pyql fidelity gold``, where ``--hops 1 2 3`` (the
+    module's older spelling) also works."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    joined: list[str] = []
+    while args:
+        arg = args.pop(0)
+        values = []
+        while arg == "--hops" and args and args[0].isdigit():
+            values.append(args.pop(0))
+        joined.append(f"--hops={','.join(values)}" if values else arg)
+    return run_standalone(gold_command, joined, "python -m pyql.datasets.gold")
+
+
+def sql_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pyql.datasets.sql_fidelity``: ``pyql fidelity sql``."""
+    return run_standalone(sql_command, argv, "python -m pyql.datasets.sql_fidelity")
 
 
 def register(app: typer.Typer) -> None:

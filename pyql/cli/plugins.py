@@ -13,9 +13,11 @@ take the group with :func:`group`::
         group(app, "kb", help="Load and inspect KBs.").command("load")(load_command)
 
 The core CLI (``demo``, ``compile``, ``run``, ``fidelity``) imports none of its plugins: the upper
-layers (the agent, the evaluation, the guidelines) plug in here. A plugin that fails to load is
-not skipped in silence: its command stays listed, marked unavailable with the reason, and running
-it prints that reason as one ``error:`` line (:class:`CommandPluginError`).
+layers (the agent, the evaluation, the guidelines) plug in here. Plugins are loaded the first
+time a command the core lacks is looked up (or the command list is shown), so ``pyql compile``
+never imports them and no import order can leave a plugin half-initialised. A plugin that fails
+to load is not skipped in silence: its command stays listed, marked unavailable with the reason,
+and running it prints that reason as one ``error:`` line (:class:`CommandPluginError`).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def plugin_commands(
             added = get_command(collector).commands  # type: ignore[attr-defined]
         except Exception as exc:  # any failure of a plugin is reported, never a crash
             error = CommandPluginError(entry.name, entry.value, type(exc).__name__, str(exc))
-            log.warning("%s", error)
+            log.info("%s", error)  # shown by `pyql --help` and by the command itself
             failures.append(error)
             added = {error.name: _unavailable(error)}
         for name, command in added.items():
@@ -148,7 +150,7 @@ def _collector() -> typer.Typer:
 
 
 def _no_options() -> None:
-    """(plugin commands)"""
+    """The collector's callback: it makes the collector a group whatever a plugin adds."""
 
 
 def _unavailable(error: CommandPluginError) -> Any:
@@ -157,8 +159,8 @@ def _unavailable(error: CommandPluginError) -> Any:
     def unavailable(
         args: list[str] | None = typer.Argument(None, hidden=True),  # noqa: B008
     ) -> None:
-        fail(CliError(str(error), hint="reinstall the package that provides it, or fix the "
-                      "error above"))
+        fail(CliError(str(error), hint="install what the plugin needs, or reinstall or "
+                      "uninstall the package that provides it"))
 
     collector = _collector()
     collector.command(

@@ -31,7 +31,7 @@ from pyql.cli.options import (
     ProgramArg,
     TableOpt,
 )
-from pyql.cli.output import print_json, print_query, stderr, stdout
+from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
 from pyql.profiles import Profile
 from pyql.program import Call, Program
 from pyql.session import Observation
@@ -75,7 +75,7 @@ def run_command(
         raise typer.BadParameter(
             "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
         )
-    with reported():
+    with warnings_shown(), reported():
         text, source = read_program(program)
         linked = entities(entity, entities_file)
         explicit = pairs(prefix, "--prefix", "NAME=IRI")
@@ -153,7 +153,6 @@ def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
         )
     )
     out.print(Text("    " + obs.text, style="green" if obs.ok else "red"))
-    out.file.flush()  # a long program streams, even into a pipe
 
 
 def _answer_labels(observations: Sequence[Observation]) -> tuple[list[Any] | None, list[str]]:

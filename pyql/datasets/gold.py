@@ -19,7 +19,8 @@ Answers are compared as exact strings (MetaQA's entity names are the KB's labels
 
 Command line::
 
-    python -m pyql.datasets.gold metaqa --hops 1 2 3 --split dev [--limit N] [--sample N]
+    pyql fidelity gold metaqa --hops 1,2,3 --split dev [--limit N] [--sample N]
+    python -m pyql.datasets.gold metaqa --hops 1 2 3 ...           # the same command
 
 >>> score(["Drama", "Music"], ["Music", "Drama"])
 Score(hit1=1.0, top1=1.0, f1=1.0, exact=True)
@@ -29,8 +30,6 @@ Score(hit1=1.0, top1=0.0, f1=0.6666666666666666, exact=False)
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import random
 import sys
@@ -264,48 +263,11 @@ def format_table(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyql.datasets.gold",
-        description="Run a dataset's gold programs through pyql Sessions and score them.",
-    )
-    parser.add_argument("dataset", choices=["metaqa"])
-    parser.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3])
-    parser.add_argument("--split", default="dev")
-    parser.add_argument("--limit", type=int, default=None, help="first N questions per hop")
-    parser.add_argument("--sample", type=int, default=None, help="N random questions per hop")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
-    parser.add_argument("--store-dir", type=Path, default=None,
-                        help="keep the KB in an on-disk store here (reopens fast next time)")
-    parser.add_argument("--topic-exclusion", default="same_type",
-                        choices=["same_type", "original", "none"])
-    parser.add_argument("--failures", action="store_true", help="list imperfect questions")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    report = metaqa_fidelity(
-        args.data_dir, hops=tuple(args.hops), split=args.split, limit=args.limit,
-        sample=args.sample, seed=args.seed, store_dir=args.store_dir,
-        topic_exclusion=args.topic_exclusion,
-    )
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-        return 0
-    print(format_table(report))
-    if args.failures:
-        for hop, h in report["hops"].items():
-            for f in h["failures"]:
-                print(f"{hop}-hop {f['id']} {f['qtype']} f1={f['f1']} missing={f['missing']} "
-                      f"extra={f['extra']}" + (f" error={f['error']}" if f["error"] else ""))
-    return 0
+    """``python -m pyql.datasets.gold``: the command ``pyql fidelity gold``."""
+    from pyql.cli.fidelity import gold_main
+
+    return gold_main(argv)
 
 
 if __name__ == "__main__":

@@ -29,16 +29,15 @@ Measured on the full dev sets (the commands below):
 
 Command line::
 
-    python -m pyql.datasets.sql_fidelity wikisql [--sample N] [--seed S] [--json]
-    python -m pyql.datasets.sql_fidelity spider  [--sample N] [--seed S] [--json]
+    pyql fidelity sql wikisql [--sample N] [--seed S] [--json]
+    pyql fidelity sql spider  [--sample N] [--seed S] [--json]
+    python -m pyql.datasets.sql_fidelity wikisql|spider ...     # the same command
 
 Data comes from :func:`pyql.datasets.paths.default_data_dir` unless ``--data DIR`` is given.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
 import random
@@ -391,40 +390,10 @@ def spider_fidelity(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyql.datasets.sql_fidelity",
-        description="Run gold programs through SqlSession and compare with the dataset's own "
-        "execution.",
-    )
-    parser.add_argument("dataset", choices=("wikisql", "spider"))
-    parser.add_argument("--data", metavar="DIR", help="the shared data directory")
-    parser.add_argument("--split", default="dev")
-    parser.add_argument("--sample", type=int, metavar="N", help="a seeded sample of N questions")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", metavar="DIR", help="WikiSQL: reuse the built database")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    """``python -m pyql.datasets.sql_fidelity``: the command ``pyql fidelity sql``."""
+    from pyql.cli.fidelity import sql_main
 
-    def progress(done: int, total: int) -> None:
-        if not args.json and (done % 500 == 0 or done == total):
-            print(f"  {done}/{total}", file=sys.stderr)
-
-    try:
-        if args.dataset == "wikisql":
-            report = wikisql_fidelity(args.data, split=args.split, sample=args.sample,
-                                      seed=args.seed, cache_dir=args.cache_dir, progress=progress)
-        else:
-            report = spider_fidelity(args.data, split=args.split, sample=args.sample,
-                                     seed=args.seed, progress=progress)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.render())
-    return 0
+    return sql_main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,5 +1,6 @@
 """KB backends: the embedded Oxigraph store and SPARQL endpoints."""
 
+from pyql.errors import ProfileError
 from pyql.kb.base import KB, ensure_read_only
 from pyql.kb.oxigraph import OxigraphKB
 
@@ -14,16 +15,29 @@ def __getattr__(name: str):  # SPARQLWrapper is imported only when an endpoint i
     raise AttributeError(name)
 
 
-def open_kb(location: str, *, profile: str = "generic") -> KB:
-    """A KB from a location: an http(s) URL is an endpoint, a directory an on-disk store, a file
-    is loaded into memory."""
+def open_kb(location: str, *, profile: str | None = None) -> KB:
+    """A KB from a location: an http(s) URL is an endpoint, a directory an on-disk store,
+    MetaQA's ``kb.txt`` (a ``.txt`` file of ``head|relation|tail`` lines) the MetaQA KB, and any
+    other file RDF loaded into memory (its format told by its extension).
+
+    ``profile`` defaults to ``metaqa`` for a kb.txt and ``generic`` for anything else; a kb.txt
+    takes no other profile (:class:`~pyql.errors.ProfileError`). Every command opens ``--kb``
+    through here (``pyql run``, ``pyql ask``)."""
     from pathlib import Path
 
     if location.startswith(("http://", "https://")):
         from pyql.kb.endpoint import SparqlEndpointKB
 
-        return SparqlEndpointKB(location, profile=profile)
+        return SparqlEndpointKB(location, profile=profile or "generic")
     path = Path(location)
     if path.is_dir():
-        return OxigraphKB(path=path, profile=profile, read_only=True)
-    return OxigraphKB.from_file(path, profile=profile)
+        return OxigraphKB(path=path, profile=profile or "generic", read_only=True)
+    if path.suffix == ".txt" and path.is_file():
+        if profile not in (None, "metaqa"):
+            raise ProfileError(
+                f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}"
+            )
+        from pyql.datasets.metaqa import load_kb
+
+        return load_kb(path)
+    return OxigraphKB.from_file(path, profile=profile or "generic")

@@ -4,6 +4,10 @@ OpenAI-compatible server (tests/support/fake_openai.py) on the bundled movie KB.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +16,14 @@ from pyql.agent.cli import NO_LLM_MESSAGE
 from pyql.agent.trajectory import Trajectory
 from pyql.cli import app
 from pyql.demo import movies_path
-from tests.support.fake_openai import ContextTooLong, FakeOpenAI, RateLimit, Text, ToolCalls
+from tests.support.fake_openai import (
+    ContextTooLong,
+    FakeOpenAI,
+    RateLimit,
+    Slow,
+    Text,
+    ToolCalls,
+)
 
 runner = CliRunner()
 
@@ -94,6 +105,75 @@ def test_the_final_query_is_printed_whole(fake_openai):
     block = lines[start + 1:start + 1 + len(query.splitlines())]
     assert block == query.splitlines()
     assert any(title in line and len(line) > 80 for line in block)
+
+
+def test_steps_stream_into_a_pipe(fake_openai):
+    """Each step reaches a pipe when it happens, not when the question is done."""
+    fake_openai.push(TEXT_SCRIPT[0], Slow(3.0, then=TEXT_SCRIPT[1]), *TEXT_SCRIPT[2:])
+    env = {**os.environ, **env_for(fake_openai)}
+    proc = subprocess.Popen([sys.executable, "-m", "pyql", "ask", QUESTION, "--kb",
+                             str(movies_path())], stdout=subprocess.PIPE, text=True, env=env)
+    arrived: dict[str, float] = {}
+    for line in proc.stdout:  # type: ignore[union-attr]
+        for mark in ("Step 1", "Step 2"):
+            if line.startswith(mark):
+                arrived.setdefault(mark, time.monotonic())
+    assert proc.wait(timeout=120) == 0
+    # step 2 waited 3 s for its reply: step 1 was on the pipe before that
+    assert arrived["Step 2"] - arrived["Step 1"] > 2.0
+
+
+TERSE = '''
+from pyql.agent.query_agent import QueryAgent
+
+
+class Terse(QueryAgent):
+    """The QueryAgent under another name (a third-party strategy)."""
+
+    name = "terse"
+'''
+
+
+@pytest.fixture()
+def terse_strategy(tmp_path, monkeypatch):
+    """A strategy installed as a distribution with a ``pyql.strategies`` entry point."""
+    from pyql.agent import strategy
+
+    site = tmp_path / "site"
+    info = site / "pyql_terse-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pyql_terse\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pyql.strategies]\nterse = pyql_terse:Terse\n")
+    (site / "pyql_terse.py").write_text(TERSE)
+    monkeypatch.syspath_prepend(str(site))
+    strategy._clear_cache()
+    yield "terse"
+    strategy._clear_cache()
+
+
+def test_ask_runs_a_third_party_strategy(fake_openai, terse_strategy):
+    fake_openai.push(*TEXT_SCRIPT)
+    result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", terse_strategy,
+                 "--option", "max_observation_chars=500", "--json", env=env_for(fake_openai))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    data = json.loads(result.stdout)
+    assert data["strategy"] == "terse"
+    assert sorted(data["answers"]) == NOLAN_FILMS
+
+
+def test_an_unknown_strategy_is_one_line_before_any_llm_call(fake_openai):
+    result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", "nope",
+                 env=env_for(fake_openai))
+    line = assert_one_line_error(result)
+    assert "unknown strategy 'nope'" in line and "queryagent" in line
+    assert fake_openai.chat_requests == []
+    bad = ask(QUESTION, "--kb", str(movies_path()), "--option", "novalue",
+              env=env_for(fake_openai))
+    assert bad.exit_code == 2
+    unknown = ask(QUESTION, "--kb", str(movies_path()), "--option", "frobnicate=1",
+                  env=env_for(fake_openai))
+    assert "does not take --option frobnicate" in assert_one_line_error(unknown)
+    assert fake_openai.chat_requests == []
 
 
 def test_tools_mode_end_to_end(fake_openai):
