@@ -210,6 +210,34 @@ class QueryAgent:
         kwargs.update(config.options)
         return cls(llm, backend, **kwargs)
 
+    @classmethod
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+        """The LLM stand-in of ``--llm spec`` for one evaluation item (an
+        :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
+        program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
+        ``noisy-gold:RATE`` replays it with the paper's hallucinations injected at ``RATE``
+        (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
+        question's seed). An item without a program gets an LLM that fails when asked (the
+        question's error). Both read each step's record through their ``observe(step)``."""
+        from pyql.agent.evaluation.specs import (
+            GoldLLM,
+            LLMSpecError,
+            no_program_reason,
+            noisy_rate,
+            parse_llm_spec,
+        )
+
+        kind, arg = parse_llm_spec(spec)
+        if kind not in ("gold", "noisy-gold"):
+            raise LLMSpecError(f"{cls.name} has no stand-in for --llm {spec}")
+        if item.program is None:
+            return GoldLLM(None, tools=item.tools, model=kind, reason=no_program_reason(item))
+        if kind == "gold":
+            return GoldLLM(item.program, tools=item.tools)
+        from pyql.agent.evaluation.noisy import NoisyGoldLLM
+
+        return NoisyGoldLLM(item.program, rate=noisy_rate(arg), seed=seed, tools=item.tools)
+
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
                 f"guidelines={'on' if self.guidelines is not None else 'off'})")
@@ -275,6 +303,8 @@ class QueryAgent:
         :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
         notify = on_step if on_step is not None else self.on_step
+        # a stand-in LLM (gold, noisy-gold) reads each step's record, not the prompt's wording
+        observe = getattr(self.llm, "observe", None)
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -323,7 +353,9 @@ class QueryAgent:
             step = Step(
                 n=n, thought=decision.thought, action=decision.action_text,
                 observation=observation, hint=obs.hint.code if obs.hint else None,
-                status=obs.status, accepted=obs.ok, format_issue=decision.issue, query=obs.query,
+                suggestions=tuple(obs.hint.suggestions) if obs.hint else (),
+                status=obs.status, env_status=_env_status(obs), error=obs.error,
+                accepted=obs.ok, format_issue=decision.issue, query=obs.query,
                 reply_text=reply.text, tool_calls=reply.tool_calls,
                 model=reply.model or getattr(self.llm, "model", ""),
                 prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
@@ -332,6 +364,8 @@ class QueryAgent:
                 prompt_hash=prompt_fingerprint(messages, self.tools),
             )
             steps.append(step)
+            if observe is not None:
+                observe(step)
             if notify is not None:
                 notify(step)
             messages.extend(self._turn(step, reply))
@@ -466,6 +500,12 @@ class QueryAgent:
             log.info("the final execute() was not accepted: %s", obs.text)
             return (), extra
         return tuple(obs.answers or ()), extra
+
+
+def _env_status(obs: Observation) -> str:
+    kb = getattr(obs.feedback, "kb", None)
+    status = getattr(kb, "status", "not_run")
+    return "" if status == "not_run" else str(status)
 
 
 def _text(value: Any) -> str:

@@ -45,8 +45,15 @@ class Step(BaseModel):
     observation: str = ""
     #: code of the guideline that fired (the step was rolled back), else None
     hint: str | None = None
+    #: the fired hint's suggestions (structured: what stand-ins and reports read, not the text)
+    suggestions: tuple[str, ...] = ()
     #: the Session's status: ok, empty, error, hint, backend_error, timeout
     status: str = "ok"
+    #: what the backend itself reported, whatever a guideline made of it: ``ok``, ``empty``,
+    #: ``backend_error`` (the KB/DB failed or is unreachable), ``timeout``; "" when not run
+    env_status: str = ""
+    #: the raw error of the step (Python side or backend), if any
+    error: str | None = None
     #: the step was accepted (no error, no hint)
     accepted: bool = True
     #: how the model's output broke the one-thought-one-action format, if it did:
