@@ -632,6 +632,7 @@ class _Progress:
         self.sums: dict[str, float] = {primary: 0.0, "f1": 0.0}
         self.n = 0
         self.errors = 0
+        self.outages = 0
         self._bar: Any = None
         self._task: Any = None
         if not enabled:
@@ -664,15 +665,20 @@ class _Progress:
             self._bar.stop()
 
     def add(self, result: QuestionResult, *, advance: bool = True) -> None:
-        self.n += 1
-        for key in self.sums:
-            self.sums[key] += float(result.metrics.get(key, 0.0))
-        self.errors += 1 if result.error is not None else 0
+        if result.status in OUTAGES:
+            self.outages += 1
+        else:
+            self.n += 1
+            for key in self.sums:
+                self.sums[key] += float(result.metrics.get(key, 0.0))
+            self.errors += 1 if result.error is not None else 0
         if self._bar is not None and advance:
-            parts = [f"{self.primary} {self.sums[self.primary] / self.n:.3f}"]
+            parts = [f"{self.primary} {self.sums[self.primary] / max(self.n, 1):.3f}"]
             if self.primary != "f1" and "f1" in result.metrics:
-                parts.append(f"F1 {self.sums['f1'] / self.n:.3f}")
+                parts.append(f"F1 {self.sums['f1'] / max(self.n, 1):.3f}")
             parts.append(f"errors {self.errors}")
+            if self.outages:
+                parts.append(f"outages {self.outages}")
             self._bar.update(self._task, advance=1, stats=" · ".join(parts))
 
 
