@@ -117,13 +117,25 @@ class Trajectory(BaseModel):
                                                      "stop_reason", "usage"})
         yield {"record": "result", **tail}
 
+    def lines(self) -> Iterator[str]:
+        """:meth:`records` as JSON lines (what :meth:`save` and the evaluation write), made by
+        pydantic's serialiser directly; values JSON cannot hold are written as text."""
+        head = self.model_dump_json(include={"question", "entities", "strategy", "profile",
+                                             "mode", "tools", "model", "meta"}, fallback=str)
+        yield '{"record":"question",' + head[1:]
+        for step in self.steps:
+            yield '{"record":"step",' + step.model_dump_json(fallback=str)[1:]
+        tail = self.model_dump_json(include={"answers", "query", "program", "finished",
+                                             "stop_reason", "usage"}, fallback=str)
+        yield '{"record":"result",' + tail[1:]
+
     def save(self, path: str | os.PathLike[str], *, append: bool = False) -> Path:
         """Write the JSONL records (``append=True`` adds to an existing file)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a" if append else "w", encoding="utf-8") as handle:
-            for record in self.records():
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            for line in self.lines():
+                handle.write(line + "\n")
         return path
 
     @classmethod

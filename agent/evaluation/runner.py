@@ -7,9 +7,12 @@
   once the dataset and its backend have opened and before any question runs;
 - ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line, in
   the order questions finish, append-only. Each line is written whole by one ``os.write`` of
-  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock, then ``fdatasync``-ed: after a
-  crash the file is a run of complete lines, possibly followed by one partial line, which
-  :func:`resume` truncates away (and syncs) before it appends anything. Readers skip a last line
+  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock; ``fdatasync``-ed at most once a
+  second (and when the run ends), so a process that is killed loses no written line (the lines
+  are in the OS's cache) and a machine that loses power loses at most the last second of
+  results, which :func:`resume` runs again. After a crash the file is a run of complete lines,
+  possibly followed by one partial line, which :func:`resume` truncates away (and syncs) before
+  it appends anything. Readers skip a last line
   without its newline; if an id ever appeared twice (a file edited by hand), its last line
   would count, as in ``pyql report``;
 - ``trajectories.jsonl``: every question's :class:`~pyql.agent.trajectory.Trajectory`
@@ -195,11 +198,15 @@ class ResultsLog:
     """An append-only JSON-lines file: whole lines only, one ``write`` each (module docstring).
     """
 
-    def __init__(self, path: Path, *, sync: bool = True) -> None:
+    def __init__(self, path: Path, *, sync: bool = True, sync_interval: float = 1.0) -> None:
         self.path = path
         self.sync = sync
+        #: seconds between two syncs (0: sync every append)
+        self.sync_interval = sync_interval
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._synced = float("-inf")
+        self._dirty = False
 
     def repair(self) -> int:
         """Cut a partial last line off (and sync the cut); return the bytes dropped. Only the
@@ -235,7 +242,8 @@ class ResultsLog:
         return self
 
     def append(self, *lines: str) -> None:
-        """Append ``lines`` (no newline in any) as one write; sync it when ``sync``."""
+        """Append ``lines`` (no newline in any) as one write; when ``sync``, sync the file if
+        the last sync is ``sync_interval`` seconds old (:meth:`close` syncs the rest)."""
         if any("\n" in line for line in lines):
             raise ValueError("a record must be one line")
         data = "".join(line + "\n" for line in lines).encode()
@@ -244,11 +252,19 @@ class ResultsLog:
                 raise RuntimeError(f"{self.path} is not open")
             _write_all(self._fd, data)
             if self.sync:
-                _sync(self._fd)
+                now = time.monotonic()
+                if now - self._synced >= self.sync_interval:
+                    _sync(self._fd)
+                    self._synced, self._dirty = now, False
+                else:
+                    self._dirty = True
 
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
+                if self._dirty:
+                    _sync(self._fd)
+                    self._dirty = False
                 os.close(self._fd)
                 self._fd = None
 
@@ -550,7 +566,7 @@ class _Session:
             program=str(res.program), steps=_step_records(trajectory.steps),
             meta=self._meta(item), status=status, error=error,
         )
-        lines = [json.dumps(r, ensure_ascii=False, default=str) for r in trajectory.records()]
+        lines = list(trajectory.lines())
         injections = _injections(llm, trajectory)
         if injections is not None:
             result = result.model_copy(update={"meta": {**result.meta, "injections": injections}})
@@ -590,7 +606,7 @@ class _Session:
             steps=tuple(steps), finished=False, stop_reason=status,
             meta={"id": item.id, "error": error, "status": status},
         )
-        lines = [json.dumps(r, ensure_ascii=False, default=str) for r in trajectory.records()]
+        lines = list(trajectory.lines())
         return result, lines
 
     def _write(self, result: QuestionResult, trajectory: list[str]) -> None:

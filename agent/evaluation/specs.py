@@ -262,13 +262,17 @@ class GoldLLM:
         self.tools = tools
         self.mode = mode
         self.reason = reason
-        if program is None:
-            self.calls: list[Call] = []
-        else:
+        #: the program's calls as the agent writes them (text mode needs no parse: a gold
+        #: program prints one call per line); parsed on the first tool-call reply
+        self._text: list[str] = []
+        self._calls: list[Call] | None = None
+        if isinstance(program, Program) or (program is not None and mode == "tools"):
             parsed = program if isinstance(program, Program) else Program.parse(program, tools)
-            self.calls = list(parsed)
-            if not self.calls or self.calls[-1].name != "execute":
-                self.calls.append(Call(name="execute"))
+            self._set_calls(list(parsed))
+        elif program is not None:
+            self._text = [line.strip() for line in program.splitlines() if line.strip()]
+            if not self._text or not self._text[-1].startswith("execute("):
+                self._text.append("execute()")
         self.delay = _test_delay() if delay is None else delay
         self._sleep = sleep
         self._next = 0
@@ -277,11 +281,24 @@ class GoldLLM:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"GoldLLM({len(self.calls)} calls, mode={self.mode!r})"
+        return f"GoldLLM({len(self._text)} calls, mode={self.mode!r})"
+
+    def _set_calls(self, calls: list[Call]) -> None:
+        if not calls or calls[-1].name != "execute":
+            calls.append(Call(name="execute"))
+        self._calls = calls
+        self._text = [str(c) for c in calls]
+
+    @property
+    def calls(self) -> list[Call]:
+        """The program's calls (``execute()`` added when it has none at the end)."""
+        if self._calls is None:
+            self._calls = [Program.parse(line, self.tools).calls[0] for line in self._text]
+        return self._calls
 
     @property
     def remaining(self) -> int:
-        return len(self.calls) - self._next
+        return len(self._text) - self._next
 
     def observe(self, step: Any) -> None:
         """Read the record of the step just taken (:class:`~pyql.agent.trajectory.Step`)."""
@@ -303,23 +320,22 @@ class GoldLLM:
                 # (a result-based hint is given once: pyql.session.HintPolicy)
                 self._insisted = index - 1
                 index -= 1
-            elif index >= len(self.calls):
-                if self.calls:
-                    what = f"the gold program has {len(self.calls)} calls"
+            elif index >= len(self._text):
+                if self._text:
+                    what = f"the gold program has {len(self._text)} calls"
                 else:
                     what = self.reason or "there is no gold program"
                 raise LLMScriptExhaustedError(f"{what}; call {index + 1} was asked",
                                               model=self.model)
             else:
                 self._next += 1
-        call = self.calls[index]
         n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
-        thought = f"Step {index + 1} of {len(self.calls)} of the gold program."
+        thought = f"Step {index + 1} of {len(self._text)} of the gold program."
         if tools and self.mode != "text":
             return LLMReply(text=f"Thought {n} : {thought}",
-                            tool_calls=(self._tool_call(call, n),), model=self.model,
-                            finish_reason="tool_calls", cost=0.0)
-        text = f"Thought {n} : {thought}\nAction {n} : {call}"
+                            tool_calls=(self._tool_call(self.calls[index], n),),
+                            model=self.model, finish_reason="tool_calls", cost=0.0)
+        text = f"Thought {n} : {thought}\nAction {n} : {self._text[index]}"
         return LLMReply(text=text, model=self.model, finish_reason="stop", cost=0.0)
 
     def _tool_call(self, call: Call, n: int) -> ToolCall:
