@@ -325,6 +325,9 @@ class QueryAgent:
         notify = on_step if on_step is not None else self.on_step
         # a stand-in LLM (gold, noisy-gold) reads each step's record, not the prompt's wording
         observe = getattr(self.llm, "observe", None)
+        # the fingerprint lets a replay check it sees the recorded prompt; a stand-in that
+        # replays a gold program (prompts_matter = False) has no prompt worth checking
+        fingerprint = getattr(self.llm, "prompts_matter", True)
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -384,7 +387,7 @@ class QueryAgent:
                 prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
                 estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
                 env_latency=env_seconds, kb_queries=kb_queries, retries=reply.retries,
-                prompt_hash=prompt_fingerprint(messages, self.tools),
+                prompt_hash=prompt_fingerprint(messages, self.tools) if fingerprint else "",
             )
             steps.append(step)
             if observe is not None:

@@ -54,7 +54,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,10 @@ LOCK = ".lock"
 METRICS_INTERVAL = 5.0
 #: abort when this many first questions all fail with unexpected exceptions
 _BUG_THRESHOLD = 5
+#: a stand-in run of at least this many questions uses worker processes (``processes=None``)
+PROCESS_MIN_QUESTIONS = 2000
+#: at most this many worker processes when chosen automatically
+MAX_AUTO_PROCESSES = 4
 
 
 class RunDirError(PyqlError):
@@ -390,12 +394,12 @@ def _slim(result: QuestionResult) -> QuestionResult:
 
 
 class _MemoCounter(TokenCounter):
-    """A token counter that remembers the counts of long texts: the system prompt (and each
-    earlier turn) is counted again at every step of every question. Bounded: the memo is
-    emptied when full."""
+    """A token counter that remembers its counts: the system prompt is counted again for every
+    question, a stand-in's reply once as the completion and once as the next prompt's turn.
+    Bounded: the memo is emptied when full."""
 
-    _MAX = 4096
-    _MIN_CHARS = 256
+    _MAX = 8192
+    _MIN_CHARS = 16
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -457,6 +461,8 @@ class _Session:
         self.llm_cache = llm_cache
         self.kb_cache = kb_cache
         self.concurrency = concurrency
+        #: worker processes answering (1: this process, ``concurrency`` threads)
+        self.processes = 1
         self.results_log = ResultsLog(out_dir / RESULTS)
         self.trajectory_log = ResultsLog(out_dir / TRAJECTORIES, sync=False)
         self.stop = threading.Event()
@@ -483,6 +489,18 @@ class _Session:
     def run_item(self, item: EvalItem) -> QuestionResult:
         if self.stop.is_set():
             raise _Stopped
+        result, lines = self.answer(item)
+        return self.record(result, lines)
+
+    def record(self, result: QuestionResult, lines: list[str]) -> QuestionResult:
+        """Write a question's result and trajectory lines; the circuit breaker; what stays in
+        memory."""
+        self._write(result, lines)
+        self._breaker(result)
+        return _slim(result)
+
+    def answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
+        """Answer one question: its result and trajectory lines (never written here)."""
         start = time.perf_counter()
         steps: list[Step] = []
         lines: list[str] = []
@@ -510,9 +528,7 @@ class _Session:
         else:
             with self._write_lock:
                 self.clean += 1
-        self._write(result, lines)
-        self._breaker(result)
-        return _slim(result)
+        return result, lines
 
     def _breaker(self, result: QuestionResult) -> None:
         """Stop the run after ``max_outages`` questions in a row ended in an outage."""
@@ -627,7 +643,8 @@ class _Session:
             "complete": done >= items_total,
             "this_session": {"questions": self.session_done,
                              "wall_seconds": round(time.perf_counter() - started, 3),
-                             "concurrency": self.concurrency},
+                             "concurrency": self.concurrency,
+                             "processes": self.processes},
             **self.gate.stats(),
         }
         if self.llm_cache is not None:
@@ -719,11 +736,55 @@ def _run_coroutine(coro: Any) -> Any:
     return box["value"]
 
 
+#: the answering session of a worker process (``processes > 1``)
+_WORKER: _Session | None = None
+
+
+def _worker_init(config: RunConfig, out_dir: Path) -> None:
+    global _WORKER
+    logging.getLogger("pyql").setLevel(logging.WARNING)
+    _WORKER = _open(config, out_dir, provider=None, gate=None, concurrency=1,
+                    with_items=False)[0]
+
+
+def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str]]:
+    assert _WORKER is not None, "the worker process was not initialised"
+    return _WORKER.answer(item)
+
+
+def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
+    """Worker processes for this session: ``config.processes``, or (``None``) the cores for a
+    stand-in run of at least :data:`PROCESS_MIN_QUESTIONS` questions (gold, noisy-gold and
+    replays are CPU-bound: one process cannot use two cores), else 1. An injected provider
+    runs in this process."""
+    if provider is not None:
+        return 1
+    if config.processes is not None:
+        return max(1, config.processes)
+    kind = config.llm.partition(":")[0].strip().lower()
+    if kind == "openai" or todo < PROCESS_MIN_QUESTIONS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_AUTO_PROCESSES))
+
+
 async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
-                 started: float) -> None:
+                 started: float, processes: int = 1) -> None:
     loop = asyncio.get_running_loop()
-    workers_n = max(1, min(session.concurrency, len(todo)))
-    executor = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
+    pool: Any
+    if processes > 1:
+        import multiprocessing
+
+        # spawn: a fresh interpreter opens its own store (a forked RocksDB handle is unsafe)
+        pool = ProcessPoolExecutor(max_workers=processes,
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init,
+                                   initargs=(session.config, session.out_dir))
+        # a few questions queued per process keep every core busy
+        workers_n = max(1, min(processes * 4, len(todo)))
+    else:
+        workers_n = max(1, min(session.concurrency, len(todo)))
+        pool = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
+    executor = pool
     queue: asyncio.Queue[EvalItem] = asyncio.Queue()
     for item in todo:
         queue.put_nowait(item)
@@ -737,7 +798,13 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
             except asyncio.QueueEmpty:
                 return
             try:
-                result = await loop.run_in_executor(executor, session.run_item, item)
+                if processes > 1:
+                    if session.stop.is_set():
+                        return
+                    answered = await loop.run_in_executor(executor, _worker_answer, item)
+                    result = session.record(*answered)
+                else:
+                    result = await loop.run_in_executor(executor, session.run_item, item)
             except _Stopped:
                 return
             except EvalAbort as exc:
@@ -780,7 +847,7 @@ def _client_options(config: RunConfig) -> dict[str, Any]:
 
 
 def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
-          gate: RateGate | None, concurrency: int
+          gate: RateGate | None, concurrency: int, with_items: bool = True
           ) -> tuple[_Session, EvalDataset]:
     dataset = get_dataset(config.dataset, config.data_dir)
     gate = gate or getattr(provider, "gate", None) or RateGate()
@@ -796,7 +863,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc
     items = dataset.items(config.split, limit=config.limit, sample=config.sample,
-                          seed=config.seed)
+                          seed=config.seed) if with_items else []
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
@@ -835,8 +902,10 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             # questions that ended in an outage run again (their new line counts)
             todo = [item for item in session.items
                     if item.id not in session.done or session.done[item.id].status in OUTAGES]
-            log.info("%s: %d questions, %d done, %d to run (concurrency %d)", out_dir,
-                     len(session.items), len(session.items) - len(todo), len(todo), k)
+            session.processes = _processes(config, len(todo), provider)
+            log.info("%s: %d questions, %d done, %d to run (concurrency %d, processes %d)",
+                     out_dir, len(session.items), len(session.items) - len(todo), len(todo), k,
+                     session.processes)
             session.results_log.open()
             session.trajectory_log.open()
             _write_running_metrics(session, started, len(session.items))
@@ -846,7 +915,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                 for result in session.done.values():
                     bar.add(result, advance=False)
                 try:
-                    _run_coroutine(_drive(session, todo, bar, started))
+                    _run_coroutine(_drive(session, todo, bar, started, session.processes))
                 except BaseException:
                     _final_metrics(out_dir, session, started)  # what was done, before raising
                     raise

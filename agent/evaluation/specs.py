@@ -247,6 +247,9 @@ class GoldLLM:
     Action 1 : add_fact(Kismet, directed_by, ?d)
     """
 
+    #: the agent need not fingerprint its prompts (see ``QueryAgent.run``)
+    prompts_matter = False
+
     def __init__(
         self,
         program: str | Program | None,
