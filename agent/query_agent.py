@@ -33,9 +33,9 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
