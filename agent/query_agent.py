@@ -235,7 +235,8 @@ class QueryAgent:
         """The LLM stand-in of ``--llm spec`` for one evaluation item (an
         :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
         program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
-        ``noisy-gold:RATE`` replays it with the paper's hallucinations injected at ``RATE``
+        ``noisy-gold:RATE[:TYPES]`` replays it with the paper's hallucinations (of ``TYPES``, default
+        all) injected at ``RATE``
         (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
         question's seed). An item without a program gets an LLM that fails when asked (the
         question's error). Both read each step's record through their ``observe(step)``."""
@@ -243,7 +244,7 @@ class QueryAgent:
             GoldLLM,
             LLMSpecError,
             no_program_reason,
-            noisy_rate,
+            noisy_spec,
             parse_llm_spec,
         )
 
@@ -256,7 +257,8 @@ class QueryAgent:
             return GoldLLM(item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
-        return NoisyGoldLLM(item.program, rate=noisy_rate(arg), seed=seed, tools=item.tools)
+        rate, types = noisy_spec(arg)
+        return NoisyGoldLLM(item.program, rate=rate, seed=seed, tools=item.tools, types=types)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "

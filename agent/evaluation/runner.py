@@ -965,8 +965,39 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
         config = config.model_copy(update={"pyql_version": __version__})
     if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
         config = config.model_copy(update={"data_dir": str(_default_data_dir())})
+    if config.ablation:
+        _atomic_write_json(out / CONFIG, config.model_dump(mode="json"))
+        return _ablation(config, out, progress=progress, provider=provider, gate=gate,
+                         concurrency=None)
     return _execute(config, out, fresh=True, progress=progress, provider=provider, gate=gate,
                     concurrency=None)
+
+
+def _ablation(config: RunConfig, out: Path, *, progress: bool, provider: LLMProvider | None,
+              gate: RateGate | None, concurrency: int | None) -> dict[str, Any]:
+    """The ablation mode (:mod:`pyql.agent.evaluation.ablation`): ERASER on and off as two
+    sub-runs (started, or resumed where they exist), then their combined summary and table."""
+    from pyql.agent.evaluation.ablation import (
+        ABLATION_TABLE,
+        format_table,
+        side_configs,
+        summarise_ablation,
+    )
+
+    for name, side in side_configs(config).items():
+        where = out / name
+        if (where / CONFIG).exists():
+            resume(where, progress=progress, concurrency=concurrency, provider=provider,
+                   gate=gate)
+        else:
+            where.mkdir(exist_ok=True)
+            _execute(side, where, fresh=True, progress=progress, provider=provider, gate=gate,
+                     concurrency=concurrency)
+    summary = summarise_ablation(config, out)
+    _atomic_write_json(out / METRICS, summary)
+    (out / ABLATION_TABLE).write_text(format_table({config.llm: summary}) + "\n",
+                                      encoding="utf-8")
+    return summary
 
 
 def resume(out_dir: str | os.PathLike[str], *, progress: bool = True,
@@ -976,5 +1007,8 @@ def resume(out_dir: str | os.PathLike[str], *, progress: bool = True,
     (``concurrency`` overrides the configured one for this session) and return the metrics."""
     out = Path(out_dir)
     config = load_config(out)
+    if config.ablation:
+        return _ablation(config, out, progress=progress, provider=provider, gate=gate,
+                         concurrency=concurrency)
     return _execute(config, out, fresh=False, progress=progress, provider=provider, gate=gate,
                     concurrency=concurrency)

@@ -67,7 +67,7 @@ __all__ = [
     "parse_llm_spec",
     "build_provider",
     "no_program_reason",
-    "noisy_rate",
+    "noisy_spec",
     "TEST_DELAY_ENV",
 ]
 
@@ -435,16 +435,30 @@ def no_program_reason(item: EvalItem) -> str:
     return "no gold program" + (f" (unsupported: {why})" if why else "")
 
 
-def noisy_rate(arg: str) -> float:
-    """The ``RATE`` of ``noisy-gold:RATE``: a number between 0 and 1, else :class:`LLMSpecError`.
+def noisy_spec(arg: str) -> tuple[float, tuple[str, ...] | None]:
+    """``(rate, types)`` of ``noisy-gold:RATE[:TYPE,TYPE...]``: a rate between 0 and 1 and the
+    injection types allowed (None: all); else :class:`LLMSpecError`.
+
+    >>> noisy_spec("0.3"), noisy_spec("1:wrong_arity,invalid_action")
+    ((0.3, None), (1.0, ('wrong_arity', 'invalid_action')))
     """
+    from pyql.agent.evaluation.noisy import INJECTION_TYPES
+
+    text, _, kinds = arg.partition(":")
     try:
-        rate = float(arg)
+        rate = float(text)
     except ValueError:
-        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {text!r}") from None
     if not 0.0 <= rate <= 1.0:
         raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
-    return rate
+    if not kinds.strip():
+        return rate, None
+    types = tuple(t.strip() for t in kinds.split(",") if t.strip())
+    unknown = [t for t in types if t not in INJECTION_TYPES]
+    if unknown:
+        raise LLMSpecError(f"noisy-gold: unknown injection type(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(INJECTION_TYPES)}")
+    return rate, types
 
 
 class ReplayProvider:
@@ -496,7 +510,7 @@ class ReplayProvider:
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE"
+_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
 
 
 def parse_llm_spec(spec: str) -> tuple[str, str]:
@@ -535,7 +549,7 @@ def build_provider(
     kind, arg = parse_llm_spec(spec)
     if kind in ("gold", "noisy-gold"):
         if kind == "noisy-gold":
-            noisy_rate(arg)
+            noisy_spec(arg)
         return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
