@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pyql.agent.errors import LLMRateLimitError, LLMServerError
+from pyql.agent.errors import LLMRateLimitError, LLMServerError, LLMTimeoutError
 from pyql.agent.evaluation.specs import GatedLLM, RateGate
 from pyql.agent.llm import ScriptedLLM
 from pyql.deadline import Deadline, DeadlineExceeded, call_within, current, within
@@ -138,6 +138,13 @@ def test_gated_llm_stops_retrying_at_the_questions_deadline() -> None:
         llm.complete([{"role": "user", "content": "q"}])
     assert clock.now <= 10.0
     assert len(clock.sleeps) < 5
+    # once the deadline has passed, no call is made at all
+    script = ScriptedLLM(["never"])
+    with within(Deadline(1.0, clock=clock)) as deadline:
+        clock.now += 2.0
+        with pytest.raises(LLMTimeoutError) as info:
+            GatedLLM(script, gate).complete([])
+    assert script.calls == [] and info.value.deadline == deadline.seconds
 
 
 def test_gated_llm_rate_limit_closes_the_gate_for_retry_after() -> None:

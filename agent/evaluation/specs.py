@@ -186,6 +186,11 @@ class GatedLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> LLMReply:
         start = self.gate.clock()
+        deadline = current_deadline()
+        if deadline is not None and deadline.expired:
+            raise LLMTimeoutError(f"{self.model}: the {deadline.seconds:g}s deadline has passed",
+                                  model=self.model, attempts=0, elapsed=deadline.elapsed(),
+                                  deadline=deadline.seconds)
 
         def attempt() -> LLMReply:
             self.gate.wait()
@@ -206,7 +211,7 @@ class GatedLLM:
                 self.gate.sleep(seconds)
 
         reply, retries = retry_call(attempt, self._policy, rng=self._rng, pause=pause,
-                                    deadline=current_deadline(), name=self.model)
+                                    deadline=deadline, name=self.model)
         if retries == 0:
             return reply
         elapsed = self.gate.clock() - start
