@@ -51,8 +51,10 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.records import EvalItem, item_seed
 from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
+from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
+from pyql.retrying import RetryPolicy, Transient, retry_call
 
 __all__ = [
     "LLMSpecError",
@@ -144,6 +146,9 @@ class GatedLLM:
 
     ``max_retries`` bounds the retries of one call (rate limits and server errors together);
     a ``retry_after`` longer than ``max_retry_after`` is not waited for (the error is raised).
+    Retries go through :func:`pyql.retrying.retry_call` and stop at the context's deadline
+    (:func:`pyql.deadline.within`: the question's budget), so a failing server costs a question
+    seconds, not minutes.
     """
 
     def __init__(
@@ -151,9 +156,9 @@ class GatedLLM:
         llm: LLM,
         gate: RateGate,
         *,
-        max_retries: int = 8,
+        max_retries: int = 4,
         backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
+        backoff_max: float = 30.0,
         max_retry_after: float = 600.0,
         rng: random.Random | None = None,
     ) -> None:
@@ -164,14 +169,15 @@ class GatedLLM:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
+        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+                                   backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._rng = rng or random.Random()
 
     def __repr__(self) -> str:
         return f"GatedLLM({self.llm!r})"
 
     def backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return delay / 2 + self._rng.uniform(0, delay / 2)
+        return self._policy.delay(attempt, self._rng)
 
     def complete(
         self,
@@ -181,36 +187,37 @@ class GatedLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> LLMReply:
         start = self.gate.clock()
-        attempt = 0
-        while True:
+        deadline = current_deadline()
+        if deadline is not None and deadline.expired:
+            raise LLMTimeoutError(f"{self.model}: the {deadline.seconds:g}s deadline has passed",
+                                  model=self.model, attempts=0, elapsed=deadline.elapsed(),
+                                  deadline=deadline.seconds)
+
+        def attempt() -> LLMReply:
             self.gate.wait()
             try:
-                reply = self.llm.complete(messages, stop=stop, tools=tools)
+                return self.llm.complete(messages, stop=stop, tools=tools)
             except LLMRateLimitError as exc:
-                if exc.code == "insufficient_quota" or attempt >= self.max_retries:
+                if exc.code == "insufficient_quota":
                     raise
-                delay = exc.retry_after if exc.retry_after is not None else self.backoff(attempt)
-                if delay > self.max_retry_after:
-                    log.warning("%s: the server asks to wait %.0fs (more than %.0fs): giving up",
-                                self.model, delay, self.max_retry_after)
-                    raise
-                log.warning("%s: rate limited; every worker pauses %.1fs (retry %d/%d)",
-                            self.model, delay, attempt + 1, self.max_retries)
-                self.gate.trip(delay)
+                raise Transient(exc, retry_after=exc.retry_after) from None
             except (LLMServerError, LLMTimeoutError) as exc:
-                if attempt >= self.max_retries:
-                    raise
-                delay = self.backoff(attempt)
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.model, type(exc).__name__,
-                            attempt + 1, self.max_retries, delay)
-                self.gate.sleep(delay)
+                raise Transient(exc) from None
+
+        def pause(seconds: float, error: BaseException) -> None:
+            if isinstance(error, LLMRateLimitError):
+                log.warning("%s: rate limited; every worker pauses %.1fs", self.model, seconds)
+                self.gate.trip(seconds)
             else:
-                if attempt == 0:
-                    return reply
-                elapsed = self.gate.clock() - start
-                return reply.model_copy(update={"retries": reply.retries + attempt,
-                                                "latency": max(reply.latency, elapsed)})
-            attempt += 1
+                self.gate.sleep(seconds)
+
+        reply, retries = retry_call(attempt, self._policy, rng=self._rng, pause=pause,
+                                    deadline=deadline, name=self.model)
+        if retries == 0:
+            return reply
+        elapsed = self.gate.clock() - start
+        return reply.model_copy(update={"retries": reply.retries + retries,
+                                        "latency": max(reply.latency, elapsed)})
 
 
 # -- the gold stand-in --------------------------------------------------------------------------
