@@ -82,7 +82,6 @@ from pyql.agent.evaluation.records import (
     StepRecord,
 )
 from pyql.agent.evaluation.specs import (
-    DeadlineLLM,
     LLMProvider,
     LLMSpecError,
     RateGate,
@@ -90,6 +89,7 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
+from pyql.deadline import within
 from pyql.errors import BackendError, PyqlError
 
 __all__ = [
@@ -552,12 +552,12 @@ class _Session:
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
         llm = self.provider.for_item(item)
-        if self.config.question_deadline is not None:
-            llm = DeadlineLLM(llm, self.config.question_deadline)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
-        res = strategy.run(item.question, item.entities, table=item.table, meta={"id": item.id},
-                           on_step=steps.append)
+        # the question's budget: every LLM call of it (retries, backoff) ends by the deadline
+        with within(self.config.question_deadline):
+            res = strategy.run(item.question, item.entities, table=item.table,
+                               meta={"id": item.id}, on_step=steps.append)
         trajectory = res.trajectory
         usage = res.usage
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"

@@ -64,7 +64,6 @@ __all__ = [
     "LLMProvider",
     "SharedLLMProvider",
     "StandInProvider",
-    "DeadlineLLM",
     "ReplayProvider",
     "parse_llm_spec",
     "build_provider",
@@ -567,51 +566,3 @@ def build_provider(
     return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache,
                              max_retries=max_retries)
 
-
-class DeadlineLLM:
-    """An LLM with a deadline for the whole question: a call asked after ``seconds`` (from
-    construction, i.e. the question's start) raises :class:`~pyql.agent.errors.LLMTimeoutError`,
-    so a question against a slow or failing server ends as ``llm_timeout`` instead of running
-    on. A call in flight is bounded by the client's own timeout (``--llm-timeout``).
-
-    >>> from pyql.agent.llm import ScriptedLLM
-    >>> now = [0.0]
-    >>> llm = DeadlineLLM(ScriptedLLM(["a", "b"]), 10, clock=lambda: now[0])
-    >>> llm.complete([]).text
-    'a'
-    >>> now[0] = 11.0
-    >>> llm.complete([])
-    Traceback (most recent call last):
-    ...
-    pyql.agent.errors.LLMTimeoutError: the question's deadline of 10s has passed
-    """
-
-    def __init__(self, llm: LLM, seconds: float, *, clock: Clock = time.monotonic) -> None:
-        if seconds <= 0:
-            raise ValueError("a question deadline must be positive")
-        self.llm = llm
-        self.model = getattr(llm, "model", "")
-        self.seconds = seconds
-        self._clock = clock
-        self._deadline = clock() + seconds
-
-    def __repr__(self) -> str:
-        return f"DeadlineLLM({self.llm!r}, {self.seconds:g}s)"
-
-    def __getattr__(self, name: str) -> Any:
-        # a stand-in's step hook and records stay reachable
-        if name in ("observe", "reconcile"):
-            return getattr(self.llm, name)
-        raise AttributeError(name)
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
-        if self._clock() >= self._deadline:
-            raise LLMTimeoutError(f"the question's deadline of {self.seconds:g}s has passed",
-                                  model=self.model)
-        return self.llm.complete(messages, stop=stop, tools=tools)
