@@ -25,6 +25,10 @@
   ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
+The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
+shows it) of the last line of each question id (:func:`read_results`,
+:func:`recompute_metrics`).
+
 **Exactly once.** :func:`resume` reads the ids in ``results.jsonl`` and runs only the selected
 questions that are missing, each once. A killed run loses at most the questions in flight. After
 an abort or Ctrl-C the questions in flight finish and are written before the process exits.
@@ -37,11 +41,29 @@ over a per-question view of it, so query counts are exact. LLM calls go through 
 :class:`~pyql.agent.evaluation.specs.RateGate`: a 429 pauses every worker until its
 ``Retry-After``.
 
-**Errors.** A question that fails (the backend is down, the LLM fails after its retries, the
-replay has no recording...) is recorded with ``error`` and scored 0, and the run goes on.
-Authentication errors, an unknown model, an exhausted quota and a bad ``--llm`` spec abort the
-run (:class:`EvalAbort`) with the message; so do five first questions in a row that all fail
-with unexpected (non-pyql) exceptions, which means a bug, not a bad question.
+**Strategies.** Each question is answered by
+``get_strategy(config.strategy).from_config(llm, backend, StrategyConfig(...))`` (entry-point
+group ``pyql.strategies``; ``config.options`` are the strategy's own options); the runner knows
+no strategy by name. ``--llm gold`` / ``noisy-gold`` come from the strategy's ``stand_in``.
+``config.ablation`` runs ERASER on and off as two sub-runs (:mod:`.ablation`).
+
+**Worker processes.** A CPU-bound stand-in run (``config.processes``; ``None``: the cores for at
+least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker processes, each with its
+own backend handle; the parent alone writes the files, in the order answers arrive.
+
+**Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
+per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
+an LLM server or connection failure after its retries, a backend that failed (raised, or
+reported by a step's ``env_status`` on a question that did not finish) — ends as an *outage*
+(``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
+trajectory so far is kept, its error names the cause, it is left out of the scores and counted
+in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``
+outages in a row stop the run (:class:`OutageAbort`, a one-line reason). Any other failure of a
+question (a replay without a recording, a gold program that runs out) is ``error``: recorded,
+scored 0, and the run goes on. Authentication errors, an unknown model, an exhausted quota, an
+unknown strategy and a bad ``--llm`` spec abort the run (:class:`EvalAbort`) with the message;
+so do five first questions in a row that all fail with unexpected (non-pyql) exceptions, which
+means a bug, not a bad question.
 """
 
 from __future__ import annotations
