@@ -514,10 +514,11 @@ class _Session:
         result, lines = self.answer(item)
         return self.record(result, lines)
 
-    def record(self, result: QuestionResult, lines: list[str]) -> QuestionResult:
-        """Write a question's result and trajectory lines; the circuit breaker; what stays in
-        memory."""
-        self._write(result, lines)
+    def record(self, result: QuestionResult, lines: list[str], line: str | None = None
+               ) -> QuestionResult:
+        """Write a question's result (``line``: its JSON when already made) and trajectory
+        lines; the circuit breaker; what stays in memory."""
+        self._write(result, lines, line)
         self._breaker(result)
         return _slim(result)
 
@@ -647,8 +648,9 @@ class _Session:
         lines = list(trajectory.lines())
         return result, lines
 
-    def _write(self, result: QuestionResult, trajectory: list[str]) -> None:
-        line = result.model_dump_json()
+    def _write(self, result: QuestionResult, trajectory: list[str],
+               line: str | None = None) -> None:
+        line = result.model_dump_json() if line is None else line
         with self._write_lock:
             if trajectory:
                 self.trajectory_log.append(*trajectory)
@@ -769,9 +771,12 @@ def _worker_init(config: RunConfig, out_dir: Path) -> None:
                     with_items=False)[0]
 
 
-def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str]]:
+def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
+    """In a worker: the slim result (what the parent keeps), the trajectory lines and the
+    result's JSON line (made here: the parent only writes)."""
     assert _WORKER is not None, "the worker process was not initialised"
-    return _WORKER.answer(item)
+    result, lines = _WORKER.answer(item)
+    return _slim(result), lines, result.model_dump_json()
 
 
 def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
@@ -837,9 +842,14 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
             progress.add(result)
 
     async def ticker() -> None:
+        interval = METRICS_INTERVAL
         while True:
-            await asyncio.sleep(METRICS_INTERVAL)
+            await asyncio.sleep(interval)
+            cost = time.perf_counter()
             _write_running_metrics(session, started, total)
+            # a large run's aggregate takes a while: rewrite it less often, so the snapshot
+            # never costs more than a few percent of the time
+            interval = max(METRICS_INTERVAL, 30 * (time.perf_counter() - cost))
 
     tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
     tick = asyncio.create_task(ticker())
