@@ -85,3 +85,24 @@ def test_the_module_entry_prints_clean_and_noisy(tmp_path: Path, mini_metaqa: Pa
     assert "| noisy gold (noisy-gold:1:wrong_arity) | w/o ERASER |" in table
     assert "| wrong_arity |" in table
     assert (tmp_path / "out" / "noisy_gold" / "eraser_off" / CONFIG).exists()
+
+
+def test_the_registry_takes_more_datasets(mini_metaqa: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyql.agent.evaluation import datasets
+
+    class Renamed(datasets.MetaQA1Hop):
+        name = "metaqa-1hop-copy"
+
+    monkeypatch.setattr(datasets, "DATASETS", dict(datasets.DATASETS))
+    assert datasets.register_dataset(Renamed) is Renamed
+    assert "metaqa-1hop-copy" in datasets.dataset_names()
+    assert len(get_dataset("metaqa-1hop-copy", mini_metaqa).items(limit=2)) == 2
+
+    class Clash(datasets.MetaQA2Hop):
+        name = "metaqa-1hop"
+
+    with pytest.raises(ValueError, match="already registered"):
+        datasets.register_dataset(Clash)
+    with pytest.raises(TypeError):
+        datasets.register_dataset(dict)  # type: ignore[arg-type]
