@@ -224,7 +224,7 @@ def eval_command(
     else:
         render_metrics(metrics, Console(highlight=False))
     run = metrics.get("run") or {}
-    if not run.get("complete", True):
+    if not run.get("complete", True) or not metrics.get("complete", True):
         raise typer.Exit(1)
 
 

@@ -28,7 +28,7 @@ def test_ablation_mode_runs_eraser_on_and_off(tmp_path: Path, mini_metaqa: Path)
     assert load_config(out / "eraser_on").guidelines is True
     assert load_config(out / "eraser_off").guidelines is False
     on, off = summary["settings"]["eraser_on"], summary["settings"]["eraser_off"]
-    assert on["n"] == off["n"] == 8 and summary["primary"] == "hit@1"
+    assert on["n"] == off["n"] == 8 and summary["primary"] == "hit@1" and summary["complete"]
     # the same mistakes at the same gold calls; ERASER names them, without it they stay
     assert on["hit@1"] > off["hit@1"] and summary["gain"] == on["hit@1"] - off["hit@1"]
     rows_on, rows_off = summary["injections"]["eraser_on"], summary["injections"]["eraser_off"]
