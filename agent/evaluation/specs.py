@@ -49,7 +49,7 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.agent.evaluation.records import EvalItem, item_seed
+from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
 from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
@@ -472,8 +472,9 @@ class ReplayProvider:
 
     ``path`` is a trajectories JSONL file (or a run directory holding ``trajectories.jsonl``);
     trajectories are matched by ``meta["id"]`` (or ``meta["qid"]``). When a question was
-    recorded more than once, the last complete recording counts. A question without one gets an
-    LLM that fails (recorded as the question's error).
+    recorded more than once, the last complete recording counts (one cut short by an outage is
+    not complete). A question without one gets an LLM that fails (recorded as the question's
+    error).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, spec: str = "", check_prompts: bool = False,
@@ -495,7 +496,9 @@ class ReplayProvider:
                 key = trajectory.meta.get("id", trajectory.meta.get("qid"))
                 if key is None:
                     continue
-                complete = bool(trajectory.stop_reason)
+                # a question cut short by an outage is no recording of the model's answer
+                complete = (bool(trajectory.stop_reason)
+                            and trajectory.meta.get("status") not in OUTAGES)
                 if complete or str(key) not in self.trajectories:
                     self.trajectories[str(key)] = trajectory
         except ValueError as exc:

@@ -20,7 +20,7 @@ from pyql.agent.evaluation.runner import (
     read_results,
     resume,
 )
-from pyql.agent.evaluation.specs import build_provider
+from pyql.agent.evaluation.specs import ReplayProvider, build_provider
 from pyql.agent.trajectory import load_trajectories
 from tests.support.fake_openai import FakeOpenAI, ServerError, Slow, Text
 
@@ -81,6 +81,11 @@ def test_llm_server_failing_then_resume_reruns_the_outages(tmp_path: Path, mini_
     assert metrics["n"] == metrics["scored"] == 6 and metrics["outage_total"] == 0
     assert metrics["hit@1"] == 1.0 and metrics["run"]["complete"] is True
     assert {r.id: r.status for r in read_results(out)} == {r.id: "ok" for r in read_results(out)}
+    # a replay of this run replays the answered trajectory, not the one the outage cut short
+    replay = ReplayProvider(out)
+    for r in failed:
+        assert replay.trajectories[r.id].meta.get("status") is None
+        assert replay.trajectories[r.id].finished
 
 
 def test_a_slow_llm_is_an_llm_timeout(tmp_path: Path, mini_metaqa: Path,
