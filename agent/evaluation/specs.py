@@ -12,10 +12,11 @@ spec                   the LLM of each question
 ``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
-``gold``               :class:`GoldLLM`: the question's gold program, one call per step, in the
-                       agent's reply format
-``noisy-gold:RATE``    ``pyql.agent.evaluation.noisy.NoisyGoldLLM`` (the gold program with errors
-                       injected at ``RATE``), seeded per question from ``--seed`` and the id
+``gold``               the strategy's stand-in (``stand_in``): for QueryAgent :class:`GoldLLM`, the
+                       question's gold program, one call per step, in the agent's reply format
+``noisy-gold:RATE``    the strategy's noisy stand-in: for QueryAgent
+                       ``pyql.agent.evaluation.noisy.NoisyGoldLLM`` (the gold program with errors
+                       injected at ``RATE``), seeded per question (``item_seed``)
 =====================  ============================================================================
 
 **Rate limits.** :class:`GatedLLM` puts a :class:`RateGate` in front of a client: before every
@@ -32,7 +33,6 @@ that long before each reply, so a run lasts long enough to be killed half-way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -49,10 +49,12 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
 from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
+from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
+from pyql.retrying import RetryPolicy, Transient, retry_call
 
 __all__ = [
     "LLMSpecError",
@@ -61,13 +63,13 @@ __all__ = [
     "GoldLLM",
     "LLMProvider",
     "SharedLLMProvider",
-    "GoldProvider",
-    "NoisyGoldProvider",
+    "StandInProvider",
     "ReplayProvider",
     "parse_llm_spec",
     "build_provider",
+    "no_program_reason",
+    "noisy_spec",
     "TEST_DELAY_ENV",
-    "item_seed",
 ]
 
 log = logging.getLogger(__name__)
@@ -143,6 +145,9 @@ class GatedLLM:
 
     ``max_retries`` bounds the retries of one call (rate limits and server errors together);
     a ``retry_after`` longer than ``max_retry_after`` is not waited for (the error is raised).
+    Retries go through :func:`pyql.retrying.retry_call` and stop at the context's deadline
+    (:func:`pyql.deadline.within`: the question's budget), so a failing server costs a question
+    seconds, not minutes.
     """
 
     def __init__(
@@ -150,9 +155,9 @@ class GatedLLM:
         llm: LLM,
         gate: RateGate,
         *,
-        max_retries: int = 8,
+        max_retries: int = 4,
         backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
+        backoff_max: float = 30.0,
         max_retry_after: float = 600.0,
         rng: random.Random | None = None,
     ) -> None:
@@ -163,14 +168,15 @@ class GatedLLM:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
+        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+                                   backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._rng = rng or random.Random()
 
     def __repr__(self) -> str:
         return f"GatedLLM({self.llm!r})"
 
     def backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return delay / 2 + self._rng.uniform(0, delay / 2)
+        return self._policy.delay(attempt, self._rng)
 
     def complete(
         self,
@@ -180,36 +186,37 @@ class GatedLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> LLMReply:
         start = self.gate.clock()
-        attempt = 0
-        while True:
+        deadline = current_deadline()
+        if deadline is not None and deadline.expired:
+            raise LLMTimeoutError(f"{self.model}: the {deadline.seconds:g}s deadline has passed",
+                                  model=self.model, attempts=0, elapsed=deadline.elapsed(),
+                                  deadline=deadline.seconds)
+
+        def attempt() -> LLMReply:
             self.gate.wait()
             try:
-                reply = self.llm.complete(messages, stop=stop, tools=tools)
+                return self.llm.complete(messages, stop=stop, tools=tools)
             except LLMRateLimitError as exc:
-                if exc.code == "insufficient_quota" or attempt >= self.max_retries:
+                if exc.code == "insufficient_quota":
                     raise
-                delay = exc.retry_after if exc.retry_after is not None else self.backoff(attempt)
-                if delay > self.max_retry_after:
-                    log.warning("%s: the server asks to wait %.0fs (more than %.0fs): giving up",
-                                self.model, delay, self.max_retry_after)
-                    raise
-                log.warning("%s: rate limited; every worker pauses %.1fs (retry %d/%d)",
-                            self.model, delay, attempt + 1, self.max_retries)
-                self.gate.trip(delay)
+                raise Transient(exc, retry_after=exc.retry_after) from None
             except (LLMServerError, LLMTimeoutError) as exc:
-                if attempt >= self.max_retries:
-                    raise
-                delay = self.backoff(attempt)
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.model, type(exc).__name__,
-                            attempt + 1, self.max_retries, delay)
-                self.gate.sleep(delay)
+                raise Transient(exc) from None
+
+        def pause(seconds: float, error: BaseException) -> None:
+            if isinstance(error, LLMRateLimitError):
+                log.warning("%s: rate limited; every worker pauses %.1fs", self.model, seconds)
+                self.gate.trip(seconds)
             else:
-                if attempt == 0:
-                    return reply
-                elapsed = self.gate.clock() - start
-                return reply.model_copy(update={"retries": reply.retries + attempt,
-                                                "latency": max(reply.latency, elapsed)})
-            attempt += 1
+                self.gate.sleep(seconds)
+
+        reply, retries = retry_call(attempt, self._policy, rng=self._rng, pause=pause,
+                                    deadline=deadline, name=self.model)
+        if retries == 0:
+            return reply
+        elapsed = self.gate.clock() - start
+        return reply.model_copy(update={"retries": reply.retries + retries,
+                                        "latency": max(reply.latency, elapsed)})
 
 
 # -- the gold stand-in --------------------------------------------------------------------------
@@ -229,14 +236,16 @@ class GoldLLM:
     """Replays a gold program in the agent's reply format: one call per LLM call.
 
     The ``i``-th request gets the program's ``i``-th call, as ``Thought n : ...`` /
-    ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``), where
+    ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``; the default,
+    ``None``, answers with a tool call when the request offers tools), where
     ``n`` is the step the agent is at. A call that gets a guideline hint is repeated once (a
     result-based hint is accepted when the action is repeated, see
     :class:`pyql.session.HintPolicy`); if the repeat is refused too, the next request gets the
     next call. A program that does not end with ``execute()`` gets one. When the program is
     exhausted (or there is none) the request raises
     :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent
-    counts the prompt) and cost 0.
+    counts the prompt) and cost 0. Whether the last step got a hint is read from its record
+    (:meth:`observe`, called by the agent after every step), never from the prompt's wording.
 
     >>> llm = GoldLLM("add_fact(Kismet, directed_by, ?d)\\nset_answer(?d)")
     >>> print(llm.complete([{"role": "user", "content": "q"}]).text)
@@ -244,12 +253,15 @@ class GoldLLM:
     Action 1 : add_fact(Kismet, directed_by, ?d)
     """
 
+    #: the agent need not fingerprint its prompts (see ``QueryAgent.run``)
+    prompts_matter = False
+
     def __init__(
         self,
         program: str | Program | None,
         *,
         tools: str = "sparql",
-        mode: str = "text",
+        mode: str | None = None,
         delay: float | None = None,
         sleep: Sleep = time.sleep,
         model: str = "gold",
@@ -259,25 +271,47 @@ class GoldLLM:
         self.tools = tools
         self.mode = mode
         self.reason = reason
-        if program is None:
-            self.calls: list[Call] = []
-        else:
+        #: the program's calls as the agent writes them (text mode needs no parse: a gold
+        #: program prints one call per line); parsed on the first tool-call reply
+        self._text: list[str] = []
+        self._calls: list[Call] | None = None
+        if isinstance(program, Program) or (program is not None and mode == "tools"):
             parsed = program if isinstance(program, Program) else Program.parse(program, tools)
-            self.calls = list(parsed)
-            if not self.calls or self.calls[-1].name != "execute":
-                self.calls.append(Call(name="execute"))
+            self._set_calls(list(parsed))
+        elif program is not None:
+            self._text = [line.strip() for line in program.splitlines() if line.strip()]
+            if not self._text or not self._text[-1].startswith("execute("):
+                self._text.append("execute()")
         self.delay = _test_delay() if delay is None else delay
         self._sleep = sleep
         self._next = 0
         self._insisted = -1
+        self._hinted = False
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"GoldLLM({len(self.calls)} calls, mode={self.mode!r})"
+        return f"GoldLLM({len(self._text)} calls, mode={self.mode!r})"
+
+    def _set_calls(self, calls: list[Call]) -> None:
+        if not calls or calls[-1].name != "execute":
+            calls.append(Call(name="execute"))
+        self._calls = calls
+        self._text = [str(c) for c in calls]
+
+    @property
+    def calls(self) -> list[Call]:
+        """The program's calls (``execute()`` added when it has none at the end)."""
+        if self._calls is None:
+            self._calls = [Program.parse(line, self.tools).calls[0] for line in self._text]
+        return self._calls
 
     @property
     def remaining(self) -> int:
-        return len(self.calls) - self._next
+        return len(self._text) - self._next
+
+    def observe(self, step: Any) -> None:
+        """Read the record of the step just taken (:class:`~pyql.agent.trajectory.Step`)."""
+        self._hinted = step.hint is not None
 
     def complete(
         self,
@@ -290,28 +324,27 @@ class GoldLLM:
             self._sleep(self.delay)
         with self._lock:
             index = self._next
-            if index > 0 and index - 1 != self._insisted and _last_is_hint(messages):
+            if index > 0 and index - 1 != self._insisted and self._hinted:
                 # the previous call got a hint: insist once, as a model sure of its step would
                 # (a result-based hint is given once: pyql.session.HintPolicy)
                 self._insisted = index - 1
                 index -= 1
-            elif index >= len(self.calls):
-                if self.calls:
-                    what = f"the gold program has {len(self.calls)} calls"
+            elif index >= len(self._text):
+                if self._text:
+                    what = f"the gold program has {len(self._text)} calls"
                 else:
                     what = self.reason or "there is no gold program"
                 raise LLMScriptExhaustedError(f"{what}; call {index + 1} was asked",
                                               model=self.model)
             else:
                 self._next += 1
-        call = self.calls[index]
         n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
-        thought = f"Step {index + 1} of {len(self.calls)} of the gold program."
-        if self.mode == "tools" and tools:
+        thought = f"Step {index + 1} of {len(self._text)} of the gold program."
+        if tools and self.mode != "text":
             return LLMReply(text=f"Thought {n} : {thought}",
-                            tool_calls=(self._tool_call(call, n),), model=self.model,
-                            finish_reason="tool_calls", cost=0.0)
-        text = f"Thought {n} : {thought}\nAction {n} : {call}"
+                            tool_calls=(self._tool_call(self.calls[index], n),),
+                            model=self.model, finish_reason="tool_calls", cost=0.0)
+        text = f"Thought {n} : {thought}\nAction {n} : {self._text[index]}"
         return LLMReply(text=text, model=self.model, finish_reason="stop", cost=0.0)
 
     def _tool_call(self, call: Call, n: int) -> ToolCall:
@@ -322,18 +355,6 @@ class GoldLLM:
         arguments = {name: str(arg) for name, arg in zip(names, call.args, strict=False)}
         return ToolCall(id=f"call_{n}", name=call.name,
                         arguments=json.dumps(arguments, ensure_ascii=False))
-
-
-def _last_is_hint(messages: Sequence[Message]) -> bool:
-    from pyql.agent.evaluation.noisy import is_hint
-
-    for message in reversed(messages):
-        if message.get("role") in ("user", "tool"):
-            content = message.get("content")
-            return isinstance(content, str) and is_hint(content)
-        if message.get("role") == "assistant":
-            return False
-    return False
 
 
 # -- providers ----------------------------------------------------------------------------------
@@ -352,13 +373,18 @@ class LLMProvider(Protocol):
 class _Wrapping:
     """Applies the run's gate and LLM cache to the LLMs a provider makes."""
 
-    def __init__(self, gate: RateGate | None, llm_cache: Any) -> None:
+    def __init__(self, gate: RateGate | None, llm_cache: Any, *,
+                 max_retries: int | None = None) -> None:
         self.gate = gate
         self.llm_cache = llm_cache
+        self.max_retries = max_retries
 
     def wrap(self, llm: LLM, *, gated: bool) -> LLM:
         if gated and self.gate is not None:
-            llm = GatedLLM(llm, self.gate)
+            if self.max_retries is None:
+                llm = GatedLLM(llm, self.gate)
+            else:
+                llm = GatedLLM(llm, self.gate, max_retries=self.max_retries)
         if self.llm_cache is not None:
             from pyql.agent.evaluation.caches import CachedLLM
 
@@ -370,74 +396,75 @@ class SharedLLMProvider:
     """One LLM for every question (an API client is thread-safe)."""
 
     def __init__(self, llm: LLM, *, spec: str = "", gate: RateGate | None = None,
-                 llm_cache: Any = None) -> None:
+                 llm_cache: Any = None, max_retries: int | None = None) -> None:
         self.spec = spec or getattr(llm, "model", "shared")
         self.base = llm
         #: the rate gate in front of the client (the run reports its pauses)
         self.gate = gate
-        self.llm = _Wrapping(gate, llm_cache).wrap(llm, gated=True)
+        self.llm = _Wrapping(gate, llm_cache, max_retries=max_retries).wrap(llm, gated=True)
 
     def for_item(self, item: EvalItem) -> LLM:
         return self.llm
 
 
-class GoldProvider:
-    """A fresh :class:`GoldLLM` per question, replaying ``item.program``."""
+class StandInProvider:
+    """A fresh stand-in LLM per question (``--llm gold``, ``--llm noisy-gold:RATE``), made by
+    the strategy's own ``stand_in(spec, item, *, seed)`` classmethod: each strategy asks its LLM
+    different questions, so each knows how to play its own gold model. ``seed`` is the run's
+    seed; each question gets :func:`~pyql.agent.evaluation.records.item_seed` of it."""
 
-    def __init__(self, *, mode: str = "text", spec: str = "gold", llm_cache: Any = None,
-                 delay: float | None = None) -> None:
+    def __init__(self, spec: str, *, strategy: str = "queryagent", seed: int = 0,
+                 llm_cache: Any = None) -> None:
+        from pyql.agent.strategy import get_strategy
+
         self.spec = spec
-        self.mode = mode
-        self.delay = _test_delay() if delay is None else delay
+        self.strategy = strategy
+        self.seed = seed
+        kind = get_strategy(strategy)
+        stand_in = getattr(kind, "stand_in", None)
+        if not callable(stand_in):
+            raise LLMSpecError(f"strategy {strategy!r} has no stand-in LLM for --llm {spec}: "
+                               "use a model (openai:MODEL) or a replay")
+        self._stand_in: Callable[..., LLM] = stand_in
         self._wrap = _Wrapping(None, llm_cache)
 
     def for_item(self, item: EvalItem) -> LLM:
-        reason = _no_program(item) if item.program is None else ""
-        llm = GoldLLM(item.program, tools=item.tools, mode=self.mode, delay=self.delay,
-                      reason=reason)
+        llm = self._stand_in(self.spec, item, seed=item_seed(self.seed, item.id))
         return self._wrap.wrap(llm, gated=False)
 
 
-def _no_program(item: EvalItem) -> str:
+def no_program_reason(item: EvalItem) -> str:
+    """Why a stand-in has nothing to replay for ``item`` (its dataset's ``unsupported``)."""
     why = item.meta.get("unsupported")
     if isinstance(why, (list, tuple)):
         why = ", ".join(map(str, why))
     return "no gold program" + (f" (unsupported: {why})" if why else "")
 
 
-def item_seed(seed: int, item_id: str) -> int:
-    """A per-question seed from the run's seed and the question id (stable across runs)."""
-    digest = hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+def noisy_spec(arg: str) -> tuple[float, tuple[str, ...] | None]:
+    """``(rate, types)`` of ``noisy-gold:RATE[:TYPE,TYPE...]``: a rate between 0 and 1 and the
+    injection types allowed (None: all); else :class:`LLMSpecError`.
 
+    >>> noisy_spec("0.3"), noisy_spec("1:wrong_arity,invalid_action")
+    ((0.3, None), (1.0, ('wrong_arity', 'invalid_action')))
+    """
+    from pyql.agent.evaluation.noisy import INJECTION_TYPES
 
-class NoisyGoldProvider:
-    """``NoisyGoldLLM(program_text, rate=, seed=, tools=)`` per question (imported lazily)."""
-
-    def __init__(self, rate: float, *, seed: int = 0, spec: str = "", llm_cache: Any = None
-                 ) -> None:
-        try:
-            from pyql.agent.evaluation import noisy
-            from pyql.agent.evaluation.noisy import NoisyGoldLLM
-        except ImportError as exc:
-            raise LLMSpecError(f"--llm noisy-gold needs pyql.agent.evaluation.noisy, which cannot "
-                               f"be imported ({exc})") from exc
-        if not 0.0 <= rate <= 1.0:
-            raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
-        self.cls = NoisyGoldLLM
-        #: the noisy module's own per-question seed when it has one (same seeds as its tools)
-        self.item_seed: Callable[[int, str], int] = getattr(noisy, "item_seed", item_seed)
-        self.rate = rate
-        self.seed = seed
-        self.spec = spec or f"noisy-gold:{rate}"
-        self._wrap = _Wrapping(None, llm_cache)
-
-    def for_item(self, item: EvalItem) -> LLM:
-        if item.program is None:
-            return GoldLLM(None, tools=item.tools, model="noisy-gold", reason=_no_program(item))
-        llm = self.cls(item.program, rate=self.rate, seed=self.item_seed(self.seed, item.id),
-                       tools=item.tools)
-        return self._wrap.wrap(llm, gated=False)
+    text, _, kinds = arg.partition(":")
+    try:
+        rate = float(text)
+    except ValueError:
+        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {text!r}") from None
+    if not 0.0 <= rate <= 1.0:
+        raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
+    if not kinds.strip():
+        return rate, None
+    types = tuple(t.strip() for t in kinds.split(",") if t.strip())
+    unknown = [t for t in types if t not in INJECTION_TYPES]
+    if unknown:
+        raise LLMSpecError(f"noisy-gold: unknown injection type(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(INJECTION_TYPES)}")
+    return rate, types
 
 
 class ReplayProvider:
@@ -445,8 +472,9 @@ class ReplayProvider:
 
     ``path`` is a trajectories JSONL file (or a run directory holding ``trajectories.jsonl``);
     trajectories are matched by ``meta["id"]`` (or ``meta["qid"]``). When a question was
-    recorded more than once, the last complete recording counts. A question without one gets an
-    LLM that fails (recorded as the question's error).
+    recorded more than once, the last complete recording counts (one cut short by an outage is
+    not complete). A question without one gets an LLM that fails (recorded as the question's
+    error).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, spec: str = "", check_prompts: bool = False,
@@ -468,7 +496,9 @@ class ReplayProvider:
                 key = trajectory.meta.get("id", trajectory.meta.get("qid"))
                 if key is None:
                     continue
-                complete = bool(trajectory.stop_reason)
+                # a question cut short by an outage is no recording of the model's answer
+                complete = (bool(trajectory.stop_reason)
+                            and trajectory.meta.get("status") not in OUTAGES)
                 if complete or str(key) not in self.trajectories:
                     self.trajectories[str(key)] = trajectory
         except ValueError as exc:
@@ -489,7 +519,7 @@ class ReplayProvider:
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE"
+_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
 
 
 def parse_llm_spec(spec: str) -> tuple[str, str]:
@@ -525,26 +555,29 @@ def build_provider(
     *,
     base_url: str | None = None,
     seed: int = 0,
-    mode: str = "text",
+    strategy: str = "queryagent",
     gate: RateGate | None = None,
     llm_cache: Any = None,
     openai_options: Mapping[str, Any] | None = None,
+    max_retries: int | None = None,
 ) -> LLMProvider:
-    """The provider of ``spec`` (see the module docstring). ``llm_cache`` is an
-    :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies to API clients."""
+    """The provider of ``spec`` (see the module docstring). ``strategy`` makes the stand-ins
+    (``gold``, ``noisy-gold:RATE``); ``replay:`` and ``openai:`` do not depend on it.
+    ``llm_cache`` is an :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies
+    to API clients; ``openai_options`` go to :class:`~pyql.agent.llm.OpenAIChat` (``timeout``:
+    seconds per call); ``max_retries`` bounds the retries of one call (the gate's; default 8).
+    """
     kind, arg = parse_llm_spec(spec)
-    if kind == "gold":
-        return GoldProvider(mode=mode, spec=spec, llm_cache=llm_cache)
-    if kind == "noisy-gold":
-        try:
-            rate = float(arg)
-        except ValueError:
-            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
-        return NoisyGoldProvider(rate, seed=seed, spec=spec, llm_cache=llm_cache)
+    if kind in ("gold", "noisy-gold"):
+        if kind == "noisy-gold":
+            noisy_spec(arg)
+        return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
     from pyql.agent.llm import OpenAIChat
 
     options = {"max_retries": 0, **dict(openai_options or {})}
     llm = OpenAIChat(arg, base_url=base_url, **options)
-    return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache)
+    return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache,
+                             max_retries=max_retries)
+
