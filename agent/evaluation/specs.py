@@ -534,20 +534,10 @@ def parse_llm_spec(spec: str) -> tuple[str, str]:
     if kind == "gold" and not sep:
         return "gold", ""
     if kind in ("openai", "replay", "noisy-gold") and sep and arg.strip():
-        if kind == "noisy-gold":
-            _check_rate(arg.strip())
+        if kind == "noisy-gold":  # checked with the spec, before a run directory is made
+            noisy_spec(arg.strip())
         return kind, arg.strip()
     raise LLMSpecError(f"unknown --llm spec {spec!r}; expected one of: {_FORMS}")
-
-
-def _check_rate(arg: str) -> None:
-    """noisy-gold's RATE is checked with the spec, before a run directory is made."""
-    try:
-        rate = float(arg)
-    except ValueError:
-        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
-    if not 0.0 <= rate <= 1.0:
-        raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
 
 
 def build_provider(
