@@ -165,8 +165,9 @@ def ask_command(
         ),
     ] = False,
     max_steps: Annotated[
-        int, typer.Option("--max-steps", min=1, help="Most LLM calls for the question.")
-    ] = 20,
+        int | None, typer.Option("--max-steps", min=1, help="Most LLM calls for the question "
+                                 "(default: the preset's; 20).")
+    ] = None,
     save_trajectory: Annotated[
         Path | None,
         typer.Option(
@@ -191,6 +192,17 @@ def ask_command(
         typer.Option("--option", metavar="KEY=VALUE",
                      help="A strategy's own option (repeatable); VALUE is read as JSON when it "
                      "parses (3, true, [1,2]), else as text."),
+    ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", metavar="NAME[:DATASET]",
+                     help="default, or paper (the original code's settings; the dataset, e.g. "
+                     "paper:webqsp, is guessed from a MetaQA KB or a database otherwise)."),
+    ] = None,
+    ranker: Annotated[
+        str | None,
+        typer.Option("--ranker", help="Relation ranker: bm25, openai, minilm, hybrid, "
+                     "hybrid:openai (default: the preset's; bm25)."),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
@@ -238,8 +250,10 @@ def ask_command(
         if out is not None:
             _show_header(out, question, entities, linking, given, table if db else None,
                          llm.model, mode, not no_guidelines)
+        preset_name, _, preset_dataset = (preset or "").partition(":")
         config = StrategyConfig(guidelines=not no_guidelines, max_steps=max_steps, mode=mode,
-                                table=table, options=options)
+                                table=table, options=options, preset=preset_name or None,
+                                dataset=preset_dataset or None, ranker=ranker)
         try:
             agent = build_strategy(strategy, llm, backend, config)
         except (TypeError, ValueError) as exc:

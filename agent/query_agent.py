@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,13 @@ from pydantic import ValidationError
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
 from pyql.agent.errors import LLMContextLengthError
 from pyql.agent.llm import LLM, LLMReply, ToolCall, prompt_fingerprint
+from pyql.agent.presets import (
+    ANSWER_CHOICE_PROMPT,
+    FORGOTTEN_OBSERVATION,
+    Preset,
+    PresetError,
+    get_preset,
+)
 from pyql.agent.prompting import (
     STOP_SEQUENCES,
     PromptProfile,
@@ -132,6 +140,37 @@ def _system_prompt(profile: PromptProfile, mode: str) -> str:
     return found[1]
 
 
+class _Default:
+    """The type of :data:`DEFAULT`: an argument left to the preset (or pyql's default)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: an argument left to the preset
+DEFAULT = _Default()
+
+
+def _preset(preset: str | Preset | None, dataset: str | None, backend: Any) -> Preset:
+    """The preset in force: ``None`` is pyql's ``default``; a name needs the dataset, else it
+    is guessed from the backend's KB profile (``metaqa``) or SQL (``wikisql``)."""
+    if isinstance(preset, Preset):
+        return preset
+    name = preset or "default"
+    if dataset is None:
+        profile = getattr(getattr(backend, "profile", None), "name", None)
+        dataset = "metaqa" if profile == "metaqa" else ("wikisql" if _is_sql(backend) else "")
+        if name != "default" and not dataset:
+            raise PresetError(f"the {name!r} preset is per dataset: pass dataset= (grailqa, "
+                              "graphq, webqsp, metaqa, wikisql)")
+    return get_preset(name, dataset or "default")
+
+
+def _is_sql(backend: Any) -> bool:
+    sql_db = _sql_db_class()
+    return sql_db is not None and isinstance(backend, sql_db)
+
+
 def _query_count(backend: Any) -> int | None:
     count = getattr(backend, "query_count", None)
     return count if isinstance(count, int) else None
@@ -150,6 +189,13 @@ class QueryAgent:
     the first ``top_k`` — the paper's "w/o RR"). ``profile`` picks the prompt (default: from the
     backend's KB profile; ``"wikisql"`` for SQL). ``on_step`` is called with each
     :class:`~pyql.agent.trajectory.Step` as soon as it is recorded (a live view of the run).
+
+    ``preset`` (``"default"``, ``"paper"``, or a :class:`~pyql.agent.presets.Preset`) with
+    ``dataset`` chooses the settings left unset: ``max_steps`` (20 by default), the prompt, the
+    ranker (``"bm25"`` by default), the argmax semantics (``extremum_mode``: ``"ties"`` or
+    ``"limit"``), and how the loop shows its history, bounds the prompt and ends without
+    ``execute()`` — ``preset="paper"`` is the original code's setting for the dataset
+    (``docs/paper_preset.md``).
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -173,9 +219,9 @@ class QueryAgent:
         backend: KB | Any,
         *,
         guidelines: Any = True,
-        max_steps: int = 20,
+        max_steps: int | None = None,
         mode: Mode = "text",
-        ranker: RelationRanker | str | None = "bm25",
+        ranker: RelationRanker | str | None | _Default = DEFAULT,
         top_k: int = TOP_K,
         seed: int = 0,
         profile: str | PromptProfile | None = None,
@@ -186,11 +232,24 @@ class QueryAgent:
         session_options: Mapping[str, Any] | None = None,
         execute_on_stop: bool = True,
         on_step: Callable[[Step], None] | None = None,
+        preset: str | Preset | None = None,
+        dataset: str | None = None,
+        extremum_mode: str | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
+        self.preset = _preset(preset, dataset, backend)
+        if max_steps is None:
+            max_steps = self.preset.max_steps
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
+        if profile is None and self.preset.prompt is not None:
+            profile = self.preset.prompt
+        if isinstance(ranker, _Default):
+            ranker = self.preset.ranker
+        extremum_mode = extremum_mode or self.preset.extremum_mode
+        if extremum_mode != "ties" and isinstance(backend, KB):
+            session_options = {"extremum_mode": extremum_mode, **(session_options or {})}
         self.llm = llm
         self.backend = backend
         self.mode: Mode = mode
@@ -219,10 +278,15 @@ class QueryAgent:
         options of ``config``, and its ``options`` as keyword arguments of the constructor."""
         kwargs: dict[str, Any] = {
             "guidelines": True if config.guidelines else None, "mode": config.mode,
-            "profile": config.profile, "ranker": config.ranker, "seed": config.seed,
-            "table": config.table, "token_counter": config.token_counter,
-            "price_table": config.price_table,
+            "seed": config.seed, "table": config.table, "token_counter": config.token_counter,
+            "price_table": config.price_table, "preset": config.preset,
+            "dataset": config.dataset,
         }
+        # a preset's prompt wins over the dataset's profile (``options`` can still name one)
+        if config.profile is not None and config.preset is None:
+            kwargs["profile"] = config.profile
+        if config.ranker is not None:
+            kwargs["ranker"] = config.ranker
         if config.max_steps is not None:
             kwargs["max_steps"] = config.max_steps
         if config.top_k is not None:
@@ -352,7 +416,18 @@ class QueryAgent:
         stop_reason = "max_steps"
         answers: tuple[Any, ...] = ()
         last_obs: Observation | None = None
+        head = list(messages)
+        turns: list[list[dict[str, Any]]] = []
         for n in range(1, self.max_steps + 1):
+            if self.preset.history == "paper":
+                messages = head + _paper_history(turns, steps)
+                prompt_tokens = None  # earlier messages change: count the prompt afresh
+            budget = self.preset.context_budget
+            if budget is not None and self.token_counter.count_messages(
+                    messages, self.tools) > budget:
+                log.info("step %d: the prompt is over the %d-token budget", n, budget)
+                stop_reason = "context_budget"
+                break
             try:
                 reply = self.llm.complete(
                     messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
@@ -396,7 +471,8 @@ class QueryAgent:
                 observe(step)
             if notify is not None:
                 notify(step)
-            messages.extend(self._turn(step, reply))
+            turns.append(self._turn(step, reply))
+            messages.extend(turns[-1])
             last_obs = obs
             log.debug("step %d: %s -> %s", n, step.action, step.status)
             call = obs.call
@@ -406,7 +482,15 @@ class QueryAgent:
                 answers = tuple(obs.answers or ())
                 break
         if not finished and self.execute_on_stop:
-            answers, extra = self._execute_current(session, backend)
+            before = _query_count(backend)
+            if self.preset.on_stop == "execute_current":
+                answers = self._execute_current(session)
+            else:
+                answers, choice = self._finish(session, question, steps, messages)
+                if choice is not None:
+                    usage = usage.add_call(choice[0], cost=choice[1], seconds=choice[2])
+            after = _query_count(backend)
+            extra = after - before if after is not None and before is not None else 0
             usage = usage.model_copy(update={"kb_queries": usage.kb_queries + extra})
             last_obs = session.observations[-1] if getattr(session, "observations", None) else last_obs
         program = getattr(session, "program", None)
@@ -513,7 +597,7 @@ class QueryAgent:
             {"role": "user", "content": f"Observation {n} : {step.observation}"},
         ]
 
-    def _execute_current(self, session: Any, backend: Any) -> tuple[tuple[Any, ...], int]:
+    def _execute_current(self, session: Any) -> tuple[Any, ...]:
         """Answers of the current query when the loop ended without execute(): executed only
         if an answer was set (set_answer or an aggregation)."""
         memory = getattr(session, "memory", None)
@@ -521,15 +605,63 @@ class QueryAgent:
         has_answer = bool(getattr(memory, "answer", None)) or (
             getattr(query, "aggregate", None) is not None)
         if not has_answer:
-            return (), 0
-        before = _query_count(backend)
+            return ()
+        return self._execute(session)
+
+    def _execute(self, session: Any) -> tuple[Any, ...]:
         obs = session.run(Call(name="execute"))
-        after = _query_count(backend)
-        extra = after - before if after is not None and before is not None else 0
         if not obs.ok:
             log.info("the final execute() was not accepted: %s", obs.text)
-            return (), extra
-        return tuple(obs.answers or ()), extra
+            return ()
+        return tuple(obs.answers or ())
+
+    def _finish(self, session: Any, question: str, steps: Sequence[Step],
+                messages: Sequence[Mapping[str, Any]]
+                ) -> tuple[tuple[Any, ...], tuple[TokenUsage, float, float] | None]:
+        """The original's end without execute() (the preset's ``on_stop``): ``execute`` runs the
+        query as it is; ``choose_answer`` first asks the model which variable answers the
+        question, from the last results (:data:`~pyql.agent.presets.ANSWER_CHOICE_PROMPT`),
+        and executes with it. Returns the answers and the choice call's (tokens, cost, seconds).
+        """
+        results = next((s.observation for s in reversed(steps)
+                        if s.accepted and "The value of variable" in s.observation), "")
+        if self.preset.on_stop != "choose_answer" or not results:
+            return self._execute(session), None
+        prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
+            question=question, result=results.split(" : ", 1)[-1])}]
+        reply = self.llm.complete(prompt, stop=["\n"], tools=None)
+        tokens, cost = self._account(reply, prompt)
+        choice = _ANSWER_CHOICE.search(reply.text)
+        if choice is not None:
+            chosen = session.run(Call(name="set_answer", args=(lex_atom(choice.group(1)),)))
+            log.info("answer variable chosen on stop: %s (%s)", choice.group(1), chosen.status)
+        return self._execute(session), (tokens, cost, reply.latency)
+
+
+def _paper_history(turns: Sequence[list[dict[str, Any]]], steps: Sequence[Step]
+                   ) -> list[dict[str, Any]]:
+    """The turns as the original shows them (ag_utils.py ``get_dynamic_history``): the
+    observations of steps older than two are forgotten, and the one two steps back too when it
+    is an error longer than 250 characters."""
+    out: list[dict[str, Any]] = []
+    last = len(turns) - 1
+    for index, (turn, step) in enumerate(zip(turns, steps)):
+        forget = index < last - 1 or (
+            index == last - 1 and not step.accepted and len(step.observation) > 250)
+        out += [_forgotten(m, step.n) for m in turn] if forget else turn
+    return out
+
+
+def _forgotten(message: dict[str, Any], n: int) -> dict[str, Any]:
+    if message["role"] == "tool":
+        return {**message, "content": FORGOTTEN_OBSERVATION}
+    if message["role"] == "user":
+        return {**message, "content": f"Observation {n} : {FORGOTTEN_OBSERVATION}"}
+    return message
+
+
+#: the original reads the chosen variable with this pattern (GRAIL.py:120)
+_ANSWER_CHOICE = re.compile(r"set_answer\((\?\w+)\)")
 
 
 class _PromptTokens:

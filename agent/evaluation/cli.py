@@ -163,8 +163,17 @@ def eval_command(
         "--no-guidelines", help="run without ERASER (raw errors are observations)")] = False,
     mode: Annotated[str, typer.Option(help="text (Thought/Action) or tools (function calling)")
                     ] = "text",
-    max_steps: Annotated[int, typer.Option("--max-steps", help="steps per question", min=1)
-                         ] = 20,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", help="steps per question (default: the preset's; 20)", min=1)] = None,
+    preset: Annotated[str | None, typer.Option(
+        "--preset", help="default (pyql's settings) or paper (the original code's settings per "
+        "dataset: steps, history, prompts, ranker, argmax; docs/paper_preset.md)")] = None,
+    ranker: Annotated[str | None, typer.Option(
+        "--ranker", help="relation ranker: bm25, openai, minilm, hybrid, hybrid:openai "
+        "(default: the preset's; bm25)")] = None,
+    extremum: Annotated[str | None, typer.Option(
+        "--extremum", metavar="ties|limit", help="argmax/argmin: keep ties, or ORDER BY ... "
+        "LIMIT 1 as the original (default: the preset's; ties)")] = None,
     llm_cache: Annotated[Path | None, typer.Option(
         "--llm-cache", help="SQLite file caching LLM replies")] = None,
     kb_cache: Annotated[Path | None, typer.Option(
@@ -211,7 +220,8 @@ def eval_command(
     metrics = _run(
         dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
-        guidelines=not no_guidelines, mode=mode, max_steps=max_steps, llm_cache=llm_cache,
+        guidelines=not no_guidelines, mode=mode, max_steps=max_steps, preset=preset,
+        ranker=ranker, extremum=extremum, llm_cache=llm_cache,
         kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
         strategy=strategy, options=_options(option), ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
@@ -231,7 +241,8 @@ def eval_command(
 def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: str | None,
          base_url: str | None, limit: int | None, sample: int | None, seed: int,
          concurrency: int | None, kb: str | None, db: str | None, guidelines: bool, mode: str,
-         max_steps: int, llm_cache: Path | None, kb_cache: Path | None, out: Path | None,
+         max_steps: int | None, preset: str | None = None, ranker: str | None = None,
+         extremum: str | None = None, llm_cache: Path | None, kb_cache: Path | None, out: Path | None,
          resume_dir: Path | None, progress: bool, strategy: str | None = None,
          options: dict[str, Any] | None = None, ablation: bool = False,
          llm_timeout: float | None = None, max_retries: int | None = None,
@@ -280,6 +291,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
         get_strategy(strategy or "queryagent")
+        _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
             dataset=dataset, split=split or default_split,
@@ -287,6 +299,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             base_url=base_url, kb=_absolute(kb), db=_absolute(db), limit=limit, sample=sample,
             seed=seed, concurrency=concurrency or 1, guidelines=guidelines,
             max_steps=max_steps, mode=mode,  # type: ignore[arg-type]
+            preset=preset, ranker=ranker, extremum=extremum,  # type: ignore[arg-type]
             llm_cache=str(llm_cache.expanduser().resolve()) if llm_cache else None,
             kb_cache=str(kb_cache.expanduser().resolve()) if kb_cache else None,
             strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
@@ -305,6 +318,26 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _check_settings(dataset: str, preset: str | None, ranker: str | None,
+                    extremum: str | None) -> None:
+    """Preset, ranker and argmax semantics are checked before a run directory is made."""
+    from pyql.agent.presets import PresetError, get_preset
+
+    if preset is not None:
+        try:
+            get_preset(preset, dataset)
+        except PresetError as exc:
+            fail(str(exc))
+    if ranker is not None and ranker not in RANKERS:
+        fail(f"unknown ranker {ranker!r}", hint=f"one of {', '.join(RANKERS)}")
+    if extremum is not None and extremum not in ("ties", "limit"):
+        fail(f"--extremum must be ties or limit, not {extremum!r}")
+
+
+#: the ranker specs :func:`pyql.agent.ranking.get_ranker` takes by name
+RANKERS = ("bm25", "openai", "minilm", "hybrid", "hybrid:openai")
 
 
 def _resume_hint(run_dir: Path | None, lead: str) -> str:

@@ -132,7 +132,15 @@ class RunConfig(BaseModel):
     #: cores for a long stand-in run (gold, noisy-gold, replay: CPU-bound), else 1
     processes: int | None = 1
     guidelines: bool = True
-    max_steps: int = 20
+    #: steps per question; None: the strategy's (or the preset's) default
+    max_steps: int | None = None
+    #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
+    preset: str | None = None
+    #: relation ranker (bm25, openai, minilm, hybrid, hybrid:openai); None: the preset's
+    ranker: str | None = None
+    #: argmax/argmin semantics: ``ties`` keeps tied rows, ``limit`` is ORDER BY ... LIMIT 1
+    #: (the original's); None: the preset's
+    extremum: Literal["ties", "limit"] | None = None
     mode: Literal["text", "tools"] = "text"
     llm_cache: str | None = None
     kb_cache: str | None = None

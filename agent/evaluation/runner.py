@@ -566,11 +566,15 @@ class _Session:
             raise OutageAbort(result.status, self.outages_in_a_row, result.error or "")
 
     def _strategy_config(self, item: EvalItem) -> StrategyConfig:
+        options = dict(self.config.options)
+        if self.config.extremum is not None:
+            options.setdefault("extremum_mode", self.config.extremum)
         return StrategyConfig(
             guidelines=self.config.guidelines, max_steps=self.config.max_steps,
             mode=self.config.mode, profile=self.dataset.profile, seed=self.config.seed,
             table=item.table, token_counter=self.counter, price_table=self.prices,
-            options=self.config.options,
+            dataset=self.config.dataset, preset=self.config.preset, ranker=self.config.ranker,
+            options=options,
         )
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:

@@ -105,3 +105,46 @@ def test_local_sentence_embeddings(tmp_path: Path) -> None:
     ranker = EmbeddingRanker(SentenceTransformerEmbedder(), cache=tmp_path / "st.sqlite")
     kept = rank_relations(QUESTION, RELATIONS, ranker, seed=0)
     assert len(kept) == TOP_K and set(RELEVANT) <= set(kept)
+
+
+def test_hybrid_ranker_fuses_bm25_and_embeddings(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    from pyql.agent.ranking import HybridRanker
+
+    dense = EmbeddingRanker(OpenAIEmbeddings(base_url=fake_openai.base_url,
+                                             api_key=fake_openai.api_key),
+                            cache=tmp_path / "emb.sqlite")
+    hybrid = HybridRanker(dense)
+    assert hybrid.name.startswith("hybrid:bm25+embedding:")
+    scores = hybrid.scores(QUESTION, RELATIONS)
+    assert all(0 < s <= 2 / 61 for s in scores)
+    kept = rank_relations(QUESTION, RELATIONS, hybrid, seed=0)
+    assert len(kept) == TOP_K and set(RELEVANT) <= set(kept)
+
+
+def test_get_ranker_hybrid_specs() -> None:
+    from pyql.agent.ranking import HybridRanker
+
+    hybrid = get_ranker("hybrid")
+    assert isinstance(hybrid, HybridRanker) and isinstance(hybrid.dense, EmbeddingRanker)
+    with pytest.raises(ValueError, match="hybrid:openai"):
+        get_ranker("hybrid:tfidf")
+
+
+class _Fixed:
+    def __init__(self, name: str, scores: list[float]) -> None:
+        self.name = name
+        self._scores = scores
+
+    def scores(self, question: str, relations: list[str]) -> list[float]:
+        return self._scores
+
+
+def test_hybrid_fusion_is_by_rank_not_by_scale() -> None:
+    from pyql.agent.ranking import HybridRanker
+
+    # the sparse side's huge scale does not swamp the dense side: b is 1st and 2nd -> best
+    sparse = _Fixed("s", [1000.0, 999.0, 0.0])
+    dense = _Fixed("d", [0.1, 0.9, 0.5])
+    fused = HybridRanker(dense, sparse, k=60).scores("q", ["a", "b", "c"])
+    assert fused == pytest.approx([1 / 61 + 1 / 63, 1 / 62 + 1 / 61, 1 / 63 + 1 / 62])
+    assert max(range(3), key=fused.__getitem__) == 1

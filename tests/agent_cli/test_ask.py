@@ -364,3 +364,20 @@ def test_query_agent_on_step_hook(movies_kb):
     agent.run(QUESTION, {"Christopher Nolan": "ex:Christopher_Nolan"},
               on_step=lambda step: mine.append(step.action))
     assert mine[-1] == "execute()" and seen == [1, 2, 3, 4]
+
+
+def test_ask_with_the_paper_preset_uses_the_original_prompt(fake_openai):
+    fake_openai.push(*TEXT_SCRIPT)
+    result = ask(QUESTION, "--kb", str(movies_path()), "--preset", "paper:grailqa",
+                 "--ranker", "bm25", "--json", env=env_for(fake_openai))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    system = fake_openai.chat_requests[0].body["messages"][0]["content"]
+    assert system.startswith("You need to understand a question")
+    assert "Remeber the following RULES" in system  # the original's wording, typo included
+
+
+def test_ask_preset_errors_are_one_line(fake_openai):
+    result = ask(QUESTION, "--kb", str(movies_path()), "--preset", "paper",
+                 env=env_for(fake_openai))
+    assert "pass dataset=" in assert_one_line_error(result)
+    assert fake_openai.chat_requests == []

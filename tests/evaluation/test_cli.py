@@ -114,3 +114,34 @@ def test_webqsp_without_kb(tmp_path: Path) -> None:
     error = one_line_error(invoke("--dataset", "webqsp", "--llm", "gold", "--out",
                                   str(tmp_path / "r"), "--no-progress"))
     assert "needs a Freebase KB" in error
+
+
+def test_eval_paper_preset_with_a_ranker(tmp_path: Path, mini_metaqa: Path) -> None:
+    out = tmp_path / "paper"
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+                    "--limit", "4", "--preset", "paper", "--ranker", "bm25", "--out", str(out),
+                    "--no-progress", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["hit@1"] == 1.0
+    config = RunConfig.model_validate_json((out / CONFIG).read_text())
+    assert (config.preset, config.ranker, config.max_steps) == ("paper", "bm25", None)
+    trajectory = json.loads((out / "trajectories.jsonl").read_text().splitlines()[0])
+    assert trajectory["profile"] == "paper-metaqa"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--preset", "paper", "--dataset", "spider"], "no setting for 'spider'"),
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["--ranker", "tfidf"], "unknown ranker 'tfidf'"),
+    (["--extremum", "some"], "--extremum must be ties or limit"),
+])
+def test_eval_settings_are_checked_before_the_run_directory(
+        tmp_path: Path, mini_metaqa: Path, flags: list[str], message: str) -> None:
+    out = tmp_path / "never"
+    args = ["--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+            "--out", str(out), *flags]
+    if "spider" in flags:
+        args = args[2:]
+    error = one_line_error(invoke(*args))
+    assert message in error
+    assert not out.exists()

@@ -1,0 +1,135 @@
+"""QueryAgent under a preset: the original's history, prompt budget, end without execute(),
+argmax semantics; the paper preset's choices per dataset."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyql.agent import QueryAgent, ScriptedLLM, StrategyConfig, build_strategy
+from pyql.agent.presets import FORGOTTEN_OBSERVATION, Preset, PresetError, get_preset
+from pyql.agent.ranking import BM25Ranker
+from pyql.kb import OxigraphKB
+
+E = "http://pyql.dev/metaqa/entity/"
+R = "http://pyql.dev/metaqa/relation/"
+TRIPLES = "\n".join(f"<{E}{s}> <{R}{p}> <{E}{o}> ." for s, p, o in [
+    ("Kismet", "directed_by", "William_Dieterle"),
+    ("Kismet", "written_by", "Edward_Knoblock"),
+    ("Juarez", "directed_by", "William_Dieterle"),
+]).encode()
+
+
+@pytest.fixture()
+def kb() -> OxigraphKB:
+    kb = OxigraphKB(profile="metaqa")
+    kb.load_bytes(TRIPLES, format="ntriples")
+    return kb
+
+
+def preset(**values: object) -> Preset:
+    base = {"name": "test", "dataset": "metaqa", "max_steps": 10, "history": "full"}
+    return Preset(**{**base, **values})  # type: ignore[arg-type]
+
+
+STEPS = [
+    "Thought 1 : relations.\nAction 1 : get_relation(Kismet)",
+    "Thought 2 : the director.\nAction 2 : add_fact(Kismet, directed_by, ?d)",
+    "Thought 3 : his films.\nAction 3 : add_fact(?f, directed_by, ?d)",
+    "Thought 4 : answer.\nAction 4 : set_answer(?f)",
+    "Thought 5 : done.\nAction 5 : execute()",
+]
+
+
+def test_paper_history_forgets_observations_older_than_two_steps(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM(STEPS)
+    agent = QueryAgent(llm, kb, guidelines=None, preset=preset(history="paper"))
+    result = agent.run("films of the director of [Kismet]", {"Kismet": "Kismet"})
+    assert result.finished and set(result.answers) == {"Kismet", "Juarez"}
+    fifth = [m["content"] for m in llm.calls[4]["messages"]]
+    assert fifth[3] == f"Observation 1 : {FORGOTTEN_OBSERVATION}"
+    assert fifth[5] == f"Observation 2 : {FORGOTTEN_OBSERVATION}"
+    assert fifth[7].startswith("Observation 3 : ") and FORGOTTEN_OBSERVATION not in fifth[7]
+    assert fifth[9].startswith("Observation 4 : ") and FORGOTTEN_OBSERVATION not in fifth[9]
+    # the thoughts and actions stay
+    assert fifth[2].endswith("Action 1 : get_relation(Kismet)")
+    # the full history (pyql's default) keeps every observation
+    full = ScriptedLLM(STEPS)
+    QueryAgent(full, kb, guidelines=None).run("q [Kismet]", {"Kismet": "Kismet"})
+    assert all(FORGOTTEN_OBSERVATION not in m["content"] for m in full.calls[4]["messages"])
+
+
+def test_paper_history_forgets_a_long_error_two_steps_back(kb: OxigraphKB) -> None:
+    long_bad = "no_such_function_" + "x" * 300 + "()"  # an error observation of 300+ chars
+    llm = ScriptedLLM([f"Thought 1 : t.\nAction 1 : {long_bad}",
+                       "Thought 2 : t.\nAction 2 : add_fact(Kismet, directed_by, ?d)",
+                       "Thought 3 : t.\nAction 3 : set_answer(?d)"])
+    QueryAgent(llm, kb, guidelines=None, max_steps=3, preset=preset(history="paper")).run(
+        "q [Kismet]", {"Kismet": "Kismet"})
+    third = [m["content"] for m in llm.calls[2]["messages"]]
+    assert third[3] == f"Observation 1 : {FORGOTTEN_OBSERVATION}"
+    # a short observation two steps back stays
+    short = ScriptedLLM(STEPS[:3])
+    QueryAgent(short, kb, guidelines=None, max_steps=3, preset=preset(history="paper")).run(
+        "q [Kismet]", {"Kismet": "Kismet"})
+    assert FORGOTTEN_OBSERVATION not in short.calls[2]["messages"][3]["content"]
+
+
+def test_context_budget_gives_the_question_up(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM(STEPS)
+    result = QueryAgent(llm, kb, guidelines=None, preset=preset(context_budget=50)).run(
+        "q [Kismet]", {"Kismet": "Kismet"})
+    assert result.stop_reason == "context_budget" and not result.finished
+    assert llm.calls == [] and result.usage.llm_calls == 0
+
+
+def test_choose_answer_on_stop_asks_for_the_variable(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([STEPS[1], STEPS[2], "set_answer(?f)"])
+    agent = QueryAgent(llm, kb, guidelines=None,
+                       preset=preset(max_steps=2, on_stop="choose_answer"))
+    result = agent.run("films of the director of [Kismet]", {"Kismet": "Kismet"})
+    assert not result.finished and result.stop_reason == "max_steps"
+    assert set(result.answers) == {"Kismet", "Juarez"}  # ?f, as the model chose
+    assert result.usage.llm_calls == 3
+    choice = llm.calls[2]["messages"][0]["content"]
+    assert choice.startswith("I will give you a question and some results.")
+    assert "Question : films of the director of [Kismet]" in choice
+    assert "The value of variable" in choice
+
+
+def test_execute_on_stop_runs_the_query_as_it_is(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([STEPS[1]])
+    result = QueryAgent(llm, kb, guidelines=None,
+                        preset=preset(max_steps=1, on_stop="execute")).run(
+        "q [Kismet]", {"Kismet": "Kismet"})
+    # no set_answer: the original executes anyway (pyql's default would answer nothing)
+    assert result.answers == ("William Dieterle",)
+    default = QueryAgent(ScriptedLLM([STEPS[1]]), kb, guidelines=None, max_steps=1).run(
+        "q [Kismet]", {"Kismet": "Kismet"})
+    assert default.answers == ()
+
+
+def test_paper_preset_chooses_prompt_steps_ranker_and_argmax(kb: OxigraphKB) -> None:
+    agent = QueryAgent(ScriptedLLM([]), kb, preset="paper", dataset="metaqa-3hop",
+                       ranker="bm25")
+    assert agent.max_steps == 7 and agent.profile.name == "paper-metaqa"
+    assert agent.system.startswith("You are asked to answer")
+    assert isinstance(agent.ranker, BM25Ranker)  # an explicit argument wins over the preset
+    webqsp = QueryAgent(ScriptedLLM([]), kb, preset="paper", dataset="webqsp", ranker="bm25",
+                        max_steps=3)
+    assert webqsp.max_steps == 3 and webqsp.profile.name == "paper-webqsp"
+    assert webqsp.new_session({})._extremum_mode == "limit"
+    assert QueryAgent(ScriptedLLM([]), kb).new_session({})._extremum_mode == "ties"
+    # the dataset is guessed from a MetaQA KB; elsewhere it must be given
+    assert QueryAgent(ScriptedLLM([]), kb, preset="paper", ranker="bm25").preset == \
+        get_preset("paper", "metaqa")
+    with pytest.raises(PresetError, match="pass dataset="):
+        QueryAgent(ScriptedLLM([]), OxigraphKB(profile="generic"), preset="paper")
+
+
+def test_from_config_applies_the_preset(kb: OxigraphKB) -> None:
+    agent = build_strategy("queryagent", ScriptedLLM([]), kb, StrategyConfig(
+        preset="paper", dataset="metaqa-2hop", profile="metaqa", ranker="bm25"))
+    assert agent.max_steps == 7 and agent.profile.name == "paper-metaqa"
+    plain = build_strategy("queryagent", ScriptedLLM([]), kb, StrategyConfig(profile="metaqa"))
+    assert plain.max_steps == 20 and plain.profile.name == "metaqa"
+    assert isinstance(plain.ranker, BM25Ranker)
