@@ -2,6 +2,9 @@
 
 A :class:`Memory` is a frozen value; the Session replaces it after each accepted step and keeps
 the old one when a step is rolled back (Algorithm 1, line 15), so guidelines can never change it.
+What it remembers of the environment's answers are values of this module too:
+:class:`Relations` (what ``get_relation`` listed) and :class:`VariableValues` (the values a step
+showed).
 """
 
 from __future__ import annotations
@@ -11,11 +14,46 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 if TYPE_CHECKING:
-    from pyql.feedback import Relations, VariableValues
     from pyql.program import Call
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "Relations", "VariableValues"]
+
+
+class Relations(BaseModel):
+    """The one-hop relations of a node, both directions (short names)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    forward: tuple[str, ...] = ()
+    backward: tuple[str, ...] = ()
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return self.forward + tuple(r for r in self.backward if r not in self.forward)
+
+    def __len__(self) -> int:
+        return len(self.forward) + len(self.backward)
+
+    def __contains__(self, relation: object) -> bool:
+        return relation in self.forward or relation in self.backward
+
+
+class VariableValues(BaseModel):
+    """Shown values of one variable (labels, bounded) and the total number of distinct values."""
+
+    model_config = ConfigDict(frozen=True)
+
+    values: tuple[str, ...] = ()
+    total: int = 0
+    #: some values are compound nodes without a name (Freebase CVT / blank nodes)
+    unnamed: int = 0
+
+    @property
+    def all_unnamed(self) -> bool:
+        return self.total > 0 and self.unnamed == self.total
 
 
 def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from pyql.errors import ArityError, ParseError, UnknownFunctionError
+from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
+from pyql.resolve import Slot
 from pyql.syntax import Atom, AtomKind, iri_token_end, lex_atom, split_arguments
-from pyql.terms import Slot
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -51,6 +51,7 @@ __all__ = [
     "Call",
     "Program",
     "parse_call",
+    "register_replay",
     "COMPARISON_OPS",
 ]
 
@@ -536,7 +537,8 @@ def parse_call(text: str, tools: str | Toolset = "sparql") -> Call:
     """Parse exactly one call; raises ParseError / UnknownFunctionError / ArityError."""
     calls = _parse_calls(text, _toolset(tools))
     if len(calls) != 1:
-        raise ParseError(f"expected one call, found {len(calls)}", text, 0)
+        raise ParseError(f"expected one call, found {len(calls)}", text, 0,
+                         kind="no_action" if not calls else "multiple_actions", found=len(calls))
     return calls[0]
 
 
@@ -582,22 +584,34 @@ class Program(BaseModel):
         self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
         **options: Any,
     ) -> Sparql:
-        """Replay the program onto an empty SPARQL query (env calls add nothing)."""
-        from pyql.profiles import get_profile
-        from pyql.sparql import Sparql
-        from pyql.sparql.apply import apply_call
-        from pyql.terms import Context
+        """Replay the program onto an empty SPARQL query (env calls add nothing).
 
-        prof = get_profile(profile)
-        ctx = Context(prof, dict(entities or {}))
-        query = Sparql(profile=prof, **options)
-        for call in self.calls:
-            query = apply_call(query, call, ctx)
-        return query
+        Only a SPARQL program replays onto a SPARQL query: a SQL program raises
+        :class:`~pyql.errors.ToolsetError` (replay it in a SQL session instead).
+        """
+        replay = _REPLAYERS.get(self.tools)
+        if self.tools != "sparql" or replay is None:
+            raise ToolsetError(
+                f"a {self.tools} program does not replay onto a SPARQL query; run it in a "
+                f"session of its toolset (Session(db, table=...).run_program(program))",
+                tools=self.tools, expected="sparql",
+            )
+        return replay(self, profile, entities, **options)  # type: ignore[no-any-return]
 
     def to_sparql(
         self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
         **options: Any,
     ) -> str:
-        """Replay and compile to SPARQL text."""
+        """Replay and compile to SPARQL text (a SQL program raises ToolsetError)."""
         return self.to_query(profile, entities, **options).to_sparql()
+
+
+#: toolset name -> ``replay(program, profile, entities, **options)``; each query package
+#: registers its own (:mod:`pyql.sparql.apply` registers ``sparql``), so this module does not
+#: import the query trees that import it
+_REPLAYERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_replay(tools: str, replay: Callable[..., Any]) -> None:
+    """Declare how programs of toolset ``tools`` replay onto a query (see Program.to_query)."""
+    _REPLAYERS[_toolset(tools).name] = replay

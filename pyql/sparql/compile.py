@@ -19,6 +19,7 @@ Comparison coercions used by ``add_filter`` and ``add_time_constrain``:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
@@ -27,7 +28,17 @@ if TYPE_CHECKING:
     from pyql.profiles import Profile
     from pyql.sparql.query import Filter, Sparql, TimeConstraint
 
-__all__ = ["compile_query", "render_term", "where_lines", "compile_relations", "prologue"]
+__all__ = [
+    "compile_query",
+    "render_term",
+    "where_lines",
+    "compile_relations",
+    "compile_counts",
+    "compile_labels",
+    "compile_label_scan",
+    "compile_entity_scan",
+    "prologue",
+]
 
 # A conservative subset of PN_LOCAL: at most one inner dot. Oxigraph (0.5) rejects valid local
 # names with two dots (ns:a.bc.d), so relation names like people.person.spouse_s go as full IRIs.
@@ -234,3 +245,66 @@ def compile_relations(
     if limit is not None:
         lines.append(f"LIMIT {int(limit)}")
     return "\n".join(lines)
+
+
+def compile_counts(query: Sparql, variables: Sequence[Var]) -> str:
+    """``SELECT (COUNT(DISTINCT ?v) AS ?pyql_n_v) ...`` over ``query``'s patterns: how many
+    distinct values each variable has (the Session's totals when a result was cut at its cap)."""
+    counts = " ".join(f"(COUNT(DISTINCT {v}) AS ?pyql_n_{v.name})" for v in variables)
+    return "\n".join([*prologue(query.profile), f"SELECT {counts}", "WHERE {",
+                      *[_INDENT + x for x in where_lines(query)], "}"])
+
+
+def _values(var: str, terms: Sequence[str]) -> str:
+    return f"VALUES {var} {{ {' '.join(terms)} }}"
+
+
+def compile_labels(entities: Sequence[Entity], profile: Profile) -> str:
+    """``SELECT ?e ?l``: the labels (``profile.label_predicates``) of the given entities, in one
+    query. Raises ValueError when there is nothing to ask (no entity or no label predicate)."""
+    if not entities or not profile.label_predicates:
+        raise ValueError("compile_labels needs entities and a profile with label predicates")
+    values = _values("?e", [render_term(e, profile) for e in entities])
+    preds = _values("?p", [str(Relation(p)) for p in profile.label_predicates])
+    return "\n".join([*prologue(profile), f"SELECT ?e ?l WHERE {{ {values} {preds} ?e ?p ?l . }}"])
+
+
+def _page(order: str, limit: int | None, offset: int | None) -> str:
+    out = []
+    if offset is not None:
+        out.append(f"ORDER BY {order}")
+    if limit is not None:
+        out.append(f"LIMIT {int(limit)}")
+    if offset is not None:
+        out.append(f"OFFSET {int(offset)}")
+    return "".join(" " + part for part in out)
+
+
+def compile_label_scan(
+    profile: Profile, *, limit: int | None = None, offset: int | None = None
+) -> str:
+    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels in the profile's language
+    (or untagged). With ``offset`` the rows are ordered (``?e ?l``) so that pages are stable."""
+    predicates = profile.label_predicates
+    if not predicates:
+        raise ValueError(f"profile {profile.name!r} has no label predicates")
+    if len(predicates) == 1:
+        pattern = f"?e {Relation(predicates[0])} ?l ."
+    else:
+        pattern = _values("?p", [str(Relation(p)) for p in predicates]) + " ?e ?p ?l ."
+    condition = "isIRI(?e) && isLiteral(?l)"
+    if profile.label_lang:
+        condition += (f' && (lang(?l) = "" || langMatches(lang(?l), '
+                      f"{Literal(profile.label_lang)}))")
+    return f"SELECT ?e ?l WHERE {{ {pattern} FILTER({condition}) }}" + _page("?e ?l", limit,
+                                                                           offset)
+
+
+def compile_entity_scan(
+    profile: Profile, *, limit: int | None = None, offset: int | None = None
+) -> str:
+    """``SELECT DISTINCT ?e``: every IRI under the profile's entity base that is a subject or
+    an object (for profiles whose entity id is its label)."""
+    base = Literal(str(profile.entity_base))
+    return ("SELECT DISTINCT ?e WHERE { { ?e ?p ?o } UNION { ?s ?p ?e } "
+            f"FILTER(isIRI(?e) && STRSTARTS(STR(?e), {base})) }}" + _page("?e", limit, offset))

@@ -2,7 +2,7 @@
 
 Every builder method returns a new :class:`Sparql`; the receiver is never modified, so keeping
 the previous value is a complete rollback. Arguments may be terms or text; text is parsed with
-:func:`pyql.terms.parse_term` against the query's profile (and optional entity table).
+:func:`pyql.resolve.parse_term` against the query's profile (and optional entity table).
 
 >>> q = Sparql().add_fact("m.0crbvqz", "meteorology.tropical_cyclone.category", "?c").set_answer("?c")
 >>> print(q.to_sparql())
@@ -23,7 +23,8 @@ from typing import Literal as TypingLiteral
 from pyql.errors import QueryError, TermError
 from pyql.profiles import Profile, get_profile
 from pyql.program import COMPARISON_OPS
-from pyql.terms import Context, Literal, Node, Relation, Slot, Term, Var, parse_term
+from pyql.resolve import Context, Slot, parse_term
+from pyql.terms import Literal, Node, Relation, Term, Var
 
 __all__ = [
     "Sparql",
