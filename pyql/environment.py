@@ -192,12 +192,13 @@ class HintPolicy:
 
     def __init__(self, guidelines: GuidelineChecker | None) -> None:
         self.guidelines = guidelines
-        self._last: tuple[str, str] | None = None  # (canonical action, hint code)
+        self._last: tuple[Call | str, str] | None = None  # (the action, hint code)
 
     def judge(self, feedback: Feedback) -> Hint | None:
         if self.guidelines is None:
             return None
-        action = str(feedback.call) if feedback.call is not None else feedback.action_text
+        # calls compare as values: the same call however it was written
+        action = feedback.call if feedback.call is not None else feedback.action_text
         last, self._last = self._last, None
         if last is not None and last[0] == action and last[1].startswith(self.RESULT_PREFIXES):
             log.info("accepting %s repeated after hint %s", action, last[1])
@@ -367,7 +368,7 @@ class Environment(ABC):
         kb = outcome.kb
         feedback = Feedback(
             step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
-            memory=self.memory, args=outcome.args, notes=tuple(outcome.notes),
+            memory=self.memory, args=tuple(outcome.args), notes=tuple(outcome.notes),
         )
         hint = self._policy.judge(feedback)
         accepted = (hint is None and python.status == "ok"
@@ -377,10 +378,10 @@ class Environment(ABC):
             self.program = self.program.append(call)
             memory = outcome.memory or self.memory
             self.memory = memory.with_(calls=(*self.memory.calls, call))
+        summary = self._summary(feedback, outcome) if python.status == "ok" else ""
         obs = Observation(
             step=self.step, action=text, feedback=feedback, hint=hint,
-            elapsed=time.perf_counter() - start, query=self._query_text(),
-            summary=self._summary(feedback, outcome) if python.status == "ok" else "",
+            elapsed=time.perf_counter() - start, query=self._query_text(), summary=summary,
         )
         self.observations.append(obs)
         return obs

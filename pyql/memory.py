@@ -10,7 +10,7 @@ showed).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +104,17 @@ class Memory:
         return tuple(n for n, rels in self.relations.items() if relation in rels)
 
     def with_(self, **changes: Any) -> Memory:
+        """A copy with ``changes`` (the memory is frozen; this is how a step updates it)."""
+        unknown = changes.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"Memory has no field(s) {', '.join(sorted(unknown))}")
         for key in ("relations", "entities", "last_values"):
-            if key in changes:
+            if key in changes and changes[key] is not getattr(self, key):
                 changes[key] = _frozen(changes[key])
-        return replace(self, **changes)
+        new = object.__new__(Memory)
+        new.__dict__.update(self.__dict__)  # every field is an immutable value: share them
+        new.__dict__.update(changes)
+        return new
+
+
+_FIELDS = frozenset(f.name for f in fields(Memory))

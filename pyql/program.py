@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -96,7 +97,7 @@ class Signature:
     doc: str
     role: str = "build"
 
-    @property
+    @cached_property
     def arity(self) -> tuple[int, int]:
         required = sum(1 for p in self.params if not p.optional)
         return required, len(self.params)
@@ -369,6 +370,7 @@ def _render_arg(atom: Atom) -> str:
     return text
 
 
+@lru_cache(maxsize=1 << 16)
 def _reads_back_bare(atom: Atom) -> bool:
     """Does the atom (a name or an IRI) written bare in an argument list read back as itself?
 

@@ -149,9 +149,9 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
     """
     text = source if source is not None else str(atom)
     profile = ctx.profile
-    expected = slot.describe()
 
     def refuse(what: str) -> TermError:
+        expected = slot.describe()
         return TermError(f"expected {expected}, got {what} {text!r}", text=text, expected=expected)
 
     if atom.kind is AtomKind.VAR:
@@ -228,7 +228,7 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
             f"unknown entity {value!r}: not a variable, an id, a literal or a linked mention"
             + (f" (linked: {', '.join(sorted(ctx.entities))})" if ctx.entities else ""),
             text=text,
-            expected=expected,
+            expected=slot.describe(),
         )
     raise refuse("the text")
 

@@ -218,7 +218,8 @@ class KBSession(Session):
                                 timeout=self.timeout)
             names = sorted({cell.iri for (cell,) in rs.rows if isinstance(cell, Entity)} - hidden)
             found[direction] = [self.profile.compact(iri) for iri in names]
-        relations = Relations(forward=tuple(found["forward"]), backward=tuple(found["backward"]))
+        relations = Relations(forward=tuple(found["forward"]),
+                                              backward=tuple(found["backward"]))
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))

@@ -27,37 +27,51 @@ _LANG_TAG = re.compile(r"@[A-Za-z]+(?:-[A-Za-z0-9]+)*")  # SPARQL LANGTAG
 _FORM = re.compile(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
 
 
+_SPECIAL = re.compile(r"[\"'<#]")
+_IRI_TOKEN = re.compile(r"<[^<>\"{}|^`\\\x00-\x20]*>")
+# the body of a string up to its closing quote(s); a backslash escapes the next character
+_STRING_BODY = {
+    '"': re.compile(r'(?:[^"\\]|\\[\s\S])*'),
+    "'": re.compile(r"(?:[^'\\]|\\[\s\S])*"),
+    '"""': re.compile(r'(?:[^"\\]|\\[\s\S]|"(?!""))*'),
+    "'''": re.compile(r"(?:[^'\\]|\\[\s\S]|'(?!''))*"),
+}
+
+
 def _strip_literals(query: str) -> str:
     """The query with strings, IRIs and comments blanked out (keywords inside them don't count)."""
     out: list[str] = []
     i = 0
     n = len(query)
     while i < n:
-        ch = query[i]
+        m = _SPECIAL.search(query, i)
+        if m is None:
+            out.append(query[i:])
+            break
+        j = m.start()
+        out.append(query[i:j])
+        ch = query[j]
         if ch in "\"'":
-            long = query.startswith(ch * 3, i)
-            end_token = ch * 3 if long else ch
-            j = i + len(end_token)
-            while j < n and not query.startswith(end_token, j):
-                j += 2 if query[j] == "\\" else 1
-            i = j + len(end_token)
+            quote = ch * 3 if query.startswith(ch * 3, j) else ch
+            body = _STRING_BODY[quote].match(query, j + len(quote))
+            assert body is not None  # the body pattern matches the empty string
+            i = body.end() + len(quote)
             out.append('""')
             tag = _LANG_TAG.match(query, i)  # "x"@add is a language tag, not the ADD keyword
             if tag:
                 i = tag.end()
             continue
         if ch == "<":
-            m = re.compile(r"<[^<>\"{}|^`\\\x00-\x20]*>").match(query, i)
-            if m:
+            iri = _IRI_TOKEN.match(query, j)
+            if iri:
                 out.append("<>")
-                i = m.end()
+                i = iri.end()
                 continue
-        if ch == "#":
-            nl = query.find("\n", i)
-            i = n if nl < 0 else nl
+            out.append(ch)
+            i = j + 1
             continue
-        out.append(ch)
-        i += 1
+        nl = query.find("\n", j)  # a comment
+        i = n if nl < 0 else nl
     return "".join(out)
 
 
@@ -90,6 +104,9 @@ class KB(ABC):
         self.profile = get_profile(profile)
         #: how many queries this backend ran (for QPQ accounting)
         self.query_count = 0
+        #: seconds spent inside the engine (evaluating queries and reading their solutions), as
+        #: far as the backend can tell them apart from pyql's own work (0 if it cannot)
+        self.engine_seconds = 0.0
 
     def select(self, query: str, *, timeout: float | None = None) -> ResultSet:
         """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure."""

@@ -160,6 +160,16 @@ def where_lines(query: Sparql, fresh: _Fresh | None = None) -> list[str]:
     return lines
 
 
+def _body(query: Sparql) -> list[str]:
+    """``where_lines(query)``, computed once per (frozen) tree: a Session compiles each new tree
+    twice, the bounded observation query and the query text."""
+    cached = query.__dict__.get("_where_lines")
+    if cached is None:
+        cached = tuple(where_lines(query))
+        object.__setattr__(query, "_where_lines", cached)
+    return list(cached)
+
+
 def _lang_filter(var: Var, lang: str) -> str:
     return f'FILTER (!isLiteral({var}) || lang({var}) = "" || langMatches(lang({var}), {Literal(lang)}))'
 
@@ -173,8 +183,7 @@ def compile_query(
     adds a LIMIT (after the paper-mode ORDER BY ... LIMIT 1, if any, the smaller wins).
     """
     profile = query.profile
-    fresh = _Fresh(query)
-    body = where_lines(query, fresh)
+    body = _body(query)
     head = prologue(profile)
     tail: list[str] = []
 

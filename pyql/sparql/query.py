@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal as TypingLiteral
 
 from pyql.errors import QueryError, TermError
@@ -124,7 +125,7 @@ class Sparql:
             return parse_term(value, slot, self.context)
         return value
 
-    @property
+    @cached_property
     def variables(self) -> tuple[Var, ...]:
         """Variables of the query in order of first appearance (aggregate results included)."""
         seen: dict[Var, None] = {}
@@ -142,7 +143,7 @@ class Sparql:
             seen.setdefault(self.aggregate.new_var, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def bound_variables(self) -> frozenset[Var]:
         """Variables that occur in a triple or type pattern (so have values)."""
         out: set[Var] = set()
