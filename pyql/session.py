@@ -210,16 +210,27 @@ class KBSession(Session):
                 suggestions=[f"get_relation({v})" for v in existing]
                 + [f"get_relation({kb_id})" for kb_id in self.entities.values()],
             )
-        directions = ("backward",) if isinstance(node, Literal) else ("forward", "backward")
-        found: dict[str, list[str]] = {"forward": [], "backward": []}
-        hidden = self.profile.hidden_relations
+        if isinstance(node, Literal):
+            directions: tuple[str, ...] = ("backward",)
+        elif self.max_relations is None:  # one query for both directions
+            directions = ("both",)
+        else:  # the bound holds per direction
+            directions = ("forward", "backward")
+        found: dict[str, set[str]] = {"forward": set(), "backward": set()}
         for direction in directions:
-            rs = self.kb.select(compile_relations(self.query, node, direction, limit=self.max_relations),
-                                timeout=self.timeout)
-            names = sorted({cell.iri for (cell,) in rs.rows if isinstance(cell, Entity)} - hidden)
-            found[direction] = [self.profile.compact(iri) for iri in names]
-        relations = Relations(forward=tuple(found["forward"]),
-                                              backward=tuple(found["backward"]))
+            rs = self.kb.select(
+                compile_relations(self.query, node, direction, limit=self.max_relations),
+                timeout=self.timeout)
+            for row in rs.rows:
+                cell = row[0]
+                if isinstance(cell, Entity):
+                    side = row[1].lexical if direction == "both" else direction
+                    found[side].add(cell.iri)
+        hidden = self.profile.hidden_relations
+        compact = self.profile.compact
+        relations = Relations(
+            forward=tuple(compact(iri) for iri in sorted(found["forward"] - hidden)),
+            backward=tuple(compact(iri) for iri in sorted(found["backward"] - hidden)))
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))

@@ -134,6 +134,8 @@ class OxigraphKB(KB):
 
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
         start = time.perf_counter()
+        clock = self.engine_clock
+        engine_start = clock()
         solutions = self._run(query)
         if not isinstance(solutions, ox.QuerySolutions):
             raise BackendQueryError("not a SELECT query", backend="oxigraph", query=query)
@@ -144,7 +146,7 @@ class OxigraphKB(KB):
             raise BackendError(f"store error: {exc}", backend="oxigraph", query=query) from None
         except SyntaxError as exc:  # evaluation-time errors surface while iterating
             raise BackendQueryError(str(exc), backend="oxigraph", query=query) from None
-        self.engine_seconds += time.perf_counter() - start
+        self.engine_seconds += clock() - engine_start
         terms = self._term_cache()
         for cell in {cell for row in raw for cell in row}.difference(terms):
             terms[cell] = from_oxigraph_term(cell, self.profile)

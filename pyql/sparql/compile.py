@@ -238,9 +238,13 @@ def compile_relations(
 ) -> str:
     """``SELECT DISTINCT ?r`` of relations leaving (``forward``) or entering (``backward``) ``node``.
 
+    ``both``: one query for the two directions, ``SELECT DISTINCT ?r ?d`` where ``?d`` is the
+    string ``"forward"`` or ``"backward"`` (``limit`` then bounds the two together).
     For a variable, the current query's patterns constrain it (extrema and aggregates are
     ignored: they do not change which relations the variable's values have).
     """
+    if direction not in ("forward", "backward", "both"):
+        raise ValueError(f"direction must be forward, backward or both, not {direction!r}")
     profile = query.profile
     plain = type(query)(profile=profile, triples=query.triples, types=query.types,
                         filters=query.filters, time_constraints=query.time_constraints)
@@ -248,8 +252,16 @@ def compile_relations(
     rel, other = fresh("r"), fresh("o")
     body = where_lines(plain, fresh) if isinstance(node, Var) else []
     n = render_term(node, profile)
-    pattern = f"{n} {rel} {other} ." if direction == "forward" else f"{other} {rel} {n} ."
-    lines = [*prologue(profile), f"SELECT DISTINCT {rel}", "WHERE {",
+    forward, backward = f"{n} {rel} {other} .", f"{other} {rel} {n} ."
+    projection = str(rel)
+    if direction == "both":
+        d = fresh("d")
+        projection = f"{rel} {d}"
+        pattern = (f"{{ {forward} BIND({Literal('forward')} AS {d}) }} UNION "
+                   f"{{ {backward} BIND({Literal('backward')} AS {d}) }}")
+    else:
+        pattern = forward if direction == "forward" else backward
+    lines = [*prologue(profile), f"SELECT DISTINCT {projection}", "WHERE {",
              *[_INDENT + x for x in (*body, pattern)], "}"]
     if limit is not None:
         lines.append(f"LIMIT {int(limit)}")
