@@ -298,6 +298,10 @@ def _toolset(tools: str | Toolset) -> Toolset:
 
 
 _BARE_VAR = re.compile(r"x\d+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_CALL_END = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)")
+#: the characters closing_paren looks at
+_PAREN_SPECIAL = re.compile(r"[\"'<(),]")
 
 
 def _canonical(atom: Atom, param: Param) -> Atom:
@@ -335,7 +339,7 @@ class Call(BaseModel):
     @field_validator("name")
     @classmethod
     def _identifier(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_]\w*", v):
+        if not _IDENTIFIER.fullmatch(v):
             raise ValueError(f"not a function name: {v!r}")
         return v
 
@@ -421,7 +425,7 @@ class _Scanner:
         return self.pos >= len(self.text)
 
     def identifier(self) -> str:
-        m = re.compile(r"[A-Za-z_]\w*").match(self.text, self.pos)
+        m = _IDENTIFIER.match(self.text, self.pos)
         if not m:
             raise ParseError("expected a function call like add_fact(...)", self.text, self.pos)
         self.pos = m.end()
@@ -433,7 +437,12 @@ class _Scanner:
         depth = 0
         i = open_at
         arg_start = open_at + 1
-        while i < len(text):
+        n = len(text)
+        while i < n:
+            special = _PAREN_SPECIAL.search(text, i)  # skip ordinary characters in one step
+            if special is None:
+                break
+            i = special.start()
             ch = text[i]
             if ch in "\"'" and not text[arg_start:i].strip():
                 quote, quote_at = ch, i
@@ -529,7 +538,7 @@ def _parse_calls(text: str, tools: Toolset) -> list[Call]:
         atoms = [_canonical(a, p) for a, p in zip(atoms, sig.params)]
         calls.append(Call(name=name, args=tuple(atoms)))
         scanner.pos = close_at + 1
-        rest = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)").match(text, scanner.pos)
+        rest = _CALL_END.match(text, scanner.pos)
         if not rest:
             raise ParseError("unexpected text after call", text, scanner.pos)
     return calls

@@ -35,6 +35,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from heapq import nsmallest
 from typing import Any
 
 from pyql.environment import (
@@ -268,9 +269,10 @@ class KBSession(Session):
         totals = self._totals(query, shown) if truncated else None
         values = {}
         for i, var in enumerate(rs.columns):
-            # a stable order, the same on every backend (engines return rows in any order)
-            distinct = sorted(rs.distinct(i), key=_sort_key)
-            labelled = self._display(distinct[: self.max_values])
+            # a stable order, the same on every backend (engines return rows in any order);
+            # only the shown values need it
+            distinct = rs.distinct(i)
+            labelled = self._display(nsmallest(self.max_values, distinct, key=_sort_key))
             unnamed = self._count_unnamed(distinct)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)

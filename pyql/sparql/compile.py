@@ -44,6 +44,7 @@ __all__ = [
 # names with two dots (ns:a.bc.d), so relation names like people.person.spouse_s go as full IRIs.
 _PN_LOCAL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)?")
 _INDENT = "  "
+_FORWARD, _BACKWARD = str(Literal("forward")), str(Literal("backward"))
 
 
 def render_term(term: Term, profile: Profile) -> str:
@@ -131,11 +132,9 @@ def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
         f"{render_term(t.tail, profile)} ."
         for t in query.triples
     ]
-    type_pred = Relation(profile.type_predicate)
-    lines += [
-        f"{tc.var} {render_term(type_pred, profile)} {render_term(tc.type, profile)} ."
-        for tc in query.types
-    ]
+    if query.types:
+        type_pred = render_term(Relation(profile.type_predicate), profile)
+        lines += [f"{tc.var} {type_pred} {render_term(tc.type, profile)} ." for tc in query.types]
     lines += [f"FILTER ({_filter_expr(f, profile)})" for f in query.filters]
     for tc in query.time_constraints:
         lines += _time_lines(tc, profile, fresh)
@@ -257,8 +256,8 @@ def compile_relations(
     if direction == "both":
         d = fresh("d")
         projection = f"{rel} {d}"
-        pattern = (f"{{ {forward} BIND({Literal('forward')} AS {d}) }} UNION "
-                   f"{{ {backward} BIND({Literal('backward')} AS {d}) }}")
+        pattern = (f"{{ {forward} BIND({_FORWARD} AS {d}) }} UNION "
+                   f"{{ {backward} BIND({_BACKWARD} AS {d}) }}")
     else:
         pattern = forward if direction == "forward" else backward
     lines = [*prologue(profile), f"SELECT DISTINCT {projection}", "WHERE {",
