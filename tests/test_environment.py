@@ -234,3 +234,28 @@ def test_db_base_guards_and_counts_for_every_subclass(db: SqlDB) -> None:
     assert view.query_count == before and all("DELETE" not in t for t in view.texts)
     assert view.execute("SELECT Player FROM players WHERE Points > ?", [9]).rows == (
         ("Terrence Ross",),)
+
+
+# -- guideline facts re-use the step's own result -----------------------------------------------------
+def test_sql_condition_alone_needs_no_probe_query(db: SqlDB) -> None:
+    view = _View(db)
+    s = Session(view, table="players")
+    before = view.query_count
+    obs = s.run('add_condition(Player, =, "Nobody")')
+    kb = obs.feedback.kb
+    assert kb.status == "empty" and kb.value_found is False
+    assert "Terrence Ross" in kb.column_values["Player"]
+    # the step's query and the column sample; whether the value occurs at all is the step's own
+    # (empty) result, not a third query
+    assert view.query_count - before == 2
+
+
+def test_sql_condition_among_others_is_probed(db: SqlDB) -> None:
+    view = _View(db)
+    s = Session(view, table="players")
+    s.run('add_condition(Nationality, =, "Spain")')
+    before = view.query_count
+    obs = s.run('add_condition(Player, =, "Terrence Ross")')
+    kb = obs.feedback.kb
+    assert kb.status == "empty" and kb.value_found is True  # found alone, empty together
+    assert view.query_count - before == 3

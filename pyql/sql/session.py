@@ -583,6 +583,11 @@ class SqlSession(Session):
             op = call.args[1].value.strip().upper()
             if kb.status == "ok" and op in ("=", "LIKE"):
                 update["value_found"] = True
+            elif kb.status == "empty" and kb.row_count == 0 and _condition_alone(query):
+                # the step's own query was this condition on its table alone: its empty result
+                # already says that no row matches (no second query)
+                update["value_found"] = False
+                update["column_values"] = {label: self._sample(column, ref.name, _SAMPLE)}
             elif kb.status == "empty":
                 # Does this condition alone match a row of its table? If it does, the empty
                 # result comes from the conditions together, which can be the right answer.
@@ -696,6 +701,13 @@ def _args(call: Call) -> tuple[Any, ...]:
                 pass
         out.append(atom.value)
     return tuple(out)
+
+
+def _condition_alone(query: Sql) -> bool:
+    """Is ``query`` one table with one condition (nothing joined, grouped, cut or combined)?"""
+    return (len(query.conditions) == 1 and not query.joins and not query.group_by
+            and not query.having and not query.set_operations and query.limit is None
+            and len(query.tables) == 1)
 
 
 def _known_columns(schema: Schema) -> tuple[str, ...]:
