@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from heapq import nsmallest
+from operator import attrgetter
 from typing import Any
 
 from pyql.environment import (
@@ -272,8 +273,9 @@ class KBSession(Session):
             # a stable order, the same on every backend (engines return rows in any order);
             # only the shown values need it
             distinct = rs.distinct(i)
-            labelled = self._display(nsmallest(self.max_values, distinct, key=_sort_key))
-            unnamed = self._count_unnamed(distinct)
+            kinds = set(map(type, distinct))
+            labelled = self._display(_first(self.max_values, distinct, kinds))
+            unnamed = self._count_unnamed(distinct, kinds)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
         return KBFeedback(status="ok", row_count=min(len(rs.rows), self.row_cap), values=values,
@@ -300,11 +302,13 @@ class KBSession(Session):
             answer = bound[0]
         rs = self.kb.select(query.to_sparql(select=None if query.aggregate or query.answer else (answer,)),
                             timeout=self.timeout)
-        cells = sorted(rs.distinct(0), key=_sort_key) if rs.columns else []
+        distinct = rs.distinct(0) if rs.columns else []
+        kinds = set(map(type, distinct))
+        cells = _first(None, distinct, kinds)
         answers = tuple(self._answer_value(c) for c in cells)
         labels = tuple(self._display(cells[: self.max_values]))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
-                                              unnamed=self._count_unnamed(cells))}
+                                              unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
                           answers=answers, values=values if answers else {})
 
@@ -317,9 +321,10 @@ class KBSession(Session):
             return cell.lexical
         return str(cell)
 
-    def _count_unnamed(self, cells: list[Any]) -> int:
+    def _count_unnamed(self, cells: list[Any], kinds: set[type] | None = None) -> int:
         """How many cells are compound nodes without a name (blank nodes; Freebase CVTs)."""
-        blank = sum(1 for c in cells if isinstance(c, BlankNode))
+        blank = (sum(1 for c in cells if isinstance(c, BlankNode))
+                 if kinds is None or BlankNode in kinds else 0)
         if self.profile.unnamed_label is None:
             return blank
         entities = [c for c in cells if isinstance(c, Entity)]
@@ -362,6 +367,23 @@ class KBSession(Session):
             for e in missing:
                 self._labels[e.iri] = None
         return {e.iri: self._labels.get(e.iri) for e in entities}
+
+
+_ID = attrgetter("id")
+
+
+def _first(n: int | None, cells: list[Any], kinds: set[type]) -> list[Any]:
+    """``sorted(cells, key=_sort_key)[:n]`` (all when ``n`` is None), without a Python key call
+    per cell when every cell is an entity with an id (the usual result: entities order by their
+    short form)."""
+    if kinds == {Entity}:
+        ids = list(map(_ID, cells))
+        if None not in ids:
+            index = range(len(cells))
+            key = ids.__getitem__
+            order = sorted(index, key=key) if n is None else nsmallest(n, index, key=key)
+            return [cells[i] for i in order]
+    return sorted(cells, key=_sort_key) if n is None else nsmallest(n, cells, key=_sort_key)
 
 
 def _sort_key(cell: Any) -> tuple[int, float, str]:

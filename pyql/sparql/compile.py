@@ -26,7 +26,7 @@ from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
-    from pyql.sparql.query import Filter, Sparql, TimeConstraint
+    from pyql.sparql.query import Filter, Sparql, TimeConstraint, Triple
 
 __all__ = [
     "compile_query",
@@ -125,13 +125,20 @@ def _time_lines(tc: TimeConstraint, profile: Profile, fresh: _Fresh) -> list[str
     return out
 
 
+def _triple_line(t: Triple, profile: Profile) -> str:
+    # A tree shares its parts with the trees built from it: render each triple once per profile
+    cached = t.__dict__.get("_line")
+    if cached is not None and cached[0] is profile:
+        return cached[1]  # type: ignore[no-any-return]
+    line = (f"{render_term(t.head, profile)} {render_term(t.relation, profile)} "
+            f"{render_term(t.tail, profile)} .")
+    object.__setattr__(t, "_line", (profile, line))
+    return line
+
+
 def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
     profile = query.profile
-    lines = [
-        f"{render_term(t.head, profile)} {render_term(t.relation, profile)} "
-        f"{render_term(t.tail, profile)} ."
-        for t in query.triples
-    ]
+    lines = [_triple_line(t, profile) for t in query.triples]
     if query.types:
         type_pred = render_term(Relation(profile.type_predicate), profile)
         lines += [f"{tc.var} {type_pred} {render_term(tc.type, profile)} ." for tc in query.types]
