@@ -46,6 +46,12 @@ class Slot(Flag):
     NODE = VAR | ENTITY | LITERAL
     VALUE = VAR | ENTITY | LITERAL
 
+    def __contains__(self, other: object) -> bool:
+        # Flag's own test is general and slow; resolution asks it for every argument
+        if type(other) is Slot:
+            return other._value_ & self._value_ == other._value_
+        return super().__contains__(other)
+
     def describe(self) -> str:
         names = {
             Slot.VAR: "a variable (?x)",
