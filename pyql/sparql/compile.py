@@ -73,10 +73,13 @@ class _Fresh:
     """Fresh variable names that cannot collide with the query's own."""
 
     def __init__(self, query: Sparql) -> None:
-        self.taken = {v.name for v in query.variables}
+        self.query = query
+        self.taken: set[str] | None = None  # read from the query on the first fresh name
         self.n = 0
 
     def __call__(self, stem: str) -> Var:
+        if self.taken is None:
+            self.taken = {v.name for v in self.query.variables}
         while True:
             self.n += 1
             name = f"pyql_{stem}{self.n}"
