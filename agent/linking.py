@@ -6,8 +6,8 @@ gives the whole :class:`Linking` (every mention, its position, and its ranked ca
 scores) for display, logging or a smarter choice.
 
 :class:`LabelLinker` is the built-in one. It works over a :class:`LabelIndex`, the labels of a
-KB read by one SPARQL query (``SELECT ?e ?l WHERE { ?e <label> ?l }`` with the profile's label
-predicates; paged on endpoints) and kept in memory with normalised forms (case-folded, accents
+KB read by one SPARQL query (:func:`pyql.sparql.compile.compile_label_scan`: every entity and
+label of the profile's label predicates; paged on endpoints) and kept in memory with normalised forms (case-folded, accents
 and punctuation removed). The entity id is what the LLM writes for the entity: the profile's
 short form (``ex:Inception``, ``m.0crbvqz``, and for the ``metaqa`` profile the label itself).
 
@@ -46,7 +46,7 @@ import re
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -58,6 +58,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from pyql.kb.base import KB
+from pyql.sparql.compile import compile_entity_scan, compile_label_scan
 from pyql.terms import Entity
 from pyql.terms import Literal as RdfLiteral
 
@@ -729,33 +730,18 @@ def _default_key(kb: KB) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
-def _label_query(kb: KB) -> str:
-    profile = kb.profile
-    predicates = profile.label_predicates
-    if len(predicates) == 1:
-        pattern = f"?e <{predicates[0]}> ?l ."
-    else:
-        values = " ".join(f"<{p}>" for p in predicates)
-        pattern = f"VALUES ?p {{ {values} }} ?e ?p ?l ."
-    filters = "FILTER(isIRI(?e) && isLiteral(?l))"
-    if profile.label_lang:
-        lang = profile.label_lang.replace('"', "")
-        filters = (f'FILTER(isIRI(?e) && isLiteral(?l) && (lang(?l) = "" || '
-                   f'langMatches(lang(?l), "{lang}")))')
-    return f"SELECT ?e ?l WHERE {{ {pattern} {filters} }}"
-
-
-def _pages(kb: KB, query: str, order: str, *, page_size: int | None, limit: int | None,
+def _pages(kb: KB, build: Callable[..., str], *, page_size: int | None, limit: int | None,
            timeout: float | None) -> Iterable[tuple[Any, ...]]:
+    """The rows of ``build(kb.profile, limit=..., offset=...)`` (a compiler scan), in pages of
+    ``page_size`` when given (endpoints cap result sizes)."""
+    profile = kb.profile
     if page_size is None:
-        text = query if limit is None else f"{query} LIMIT {int(limit)}"
-        yield from kb.select(text, timeout=timeout).rows
+        yield from kb.select(build(profile, limit=limit), timeout=timeout).rows
         return
     offset = 0
     while limit is None or offset < limit:
         size = page_size if limit is None else min(page_size, limit - offset)
-        rows = kb.select(f"{query} ORDER BY {order} LIMIT {size} OFFSET {offset}",
-                         timeout=timeout).rows
+        rows = kb.select(build(profile, limit=size, offset=offset), timeout=timeout).rows
         yield from rows
         if len(rows) < size:
             return
@@ -769,8 +755,8 @@ def _read_labels(kb: KB, *, page_size: int | None, limit: int | None,
         return [], 0
     pairs = []
     rows = 0
-    for entity, label in _pages(kb, _label_query(kb), "?e ?l", page_size=page_size,
-                                limit=limit, timeout=timeout):
+    for entity, label in _pages(kb, compile_label_scan, page_size=page_size, limit=limit,
+                                timeout=timeout):
         rows += 1
         if isinstance(entity, Entity) and isinstance(label, RdfLiteral) and label.lexical.strip():
             pairs.append((entity.short, label.lexical))
@@ -780,12 +766,10 @@ def _read_labels(kb: KB, *, page_size: int | None, limit: int | None,
 def _read_label_ids(kb: KB, *, limit: int | None, timeout: float | None
                     ) -> tuple[list[tuple[str, str]], int]:
     """For profiles whose id is the label: every entity IRI under the entity base."""
-    base = str(kb.profile.entity_base).replace('"', '\\"')
-    query = (f'SELECT DISTINCT ?e WHERE {{ {{ ?e ?p ?o }} UNION {{ ?s ?p ?e }} '
-             f'FILTER(isIRI(?e) && STRSTARTS(STR(?e), "{base}")) }}')
     pairs = []
     rows = 0
-    for (entity,) in _pages(kb, query, "?e", page_size=None, limit=limit, timeout=timeout):
+    for (entity,) in _pages(kb, compile_entity_scan, page_size=None, limit=limit,
+                            timeout=timeout):
         rows += 1
         if isinstance(entity, Entity):
             pairs.append((entity.short, entity.short))

@@ -534,7 +534,8 @@ class QueryAgent:
                 rendered = [self._call_from_tool(c) for c in calls]
                 text = "\n".join(str(r) if isinstance(r, Call) else f"{c.name}({c.arguments})"
                                  for r, c in zip(rendered, calls, strict=True))
-                error = ParseError(f"expected one call, found {len(calls)}", text)
+                error = ParseError(f"expected one call, found {len(calls)}", text,
+                                   kind="multiple_actions", found=len(calls))
                 return _Decision(thought, error, text, "multiple_actions")
             call = self._call_from_tool(calls[0])
             if isinstance(call, InputError):

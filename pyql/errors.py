@@ -17,6 +17,7 @@ tests can decide on fields rather than on message text.
     │   ├── CallError               unknown function / wrong arity
     │   │   ├── UnknownFunctionError
     │   │   └── ArityError
+    │   ├── ToolsetError            a SPARQL operation on a SQL program (or the reverse)
     │   ├── QueryError              the call is well-formed but invalid for the current query
     │   ├── UnknownEntityError      a mention/label not in the entity table
     │   └── SchemaError             unknown table/column (SQL), with close matches
@@ -41,6 +42,8 @@ __all__ = [
     "UnknownFunctionError",
     "ArityError",
     "QueryError",
+    "ToolsetError",
+    "PARSE_ERROR_KINDS",
     "UnknownEntityError",
     "SchemaError",
     "ReadOnlyError",
@@ -60,13 +63,30 @@ class InputError(PyqlError):
     """The input given to pyql (text, call, query step) is invalid."""
 
 
+#: what went wrong when text did not give exactly one call (see :class:`ParseError.kind`)
+PARSE_ERROR_KINDS = ("syntax", "no_action", "multiple_actions")
+
+
 class ParseError(InputError):
     """Program or action text that does not parse.
 
     ``position`` is the 0-based character offset into ``text``; ``line``/``col`` are 1-based.
+    ``kind`` says what was wrong: ``syntax`` (the text does not parse), ``no_action`` (no call
+    where one was expected) or ``multiple_actions`` (several calls where one was expected);
+    ``found`` is how many calls were found for the last two (None for ``syntax``).
+
+    >>> ParseError("expected one call, found 2", "a()\\nb()", kind="multiple_actions", found=2).kind
+    'multiple_actions'
     """
 
-    def __init__(self, message: str, text: str = "", position: int = 0) -> None:
+    def __init__(
+        self, message: str, text: str = "", position: int = 0, *, kind: str = "syntax",
+        found: int | None = None,
+    ) -> None:
+        if kind not in PARSE_ERROR_KINDS:
+            raise ValueError(f"ParseError kind must be one of {PARSE_ERROR_KINDS}, not {kind!r}")
+        self.kind = kind
+        self.found = found
         self.description = message
         self.text = text
         self.position = max(0, min(position, len(text)))
@@ -141,6 +161,17 @@ class ArityError(CallError):
         super().__init__(f"{signature} takes {want}, got {got}", function=function)
 
 
+class ToolsetError(InputError):
+    """An operation offered by one toolset asked of a program or query of another (e.g.
+    ``Program.to_sparql`` of a SQL program); ``tools`` is what it is, ``expected`` what the
+    operation needs."""
+
+    def __init__(self, message: str, *, tools: str = "", expected: str = "") -> None:
+        self.tools = tools
+        self.expected = expected
+        super().__init__(message)
+
+
 class QueryError(InputError):
     """A well-formed call that is invalid for the current query (e.g. unknown variable)."""
 
@@ -155,9 +186,14 @@ class UnknownEntityError(TermError):
 
 
 class SchemaError(InputError):
-    """A table or column that does not exist; ``suggestions`` holds the closest names."""
+    """A table or column that does not exist; ``suggestions`` holds the closest names and
+    ``kind`` says which it is (``"table"`` or ``"column"``)."""
 
-    def __init__(self, message: str, *, name: str = "", suggestions: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, *, name: str = "", suggestions: Sequence[str] = (),
+                 kind: str = "column") -> None:
+        if kind not in ("table", "column"):
+            raise ValueError(f"SchemaError kind must be 'table' or 'column', not {kind!r}")
+        self.kind = kind
         self.name = name
         self.suggestions = tuple(suggestions)
         super().__init__(message)

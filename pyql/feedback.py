@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
-from pyql.memory import Memory
+from pyql.memory import Memory, Relations, VariableValues
 from pyql.program import Call
 
 __all__ = [
@@ -56,7 +56,8 @@ class PythonFeedback(BaseModel):
     #: arity: expected (min, max) and got
     expected_arity: tuple[int, int] | None = None
     got_arity: int | None = None
-    #: bad_term: which argument (0-based), as written, and what the slot expects
+    #: bad_term: which argument (0-based), as written, and what the slot expects;
+    #: schema_error: the unknown name (``arg_text``) and whether it is a ``table`` or ``column``
     arg_index: int | None = None
     arg_text: str | None = None
     expected: str | None = None
@@ -65,40 +66,6 @@ class PythonFeedback(BaseModel):
     suggestions: tuple[str, ...] = ()
     #: the error's class name (e.g. ``UnknownEntityError``)
     error_type: str | None = None
-
-
-class Relations(BaseModel):
-    """The one-hop relations of a node, both directions (short names)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    forward: tuple[str, ...] = ()
-    backward: tuple[str, ...] = ()
-
-    @property
-    def all(self) -> tuple[str, ...]:
-        return self.forward + tuple(r for r in self.backward if r not in self.forward)
-
-    def __len__(self) -> int:
-        return len(self.forward) + len(self.backward)
-
-    def __contains__(self, relation: object) -> bool:
-        return relation in self.forward or relation in self.backward
-
-
-class VariableValues(BaseModel):
-    """Shown values of one variable (labels, bounded) and the total number of distinct values."""
-
-    model_config = ConfigDict(frozen=True)
-
-    values: tuple[str, ...] = ()
-    total: int = 0
-    #: some values are compound nodes without a name (Freebase CVT / blank nodes)
-    unnamed: int = 0
-
-    @property
-    def all_unnamed(self) -> bool:
-        return self.total > 0 and self.unnamed == self.total
 
 
 class KBFeedback(BaseModel):

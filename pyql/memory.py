@@ -2,20 +2,58 @@
 
 A :class:`Memory` is a frozen value; the Session replaces it after each accepted step and keeps
 the old one when a step is rolled back (Algorithm 1, line 15), so guidelines can never change it.
+What it remembers of the environment's answers are values of this module too:
+:class:`Relations` (what ``get_relation`` listed) and :class:`VariableValues` (the values a step
+showed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 if TYPE_CHECKING:
-    from pyql.feedback import Relations, VariableValues
     from pyql.program import Call
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "Relations", "VariableValues"]
+
+
+class Relations(BaseModel):
+    """The one-hop relations of a node, both directions (short names)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    forward: tuple[str, ...] = ()
+    backward: tuple[str, ...] = ()
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return self.forward + tuple(r for r in self.backward if r not in self.forward)
+
+    def __len__(self) -> int:
+        return len(self.forward) + len(self.backward)
+
+    def __contains__(self, relation: object) -> bool:
+        return relation in self.forward or relation in self.backward
+
+
+class VariableValues(BaseModel):
+    """Shown values of one variable (labels, bounded) and the total number of distinct values."""
+
+    model_config = ConfigDict(frozen=True)
+
+    values: tuple[str, ...] = ()
+    total: int = 0
+    #: some values are compound nodes without a name (Freebase CVT / blank nodes)
+    unnamed: int = 0
+
+    @property
+    def all_unnamed(self) -> bool:
+        return self.total > 0 and self.unnamed == self.total
 
 
 def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -66,7 +104,17 @@ class Memory:
         return tuple(n for n, rels in self.relations.items() if relation in rels)
 
     def with_(self, **changes: Any) -> Memory:
+        """A copy with ``changes`` (the memory is frozen; this is how a step updates it)."""
+        unknown = changes.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"Memory has no field(s) {', '.join(sorted(unknown))}")
         for key in ("relations", "entities", "last_values"):
-            if key in changes:
+            if key in changes and changes[key] is not getattr(self, key):
                 changes[key] = _frozen(changes[key])
-        return replace(self, **changes)
+        new = object.__new__(Memory)
+        new.__dict__.update(self.__dict__)  # every field is an immutable value: share them
+        new.__dict__.update(changes)
+        return new
+
+
+_FIELDS = frozenset(f.name for f in fields(Memory))

@@ -39,6 +39,10 @@ _STANDARD_PREFIXES = {"rdf": RDF, "rdfs": RDFS, "xsd": XSD, "owl": OWL}
 _PREFIXED = re.compile(r"([A-Za-z][\w\-.]*)?:([^\s<>\"{}|^`\\]*)")
 
 
+#: how many entities/relations a profile remembers having made
+_TERM_CACHE = 1 << 16
+
+
 @dataclass(frozen=True)
 class Profile:
     """How one KB names and shows things. Frozen; derive variants with :meth:`with_prefixes`."""
@@ -65,6 +69,9 @@ class Profile:
     answer_lang: str | None = None
     #: the prefix used when printing SPARQL (e.g. ``ns``)
     display_prefix: str | None = None
+    #: terms made by :meth:`entity` / :meth:`relation` (terms are frozen values)
+    _terms: dict[tuple[str, str], Entity | Relation] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     # -- naming -------------------------------------------------------------------------------
     def is_entity_id(self, text: str) -> bool:
@@ -102,6 +109,24 @@ class Profile:
 
     def entity(self, kb_id: str) -> Entity:
         """The entity named ``kb_id`` (a short id, a prefixed name or a full IRI)."""
+        found = self._terms.get(("e", kb_id))
+        if found is None:
+            found = self._remember(("e", kb_id), self._entity(kb_id))
+        return found  # type: ignore[return-value]
+
+    def relation(self, name: str) -> Relation:
+        """The relation called ``name`` (short name, prefixed name or full IRI)."""
+        found = self._terms.get(("r", name))
+        if found is None:
+            found = self._remember(("r", name), self._relation(name))
+        return found  # type: ignore[return-value]
+
+    def _remember(self, key: tuple[str, str], term: Entity | Relation) -> Entity | Relation:
+        if len(self._terms) < _TERM_CACHE:
+            self._terms[key] = term
+        return term
+
+    def _entity(self, kb_id: str) -> Entity:
         if kb_id.startswith("<") and kb_id.endswith(">"):
             return Entity(validate_iri(kb_id[1:-1]), self.compact(kb_id[1:-1]))
         if kb_id.startswith(("http://", "https://", "urn:")):
@@ -116,8 +141,7 @@ class Profile:
             text=kb_id, expected="an IRI or prefixed name",
         )
 
-    def relation(self, name: str) -> Relation:
-        """The relation called ``name`` (short name, prefixed name or full IRI)."""
+    def _relation(self, name: str) -> Relation:
         if name.startswith("<") and name.endswith(">"):
             return Relation(validate_iri(name[1:-1]), self.compact(name[1:-1]))
         if name.startswith(("http://", "https://", "urn:")):

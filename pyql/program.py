@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from pyql.errors import ArityError, ParseError, UnknownFunctionError
+from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
+from pyql.resolve import Slot
 from pyql.syntax import Atom, AtomKind, iri_token_end, lex_atom, split_arguments
-from pyql.terms import Slot
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -51,6 +52,7 @@ __all__ = [
     "Call",
     "Program",
     "parse_call",
+    "register_replay",
     "COMPARISON_OPS",
 ]
 
@@ -95,7 +97,7 @@ class Signature:
     doc: str
     role: str = "build"
 
-    @property
+    @cached_property
     def arity(self) -> tuple[int, int]:
         required = sum(1 for p in self.params if not p.optional)
         return required, len(self.params)
@@ -296,6 +298,10 @@ def _toolset(tools: str | Toolset) -> Toolset:
 
 
 _BARE_VAR = re.compile(r"x\d+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_CALL_END = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)")
+#: the characters closing_paren looks at
+_PAREN_SPECIAL = re.compile(r"[\"'<(),]")
 
 
 def _canonical(atom: Atom, param: Param) -> Atom:
@@ -333,7 +339,7 @@ class Call(BaseModel):
     @field_validator("name")
     @classmethod
     def _identifier(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_]\w*", v):
+        if not _IDENTIFIER.fullmatch(v):
             raise ValueError(f"not a function name: {v!r}")
         return v
 
@@ -368,6 +374,7 @@ def _render_arg(atom: Atom) -> str:
     return text
 
 
+@lru_cache(maxsize=1 << 16)
 def _reads_back_bare(atom: Atom) -> bool:
     """Does the atom (a name or an IRI) written bare in an argument list read back as itself?
 
@@ -418,7 +425,7 @@ class _Scanner:
         return self.pos >= len(self.text)
 
     def identifier(self) -> str:
-        m = re.compile(r"[A-Za-z_]\w*").match(self.text, self.pos)
+        m = _IDENTIFIER.match(self.text, self.pos)
         if not m:
             raise ParseError("expected a function call like add_fact(...)", self.text, self.pos)
         self.pos = m.end()
@@ -430,7 +437,12 @@ class _Scanner:
         depth = 0
         i = open_at
         arg_start = open_at + 1
-        while i < len(text):
+        n = len(text)
+        while i < n:
+            special = _PAREN_SPECIAL.search(text, i)  # skip ordinary characters in one step
+            if special is None:
+                break
+            i = special.start()
             ch = text[i]
             if ch in "\"'" and not text[arg_start:i].strip():
                 quote, quote_at = ch, i
@@ -526,7 +538,7 @@ def _parse_calls(text: str, tools: Toolset) -> list[Call]:
         atoms = [_canonical(a, p) for a, p in zip(atoms, sig.params)]
         calls.append(Call(name=name, args=tuple(atoms)))
         scanner.pos = close_at + 1
-        rest = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)").match(text, scanner.pos)
+        rest = _CALL_END.match(text, scanner.pos)
         if not rest:
             raise ParseError("unexpected text after call", text, scanner.pos)
     return calls
@@ -536,7 +548,8 @@ def parse_call(text: str, tools: str | Toolset = "sparql") -> Call:
     """Parse exactly one call; raises ParseError / UnknownFunctionError / ArityError."""
     calls = _parse_calls(text, _toolset(tools))
     if len(calls) != 1:
-        raise ParseError(f"expected one call, found {len(calls)}", text, 0)
+        raise ParseError(f"expected one call, found {len(calls)}", text, 0,
+                         kind="no_action" if not calls else "multiple_actions", found=len(calls))
     return calls[0]
 
 
@@ -582,22 +595,34 @@ class Program(BaseModel):
         self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
         **options: Any,
     ) -> Sparql:
-        """Replay the program onto an empty SPARQL query (env calls add nothing)."""
-        from pyql.profiles import get_profile
-        from pyql.sparql import Sparql
-        from pyql.sparql.apply import apply_call
-        from pyql.terms import Context
+        """Replay the program onto an empty SPARQL query (env calls add nothing).
 
-        prof = get_profile(profile)
-        ctx = Context(prof, dict(entities or {}))
-        query = Sparql(profile=prof, **options)
-        for call in self.calls:
-            query = apply_call(query, call, ctx)
-        return query
+        Only a SPARQL program replays onto a SPARQL query: a SQL program raises
+        :class:`~pyql.errors.ToolsetError` (replay it in a SQL session instead).
+        """
+        replay = _REPLAYERS.get(self.tools)
+        if self.tools != "sparql" or replay is None:
+            raise ToolsetError(
+                f"a {self.tools} program does not replay onto a SPARQL query; run it in a "
+                f"session of its toolset (Session(db, table=...).run_program(program))",
+                tools=self.tools, expected="sparql",
+            )
+        return replay(self, profile, entities, **options)  # type: ignore[no-any-return]
 
     def to_sparql(
         self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,
         **options: Any,
     ) -> str:
-        """Replay and compile to SPARQL text."""
+        """Replay and compile to SPARQL text (a SQL program raises ToolsetError)."""
         return self.to_query(profile, entities, **options).to_sparql()
+
+
+#: toolset name -> ``replay(program, profile, entities, **options)``; each query package
+#: registers its own (:mod:`pyql.sparql.apply` registers ``sparql``), so this module does not
+#: import the query trees that import it
+_REPLAYERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_replay(tools: str, replay: Callable[..., Any]) -> None:
+    """Declare how programs of toolset ``tools`` replay onto a query (see Program.to_query)."""
+    _REPLAYERS[_toolset(tools).name] = replay

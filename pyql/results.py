@@ -51,10 +51,8 @@ class ResultSet:
 
     def distinct(self, name: str | int) -> list[Any]:
         """Distinct non-null values of a column, in first-seen order."""
-        seen: dict[Any, None] = {}
-        for value in self.column(name):
-            if value is not None:
-                seen.setdefault(value, None)
+        seen = dict.fromkeys(self.column(name))
+        seen.pop(None, None)
         return list(seen)
 
     def records(self) -> list[dict[str, Any]]:

@@ -1,5 +1,10 @@
 """The Session: the environment an agent (or a person) acts on, one DSL call at a time.
 
+``Session(backend, ...)`` is the one entry point: a KB gives a :class:`KBSession`, a database
+(:class:`~pyql.db.DB`) a :class:`~pyql.sql.session.SqlSession`; both are ``Session`` instances
+and implement the :class:`~pyql.environment.Environment` contract (one step template, one
+:class:`~pyql.environment.Observation`).
+
 ``Session(kb, entities={mention: kb_id})`` binds a KB, its profile and the linked entities of one
 question. ``run(text | Call)`` parses the action, applies it to the immutable query, executes what
 needs executing and returns a typed :class:`Observation`. The Session keeps the query, the
@@ -26,216 +31,80 @@ True
 
 from __future__ import annotations
 
-import logging
-import time
+import sys
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Protocol
+from heapq import nsmallest
+from operator import attrgetter
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from pyql.errors import (
-    ArityError,
-    BackendError,
-    BackendTimeoutError,
-    InputError,
-    ParseError,
-    QueryError,
-    SchemaError,
-    TermError,
-    UnknownFunctionError,
+from pyql.environment import (
+    Environment,
+    GuidelineChecker,
+    HintPolicy,
+    Observation,
+    Outcome,
+    python_feedback_for,
+    render_observation,
+    render_values,
+    resolve_guidelines,
 )
-from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback, Relations, VariableValues
+from pyql.errors import QueryError
+from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
-from pyql.program import SPARQL_TOOLS, Call, Program, parse_call
+from pyql.program import Call
+from pyql.resolve import Context
 from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
-from pyql.sparql.compile import compile_relations, render_term
-from pyql.terms import BlankNode, Context, Entity, Literal, Var
+from pyql.sparql.compile import compile_counts, compile_labels, compile_relations
+from pyql.terms import BlankNode, Entity, Literal, Var
 
 __all__ = [
     "Session",
+    "KBSession",
     "Observation",
     "GuidelineChecker",
     "HintPolicy",
     "python_feedback_for",
+    "render_observation",
     "render_values",
 ]
 
-log = logging.getLogger(__name__)
 
+class Session(Environment):
+    """The environment for one question over a KB or a database (see the module docstring).
 
-class GuidelineChecker(Protocol):
-    """What a Session needs from ERASER: a verdict per step (see :mod:`pyql.guidelines`)."""
-
-    def evaluate(self, feedback: Feedback) -> Hint | None: ...
-
-
-class Observation(BaseModel):
-    """The typed outcome of one step, with a text rendering (``.text``)."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    step: int
-    action: str
-    feedback: Feedback
-    hint: Hint | None = None
-    elapsed: float = 0.0
-    #: the query text after the step (unchanged when the step failed or was rolled back)
-    query: str = ""
-
-    @property
-    def call(self) -> Call | None:
-        return self.feedback.call
-
-    @property
-    def ok(self) -> bool:
-        """The step was accepted (no error, no hint)."""
-        return self.hint is None and self.error is None
-
-    @property
-    def status(self) -> str:
-        """``hint`` | ``error`` | the KB status (``ok``, ``empty``, ``backend_error``, ``timeout``)."""
-        if self.hint is not None:
-            return "hint"
-        if self.feedback.python.status != "ok":
-            return "error"
-        return self.feedback.kb.status if self.feedback.kb.status != "not_run" else "ok"
-
-    @property
-    def error(self) -> str | None:
-        """The raw error message (Python side or backend), if any."""
-        if self.feedback.python.status != "ok":
-            return self.feedback.python.message
-        if self.feedback.kb.status in ("backend_error", "timeout"):
-            return self.feedback.kb.message
-        return None
-
-    @property
-    def relations(self) -> Relations | None:
-        return self.feedback.kb.relations
-
-    @property
-    def values(self) -> dict[str, VariableValues]:
-        return self.feedback.kb.values
-
-    @property
-    def answers(self) -> tuple[Any, ...] | None:
-        return self.feedback.kb.answers
-
-    @property
-    def text(self) -> str:
-        return render_observation(self)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def render_values(values: Mapping[str, VariableValues], *, max_shown: int | None = None) -> str:
-    """``The value of variable ?x is ['a', 'b'] (12 in total)`` for each variable."""
-    parts = []
-    for var, vv in values.items():
-        shown = list(vv.values if max_shown is None else vv.values[:max_shown])
-        more = f" ({vv.total} in total)" if vv.total > len(shown) else ""
-        parts.append(f"The value of variable {var} is {shown}{more}")
-    return ". ".join(parts)
-
-
-def render_observation(obs: Observation) -> str:
-    if obs.hint is not None:
-        return obs.hint.message
-    fb = obs.feedback
-    if fb.python.status != "ok":
-        return f"Error: {fb.python.message}"
-    kb = fb.kb
-    if kb.status in ("backend_error", "timeout"):
-        return f"Error: the {'query timed out' if kb.status == 'timeout' else 'KB failed'}: {kb.message}"
-    if kb.relations is not None:
-        return str({"forward": list(kb.relations.forward), "backward": list(kb.relations.backward)})
-    if kb.answers is not None and not kb.values:
-        return f"The answer is {list(kb.answers)}"
-    if kb.status == "empty":
-        return "The query result is empty."
-    if kb.values:
-        text = render_values(kb.values)
-    else:
-        text = "Done."
-    return text + "".join(f" (Note: {note}.)" for note in fb.notes)
-
-
-class HintPolicy:
-    """Asks the guidelines about a step, once per result-based hint.
-
-    A hint about what the environment *returned* (codes ``KB...``/``DB...``: an empty result, an
-    unnamed answer) is given once: when the very next action repeats the hinted action, the model
-    has read the hint and insists, and the step is accepted — an empty result can be the right
-    answer. Hints about the action itself (``PY...``, ``RM...``) are given every time.
+    ``Session(kb, entities, ...)`` is a :class:`KBSession`; ``Session(db, entities, table=...)``
+    a :class:`~pyql.sql.session.SqlSession`.
     """
 
-    RESULT_PREFIXES = ("KB", "DB")
-
-    def __init__(self, guidelines: GuidelineChecker | None) -> None:
-        self.guidelines = guidelines
-        self._last: tuple[str, str] | None = None  # (canonical action, hint code)
-
-    def judge(self, feedback: Feedback) -> Hint | None:
-        if self.guidelines is None:
-            return None
-        action = str(feedback.call) if feedback.call is not None else feedback.action_text
-        last, self._last = self._last, None
-        if last is not None and last[0] == action and last[1].startswith(self.RESULT_PREFIXES):
-            log.info("accepting %s repeated after hint %s", action, last[1])
-            return None
-        hint = self.guidelines.evaluate(feedback)
-        if hint is not None:
-            self._last = (action, hint.code)
-        return hint
+    def __new__(cls, backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is Session:
+            cls = _session_class(backend)
+        return super().__new__(cls)
 
 
-def python_feedback_for(exc: Exception, *, function: str | None = None) -> PythonFeedback:
-    """Structured Python-side feedback for an input error."""
-    kind = type(exc).__name__
-    if isinstance(exc, UnknownFunctionError):
-        return PythonFeedback(status="unknown_function", message=str(exc), function=exc.function,
-                              suggestions=exc.available, error_type=kind)
-    if isinstance(exc, ArityError):
-        lo_hi = exc.expected if isinstance(exc.expected, tuple) else (exc.expected, exc.expected)
-        return PythonFeedback(status="arity", message=str(exc), function=exc.function,
-                              expected_arity=lo_hi, got_arity=exc.got, error_type=kind)
-    if isinstance(exc, TermError):
-        return PythonFeedback(status="bad_term", message=str(exc), function=function,
-                              arg_index=exc.index, arg_text=exc.text, expected=exc.expected,
-                              error_type=kind)
-    if isinstance(exc, SchemaError):
-        return PythonFeedback(status="schema_error", message=str(exc), function=function,
-                              arg_text=exc.name, suggestions=exc.suggestions, error_type=kind)
-    if isinstance(exc, QueryError):
-        return PythonFeedback(status="query_error", message=str(exc), function=function,
-                              error_code=exc.code or None, suggestions=exc.suggestions,
-                              error_type=kind)
-    if isinstance(exc, ParseError):
-        status = "parse_error"
-        if exc.description.startswith("expected one call, found "):
-            found = int(exc.description.rsplit(" ", 1)[-1])
-            status = "no_action" if found == 0 else "multiple_actions"
-        return PythonFeedback(status=status, message=str(exc), function=function, error_type=kind)
-    return PythonFeedback(status="parse_error", message=str(exc), function=function, error_type=kind)
+def _session_class(backend: Any) -> type[Session]:
+    # Without importing pyql.db (SQLAlchemy): a DB exists only if pyql.db.base was imported.
+    base = sys.modules.get("pyql.db.base")
+    if base is not None and isinstance(backend, base.DB):
+        from pyql.sql.session import SqlSession
+
+        return SqlSession
+    return KBSession
 
 
-class Session:
+@dataclass
+class _KBOutcome(Outcome):
+    query: Sparql | None = None
+
+
+class KBSession(Session):
     """A KB environment for one question. See the module docstring."""
 
     tools = "sparql"
-
-    def __new__(cls, kb: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """``Session(sql_db, table=...)`` is a :class:`pyql.sql.session.SqlSession`."""
-        if cls is Session and _is_sql_db(kb):
-            from pyql.sql.session import SqlSession
-
-            return SqlSession(kb, *args, **kwargs)
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -252,80 +121,77 @@ class Session:
         self.kb = kb
         self.profile = kb.profile
         self.entities = dict(entities or {})
-        self.guidelines = _resolve_guidelines(guidelines)
+        self.guidelines = resolve_guidelines(guidelines)
         self.max_values = max_values
         self.row_cap = row_cap
         self.max_relations = max_relations
         self.timeout = timeout
         self._extremum_mode = extremum_mode
         self._labels: dict[str, str | None] = {}
+        self._context = Context(self.profile, self.entities)
         self.reset()
 
     # -- state ----------------------------------------------------------------------------------
-    def reset(self) -> None:
-        """Forget the query, program and memory (same KB and entities)."""
+    def _reset_state(self) -> None:
         self.query = Sparql(profile=self.profile, entities=self.entities,
                             extremum_mode=self._extremum_mode)  # type: ignore[arg-type]
-        self.program = Program(tools="sparql")
-        self.memory = Memory(entities=dict(self.entities))
-        self._policy = HintPolicy(self.guidelines)
-        self.step = 0
-        self.observations: list[Observation] = []
+
+    def _initial_memory(self) -> Memory:
+        return Memory(entities=dict(self.entities))
 
     @property
     def context(self) -> Context:
-        return Context(self.profile, self.entities)
+        return self._context
 
     def to_sparql(self) -> str:
         return self.query.to_sparql()
 
-    # -- one step -------------------------------------------------------------------------------
-    def run(self, action: str | Call) -> Observation:
-        """Run one action; never raises for bad input or backend failure (see Observation)."""
-        start = time.perf_counter()
-        self.step += 1
-        text = action if isinstance(action, str) else str(action)
-        call: Call | None = None
-        new_query = self.query
-        new_memory = self.memory
-        args: tuple[Any, ...] = ()
-        notes: list[str] = []
-        python = PythonFeedback()
-        kb = KBFeedback()
-        try:
-            call = action if isinstance(action, Call) else parse_call(action, SPARQL_TOOLS)
-            resolved = resolve_args(call, self.context)
-            args = tuple(resolved)
-            notes = self._resolution_notes(call, resolved)
-            new_query, kb, new_memory = self._apply(call, resolved)
-        except InputError as exc:
-            python = python_feedback_for(exc, function=call.name if call else _guess_function(text))
-        except BackendTimeoutError as exc:
-            kb = KBFeedback(status="timeout", message=str(exc))
-        except BackendError as exc:
-            kb = KBFeedback(status="backend_error", message=str(exc))
+    def to_query(self) -> str:
+        """The current query as SPARQL text."""
+        return self.query.to_sparql()
 
-        feedback = Feedback(
-            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
-            memory=self.memory, args=args, notes=tuple(notes),
-        )
-        hint = self._policy.judge(feedback)
-        accepted = hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
-        if accepted and call is not None:
-            self.query = new_query
-            self.program = self.program.append(call)
-            self.memory = new_memory.with_(calls=(*self.memory.calls, call))
-        obs = Observation(
-            step=self.step, action=text, feedback=feedback, hint=hint,
-            elapsed=time.perf_counter() - start, query=self.query.to_sparql() if not self.query.is_empty else "",
-        )
-        self.observations.append(obs)
-        return obs
+    def _query_text(self) -> str:
+        return self.query.to_sparql() if not self.query.is_empty else ""
 
-    def run_program(self, program: Program | str) -> list[Observation]:
-        """Run every call of a program; returns the observations."""
-        prog = Program.parse(program) if isinstance(program, str) else program
-        return [self.run(call) for call in prog]
+    # -- the step hooks -------------------------------------------------------------------------
+    def _resolve(self, call: Call) -> tuple[tuple[Any, ...], list[str]]:
+        resolved = resolve_args(call, self.context)
+        return tuple(resolved), self._resolution_notes(call, resolved)
+
+    def _apply(self, call: Call, resolved: tuple[Any, ...]) -> Outcome:
+        name = call.name
+        if name == "get_relation":
+            kb, memory = self._get_relation(resolved[0])
+            return _KBOutcome(kb=kb, memory=memory)
+        if name == "execute":
+            return _KBOutcome(kb=self._execute())
+        query = getattr(self.query, name)(*resolved)
+        kb = self._observe(query)
+        memory = self.memory.with_(
+            variables=tuple(str(v) for v in query.variables),
+            bound_variables=tuple(str(v) for v in query.variables if v in query.bound_variables
+                                  or (query.aggregate is not None and v == query.aggregate.new_var)),
+            answer=str(query.answer) if query.answer is not None else None,
+            last_values=kb.values if kb.status == "ok" else self.memory.last_values,
+        )
+        return _KBOutcome(kb=kb, memory=memory, query=query)
+
+    def _commit(self, call: Call, outcome: Outcome) -> None:
+        query = getattr(outcome, "query", None)
+        if query is not None:
+            self.query = query
+
+    def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
+        kb = feedback.kb
+        if kb.relations is not None:
+            return str({"forward": list(kb.relations.forward),
+                        "backward": list(kb.relations.backward)})
+        if kb.answers is not None and not kb.values:
+            return f"The answer is {list(kb.answers)}"
+        if kb.status == "empty":
+            return "The query result is empty."
+        text = render_values(kb.values) if kb.values else "Done."
+        return text + "".join(f" (Note: {note}.)" for note in feedback.notes)
 
     # -- internals ------------------------------------------------------------------------------
     def _resolution_notes(self, call: Call, resolved: list[Any]) -> list[str]:
@@ -335,24 +201,6 @@ class Session:
                     and self.context.entity_for_mention(atom.value) == term.id):
                 notes.append(f"{atom.value!r} was read as the linked entity {term.id}")
         return notes
-
-    def _apply(self, call: Call, args: list[Any]) -> tuple[Sparql, KBFeedback, Memory]:
-        name = call.name
-        if name == "get_relation":
-            return self.query, *self._get_relation(args[0])
-        if name == "execute":
-            return self.query, self._execute(), self.memory
-        method = getattr(self.query, name)
-        query = method(*args)
-        kb = self._observe(query)
-        memory = self.memory.with_(
-            variables=tuple(str(v) for v in query.variables),
-            bound_variables=tuple(str(v) for v in query.variables if v in query.bound_variables
-                                  or (query.aggregate is not None and v == query.aggregate.new_var)),
-            answer=str(query.answer) if query.answer is not None else None,
-            last_values=kb.values if kb.status == "ok" else self.memory.last_values,
-        )
-        return query, kb, memory
 
     def _get_relation(self, node: Any) -> tuple[KBFeedback, Memory]:
         if isinstance(node, Var) and node not in self.query.bound_variables:
@@ -364,15 +212,27 @@ class Session:
                 suggestions=[f"get_relation({v})" for v in existing]
                 + [f"get_relation({kb_id})" for kb_id in self.entities.values()],
             )
-        directions = ("backward",) if isinstance(node, Literal) else ("forward", "backward")
-        found: dict[str, list[str]] = {"forward": [], "backward": []}
-        hidden = self.profile.hidden_relations
+        if isinstance(node, Literal):
+            directions: tuple[str, ...] = ("backward",)
+        elif self.max_relations is None:  # one query for both directions
+            directions = ("both",)
+        else:  # the bound holds per direction
+            directions = ("forward", "backward")
+        found: dict[str, set[str]] = {"forward": set(), "backward": set()}
         for direction in directions:
-            rs = self.kb.select(compile_relations(self.query, node, direction, limit=self.max_relations),
-                                timeout=self.timeout)
-            names = sorted({cell.iri for (cell,) in rs.rows if isinstance(cell, Entity)} - hidden)
-            found[direction] = [self.profile.compact(iri) for iri in names]
-        relations = Relations(forward=tuple(found["forward"]), backward=tuple(found["backward"]))
+            rs = self.kb.select(
+                compile_relations(self.query, node, direction, limit=self.max_relations),
+                timeout=self.timeout)
+            for row in rs.rows:
+                cell = row[0]
+                if isinstance(cell, Entity):
+                    side = row[1].lexical if direction == "both" else direction
+                    found[side].add(cell.iri)
+        hidden = self.profile.hidden_relations
+        compact = self.profile.compact
+        relations = Relations(
+            forward=tuple(compact(iri) for iri in sorted(found["forward"] - hidden)),
+            backward=tuple(compact(iri) for iri in sorted(found["backward"] - hidden)))
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))
@@ -410,22 +270,19 @@ class Session:
         totals = self._totals(query, shown) if truncated else None
         values = {}
         for i, var in enumerate(rs.columns):
-            # a stable order, the same on every backend (engines return rows in any order)
-            distinct = sorted(rs.distinct(i), key=_sort_key)
-            labelled = self._display(distinct[: self.max_values])
-            unnamed = self._count_unnamed(distinct)
+            # a stable order, the same on every backend (engines return rows in any order);
+            # only the shown values need it
+            distinct = rs.distinct(i)
+            kinds = set(map(type, distinct))
+            labelled = self._display(_first(self.max_values, distinct, kinds))
+            unnamed = self._count_unnamed(distinct, kinds)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
         return KBFeedback(status="ok", row_count=min(len(rs.rows), self.row_cap), values=values,
                           unconstrained=unconstrained)
 
     def _totals(self, query: Sparql, shown: tuple[Var, ...]) -> dict[str, int]:
-        from pyql.sparql.compile import prologue, where_lines
-
-        counts = " ".join(f"(COUNT(DISTINCT {v}) AS ?pyql_n_{v.name})" for v in shown)
-        text = "\n".join([*prologue(query.profile), f"SELECT {counts}", "WHERE {",
-                          *where_lines(query), "}"])
-        rs = self.kb.select(text, timeout=self.timeout)
+        rs = self.kb.select(compile_counts(query, shown), timeout=self.timeout)
         row = rs.rows[0] if rs.rows else ()
         return {v.name: int(c.lexical) for v, c in zip(shown, row) if isinstance(c, Literal)}
 
@@ -445,11 +302,13 @@ class Session:
             answer = bound[0]
         rs = self.kb.select(query.to_sparql(select=None if query.aggregate or query.answer else (answer,)),
                             timeout=self.timeout)
-        cells = sorted(rs.distinct(0), key=_sort_key) if rs.columns else []
+        distinct = rs.distinct(0) if rs.columns else []
+        kinds = set(map(type, distinct))
+        cells = _first(None, distinct, kinds)
         answers = tuple(self._answer_value(c) for c in cells)
         labels = tuple(self._display(cells[: self.max_values]))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
-                                              unnamed=self._count_unnamed(cells))}
+                                              unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
                           answers=answers, values=values if answers else {})
 
@@ -462,9 +321,10 @@ class Session:
             return cell.lexical
         return str(cell)
 
-    def _count_unnamed(self, cells: list[Any]) -> int:
+    def _count_unnamed(self, cells: list[Any], kinds: set[type] | None = None) -> int:
         """How many cells are compound nodes without a name (blank nodes; Freebase CVTs)."""
-        blank = sum(1 for c in cells if isinstance(c, BlankNode))
+        blank = (sum(1 for c in cells if isinstance(c, BlankNode))
+                 if kinds is None or BlankNode in kinds else 0)
         if self.profile.unnamed_label is None:
             return blank
         entities = [c for c in cells if isinstance(c, Entity)]
@@ -492,13 +352,7 @@ class Session:
             return {e.iri: e.short for e in entities}
         missing = [e for e in dict.fromkeys(entities) if e.iri not in self._labels]
         if missing and profile.label_predicates:
-            values = " ".join(render_term(e, profile) for e in missing)
-            preds = " ".join(f"<{p}>" for p in profile.label_predicates)
-            text = (f"SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} VALUES ?p {{ {preds} }} "
-                    f"?e ?p ?l . }}")
-            from pyql.sparql.compile import prologue
-
-            text = "\n".join([*prologue(profile), text])
+            text = compile_labels(missing, profile)
             found: dict[str, str] = {}
             for e, label in self.kb.select(text, timeout=self.timeout).rows:
                 if not isinstance(label, Literal) or not isinstance(e, Entity):
@@ -515,6 +369,23 @@ class Session:
         return {e.iri: self._labels.get(e.iri) for e in entities}
 
 
+_ID = attrgetter("id")
+
+
+def _first(n: int | None, cells: list[Any], kinds: set[type]) -> list[Any]:
+    """``sorted(cells, key=_sort_key)[:n]`` (all when ``n`` is None), without a Python key call
+    per cell when every cell is an entity with an id (the usual result: entities order by their
+    short form)."""
+    if kinds == {Entity}:
+        ids = list(map(_ID, cells))
+        if None not in ids:
+            index = range(len(cells))
+            key = ids.__getitem__
+            order = sorted(index, key=key) if n is None else nsmallest(n, index, key=key)
+            return [cells[i] for i in order]
+    return sorted(cells, key=_sort_key) if n is None else nsmallest(n, cells, key=_sort_key)
+
+
 def _sort_key(cell: Any) -> tuple[int, float, str]:
     if isinstance(cell, Literal):
         value = cell.value
@@ -524,28 +395,3 @@ def _sort_key(cell: Any) -> tuple[int, float, str]:
     if isinstance(cell, Entity):
         return (2, 0.0, cell.short)
     return (3, 0.0, str(cell))
-
-
-def _is_sql_db(backend: Any) -> bool:
-    # Without importing pyql.db (SQLAlchemy): a SqlDB exists only if its module was imported.
-    import sys
-
-    module = sys.modules.get("pyql.db.sqldb")
-    return module is not None and isinstance(backend, module.SqlDB)
-
-
-def _guess_function(text: str) -> str | None:
-    import re
-
-    m = re.search(r"([A-Za-z_]\w*)\s*\(", text)
-    return m.group(1) if m else None
-
-
-def _resolve_guidelines(guidelines: GuidelineChecker | bool | None) -> GuidelineChecker | None:
-    if guidelines is None or guidelines is False:
-        return None
-    if guidelines is True:
-        from pyql.guidelines import default_registry  # type: ignore[attr-defined]
-
-        return default_registry()
-    return guidelines

@@ -32,6 +32,8 @@ class AtomKind(str, Enum):
 _VAR_NAME = re.compile(r"[^\W]\w*|\d\w*", re.UNICODE)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _LANG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
+#: the characters split_arguments looks at
+_ARG_SPECIAL = re.compile(r"[\"'<(),]")
 _BARE_TYPED = re.compile(r"([^\s\"'^<>(),]+)\^\^(<[^<>\s]+>|(?:https?://|[A-Za-z][\w.\-]*:)[^\s<>\"'{}|^`\\,()]+)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 
@@ -210,6 +212,10 @@ def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
     i = start
     piece_start = start
     while i < end:
+        special = _ARG_SPECIAL.search(text, i, end)  # skip ordinary characters in one step
+        if special is None:
+            break
+        i = special.start()
         ch = text[i]
         # A quote opens a string only where an argument starts (so "Ocean's Eleven" unquoted works).
         if ch in "\"'" and depth == 0 and not text[piece_start:i].strip():

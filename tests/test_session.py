@@ -471,3 +471,19 @@ def test_a_result_hint_is_given_once() -> None:
     again = s.run(action)
     assert again.hint is None and again.status == "empty"
     assert str(s.program).splitlines()[-1] == action
+
+
+def test_shown_values_order_is_the_sort_order_whatever_the_path() -> None:
+    """The fast path for entity-only values orders exactly as the general sort key does."""
+    from pyql.session import _first, _sort_key
+    from pyql.terms import BlankNode, Entity, Literal
+
+    ents = [Entity(f"http://x.org/{n}", n) for n in ("b", "a", "c", "a2", "B")]
+    mixed = [*ents, Literal("10", "http://www.w3.org/2001/XMLSchema#integer"), Literal("9"),
+             BlankNode("z"), Entity("http://x.org/noid")]
+    for cells in (ents, mixed):
+        kinds = set(map(type, cells))
+        expected = sorted(cells, key=_sort_key)
+        assert _first(None, cells, kinds) == expected
+        for n in (0, 1, 3, 20):
+            assert _first(n, cells, kinds) == expected[:n]

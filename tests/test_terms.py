@@ -10,16 +10,14 @@ import pytest
 
 from pyql.errors import PyqlError, TermError, UnknownEntityError
 from pyql.profiles import FREEBASE, GENERIC, METAQA
+from pyql.resolve import Context, Slot, parse_term
 from pyql.terms import (
     XSD,
     BlankNode,
-    Context,
     Entity,
     Literal,
     Relation,
-    Slot,
     Var,
-    parse_term,
     validate_iri,
 )
 
@@ -409,3 +407,14 @@ def test_entity_table_values_are_ids() -> None:
     assert ctx.is_linked_id("http://example.org/kismet")
     assert ctx.entity_for_mention("KISMET") == "http://example.org/kismet"
     assert ctx.entity_for_mention("nothing") is None
+
+
+def test_resolution_names_still_import_from_terms():
+    """Slot, Context, parse_term and resolve_atom moved to pyql.resolve; the old import works."""
+    import pyql.resolve
+    import pyql.terms
+
+    for name in ("Slot", "Context", "parse_term", "resolve_atom"):
+        assert getattr(pyql.terms, name) is getattr(pyql.resolve, name)
+    with pytest.raises(AttributeError):
+        pyql.terms.no_such_name  # noqa: B018

@@ -88,7 +88,7 @@ class UnknownSchemaName(Guideline):
     def check(self, feedback: Feedback) -> Hint | None:
         py = feedback.python
         name = py.arg_text or "?"
-        is_table = (py.message.startswith("unknown table")
+        is_table = (py.expected == "table"
                     or (feedback.function == "add_join" and arg_text(feedback, 0) == name))
         kind = "table" if is_table else "column"
         near = _plain_names(py.suggestions) or (

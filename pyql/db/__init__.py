@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
+from pyql.db.base import DB
 from pyql.db.guard import GuardError, ensure_read_only_sql
 from pyql.db.sqldb import SqlDB, sqlglot_dialect
 
-__all__ = ["SqlDB", "GuardError", "ensure_read_only_sql", "sqlglot_dialect"]
+__all__ = ["DB", "SqlDB", "GuardError", "ensure_read_only_sql", "sqlglot_dialect"]

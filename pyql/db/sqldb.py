@@ -45,7 +45,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -59,7 +59,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from pyql.db.guard import REFUSED_FUNCTION_PREFIXES, REFUSED_FUNCTIONS, ensure_read_only_sql
+from pyql.db.base import DB
+from pyql.db.guard import REFUSED_FUNCTION_PREFIXES, REFUSED_FUNCTIONS
 from pyql.errors import (
     BackendError,
     BackendQueryError,
@@ -197,7 +198,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class SqlDB:
+class SqlDB(DB):
     """A read-only SQL database: ``execute`` SELECT queries, introspect the ``schema``.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///path.db``, ``postgresql://user@host/db``,
@@ -221,12 +222,11 @@ class SqlDB:
     ) -> None:
         if max_rows < 1:
             raise ValueError("max_rows must be at least 1")
+        super().__init__()
         self.read_only = read_only
         self.statement_timeout = statement_timeout
         self.max_rows = max_rows
         self.sample_values = sample_values
-        self.query_count = 0
-        self._lock = threading.Lock()
         self._tables_cache: dict[str, TableInfo] = {}
         self._names_cache: tuple[str, ...] | None = None
         self._owns_engine = not isinstance(url, Engine)
@@ -403,34 +403,7 @@ class SqlDB:
 
     # ---------------------------------------------------------------- queries
 
-    def check(self, sql: str | exp.Expression) -> exp.Expression:
-        """The guard alone: the verified tree of ``sql``, or :class:`~pyql.db.guard.GuardError`."""
-        return ensure_read_only_sql(sql, self.dialect)
-
-    def execute(
-        self,
-        sql: str | exp.Expression,
-        params: Mapping[str, Any] | Sequence[Any] | None = None,
-    ) -> ResultSet:
-        """Run one read query; return its rows (cells are Python values).
-
-        ``sql`` is SQL text in :attr:`dialect` or a sqlglot expression. ``params`` fill
-        placeholders (``:name`` from a mapping, ``?`` in order from a sequence) as typed literals
-        in the verified tree. Raises :class:`~pyql.errors.ReadOnlyError` (refused by the guard),
-        :class:`~pyql.errors.BackendUnavailableError`, :class:`~pyql.errors.BackendTimeoutError`
-        or :class:`~pyql.errors.BackendQueryError`.
-        """
-        tree = ensure_read_only_sql(sql, self.dialect)
-        if isinstance(tree, exp.Subquery) and set(k for k, v in tree.args.items() if v) == {"this"}:
-            tree = tree.unnest()  # "(SELECT 1)": not every engine takes a bare parenthesised query
-        if params is not None:
-            if isinstance(params, Mapping):
-                tree = exp.replace_placeholders(tree, **params)
-            else:
-                tree = exp.replace_placeholders(tree, *params)
-        text = tree.sql(dialect=self.dialect or None)
-        with self._lock:
-            self.query_count += 1
+    def _execute(self, text: str) -> ResultSet:
         return self._run(text)
 
     def _run(self, text: str, *, max_rows: int | None = None) -> ResultSet:
@@ -577,6 +550,7 @@ class SqlDB:
                         f"unknown table {name!r}",
                         name=name,
                         suggestions=close_matches(name, known),
+                        kind="table",
                     )
                 wanted.append(match)
         missing = [t for t in dict.fromkeys(wanted) if t not in self._tables_cache]

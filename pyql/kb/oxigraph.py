@@ -18,6 +18,9 @@ __all__ = ["OxigraphKB", "from_oxigraph_term"]
 
 log = logging.getLogger(__name__)
 
+#: how many converted result terms a KB remembers (distinct nodes and literals)
+_TERM_CACHE = 1 << 18
+
 _FORMATS = {
     ".nt": ox.RdfFormat.N_TRIPLES,
     ".ttl": ox.RdfFormat.TURTLE,
@@ -84,6 +87,8 @@ class OxigraphKB(KB):
             self.store = ox.Store()
         self.path = Path(path) if path is not None else None
         self.read_only = read_only
+        self._terms: dict[object, Entity | Literal | BlankNode | None] = {None: None}
+        self._terms_profile: Profile | None = None
 
     @classmethod
     def from_file(cls, path: str | Path, *, profile: str | Profile = "generic") -> OxigraphKB:
@@ -129,19 +134,33 @@ class OxigraphKB(KB):
 
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
         start = time.perf_counter()
+        clock = self.engine_clock
+        engine_start = clock()
         solutions = self._run(query)
         if not isinstance(solutions, ox.QuerySolutions):
             raise BackendQueryError("not a SELECT query", backend="oxigraph", query=query)
         columns = tuple(v.value for v in solutions.variables)
-        profile = self.profile
-        convert = from_oxigraph_term
-        try:
-            rows = tuple(tuple(convert(cell, profile) for cell in solution) for solution in solutions)
+        try:  # the store evaluates lazily: reading the solutions is the engine's work
+            raw = [tuple(solution) for solution in solutions]
         except OSError as exc:
             raise BackendError(f"store error: {exc}", backend="oxigraph", query=query) from None
         except SyntaxError as exc:  # evaluation-time errors surface while iterating
             raise BackendQueryError(str(exc), backend="oxigraph", query=query) from None
+        self.engine_seconds += clock() - engine_start
+        terms = self._term_cache()
+        for cell in {cell for row in raw for cell in row}.difference(terms):
+            terms[cell] = from_oxigraph_term(cell, self.profile)
+        get = terms.__getitem__
+        rows = tuple(tuple(map(get, row)) for row in raw)
         return ResultSet(columns, rows, elapsed=time.perf_counter() - start, query=query)
+
+    def _term_cache(self) -> dict[object, Entity | Literal | BlankNode | None]:
+        """The pyql terms already made for pyoxigraph terms: results repeat the same nodes step
+        after step, and a term is a frozen value. Emptied when full or when the profile changes."""
+        profile = self.profile
+        if self._terms_profile is not profile or len(self._terms) >= _TERM_CACHE:
+            self._terms, self._terms_profile = {None: None}, profile
+        return self._terms
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
         result = self._run(query)

@@ -1,5 +1,6 @@
 """SPARQL query trees and their compiler."""
 
+from pyql.sparql.apply import apply_call, replay
 from pyql.sparql.compile import compile_query, render_term
 from pyql.sparql.query import (
     Aggregate,
@@ -20,5 +21,7 @@ __all__ = [
     "Extremum",
     "Aggregate",
     "compile_query",
+    "apply_call",
+    "replay",
     "render_term",
 ]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from pyql.errors import QueryError, TermError
-from pyql.program import SPARQL_TOOLS, Call, ParamKind
-from pyql.sparql.query import Sparql
-from pyql.terms import Context, Term, resolve_atom
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["apply_call", "resolve_args"]
+from pyql.errors import QueryError, TermError
+from pyql.profiles import Profile, get_profile
+from pyql.program import SPARQL_TOOLS, Call, ParamKind, Program, register_replay
+from pyql.resolve import Context, resolve_atom
+from pyql.sparql.query import Sparql
+from pyql.terms import Term
+
+__all__ = ["apply_call", "resolve_args", "replay"]
 
 
 def resolve_args(call: Call, ctx: Context) -> list[Term | str]:
@@ -42,3 +47,19 @@ def apply_call(query: Sparql, call: Call, ctx: Context | None = None) -> Sparql:
     if name == "add_type":
         return query.add_type(args[0], args[1])  # type: ignore[arg-type]
     return method(*args)
+
+
+def replay(
+    program: Program, profile: str | Profile = "freebase",
+    entities: Mapping[str, str] | None = None, **options: Any,
+) -> Sparql:
+    """``program`` replayed onto an empty query (what :meth:`Program.to_query` returns)."""
+    prof = get_profile(profile)
+    ctx = Context(prof, dict(entities or {}))
+    query = Sparql(profile=prof, **options)
+    for call in program.calls:
+        query = apply_call(query, call, ctx)
+    return query
+
+
+register_replay("sparql", replay)

@@ -19,20 +19,32 @@ Comparison coercions used by ``add_filter`` and ``add_time_constrain``:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
-    from pyql.sparql.query import Filter, Sparql, TimeConstraint
+    from pyql.sparql.query import Filter, Sparql, TimeConstraint, Triple
 
-__all__ = ["compile_query", "render_term", "where_lines", "compile_relations", "prologue"]
+__all__ = [
+    "compile_query",
+    "render_term",
+    "where_lines",
+    "compile_relations",
+    "compile_counts",
+    "compile_labels",
+    "compile_label_scan",
+    "compile_entity_scan",
+    "prologue",
+]
 
 # A conservative subset of PN_LOCAL: at most one inner dot. Oxigraph (0.5) rejects valid local
 # names with two dots (ns:a.bc.d), so relation names like people.person.spouse_s go as full IRIs.
 _PN_LOCAL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)?")
 _INDENT = "  "
+_FORWARD, _BACKWARD = str(Literal("forward")), str(Literal("backward"))
 
 
 def render_term(term: Term, profile: Profile) -> str:
@@ -61,10 +73,13 @@ class _Fresh:
     """Fresh variable names that cannot collide with the query's own."""
 
     def __init__(self, query: Sparql) -> None:
-        self.taken = {v.name for v in query.variables}
+        self.query = query
+        self.taken: set[str] | None = None  # read from the query on the first fresh name
         self.n = 0
 
     def __call__(self, stem: str) -> Var:
+        if self.taken is None:
+            self.taken = {v.name for v in self.query.variables}
         while True:
             self.n += 1
             name = f"pyql_{stem}{self.n}"
@@ -113,18 +128,23 @@ def _time_lines(tc: TimeConstraint, profile: Profile, fresh: _Fresh) -> list[str
     return out
 
 
+def _triple_line(t: Triple, profile: Profile) -> str:
+    # A tree shares its parts with the trees built from it: render each triple once per profile
+    cached = t.__dict__.get("_line")
+    if cached is not None and cached[0] is profile:
+        return cached[1]  # type: ignore[no-any-return]
+    line = (f"{render_term(t.head, profile)} {render_term(t.relation, profile)} "
+            f"{render_term(t.tail, profile)} .")
+    object.__setattr__(t, "_line", (profile, line))
+    return line
+
+
 def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
     profile = query.profile
-    lines = [
-        f"{render_term(t.head, profile)} {render_term(t.relation, profile)} "
-        f"{render_term(t.tail, profile)} ."
-        for t in query.triples
-    ]
-    type_pred = Relation(profile.type_predicate)
-    lines += [
-        f"{tc.var} {render_term(type_pred, profile)} {render_term(tc.type, profile)} ."
-        for tc in query.types
-    ]
+    lines = [_triple_line(t, profile) for t in query.triples]
+    if query.types:
+        type_pred = render_term(Relation(profile.type_predicate), profile)
+        lines += [f"{tc.var} {type_pred} {render_term(tc.type, profile)} ." for tc in query.types]
     lines += [f"FILTER ({_filter_expr(f, profile)})" for f in query.filters]
     for tc in query.time_constraints:
         lines += _time_lines(tc, profile, fresh)
@@ -149,6 +169,16 @@ def where_lines(query: Sparql, fresh: _Fresh | None = None) -> list[str]:
     return lines
 
 
+def _body(query: Sparql) -> list[str]:
+    """``where_lines(query)``, computed once per (frozen) tree: a Session compiles each new tree
+    twice, the bounded observation query and the query text."""
+    cached = query.__dict__.get("_where_lines")
+    if cached is None:
+        cached = tuple(where_lines(query))
+        object.__setattr__(query, "_where_lines", cached)
+    return list(cached)
+
+
 def _lang_filter(var: Var, lang: str) -> str:
     return f'FILTER (!isLiteral({var}) || lang({var}) = "" || langMatches(lang({var}), {Literal(lang)}))'
 
@@ -162,8 +192,7 @@ def compile_query(
     adds a LIMIT (after the paper-mode ORDER BY ... LIMIT 1, if any, the smaller wins).
     """
     profile = query.profile
-    fresh = _Fresh(query)
-    body = where_lines(query, fresh)
+    body = _body(query)
     head = prologue(profile)
     tail: list[str] = []
 
@@ -218,9 +247,13 @@ def compile_relations(
 ) -> str:
     """``SELECT DISTINCT ?r`` of relations leaving (``forward``) or entering (``backward``) ``node``.
 
+    ``both``: one query for the two directions, ``SELECT DISTINCT ?r ?d`` where ``?d`` is the
+    string ``"forward"`` or ``"backward"`` (``limit`` then bounds the two together).
     For a variable, the current query's patterns constrain it (extrema and aggregates are
     ignored: they do not change which relations the variable's values have).
     """
+    if direction not in ("forward", "backward", "both"):
+        raise ValueError(f"direction must be forward, backward or both, not {direction!r}")
     profile = query.profile
     plain = type(query)(profile=profile, triples=query.triples, types=query.types,
                         filters=query.filters, time_constraints=query.time_constraints)
@@ -228,9 +261,80 @@ def compile_relations(
     rel, other = fresh("r"), fresh("o")
     body = where_lines(plain, fresh) if isinstance(node, Var) else []
     n = render_term(node, profile)
-    pattern = f"{n} {rel} {other} ." if direction == "forward" else f"{other} {rel} {n} ."
-    lines = [*prologue(profile), f"SELECT DISTINCT {rel}", "WHERE {",
+    forward, backward = f"{n} {rel} {other} .", f"{other} {rel} {n} ."
+    projection = str(rel)
+    if direction == "both":
+        d = fresh("d")
+        projection = f"{rel} {d}"
+        pattern = (f"{{ {forward} BIND({_FORWARD} AS {d}) }} UNION "
+                   f"{{ {backward} BIND({_BACKWARD} AS {d}) }}")
+    else:
+        pattern = forward if direction == "forward" else backward
+    lines = [*prologue(profile), f"SELECT DISTINCT {projection}", "WHERE {",
              *[_INDENT + x for x in (*body, pattern)], "}"]
     if limit is not None:
         lines.append(f"LIMIT {int(limit)}")
     return "\n".join(lines)
+
+
+def compile_counts(query: Sparql, variables: Sequence[Var]) -> str:
+    """``SELECT (COUNT(DISTINCT ?v) AS ?pyql_n_v) ...`` over ``query``'s patterns: how many
+    distinct values each variable has (the Session's totals when a result was cut at its cap)."""
+    counts = " ".join(f"(COUNT(DISTINCT {v}) AS ?pyql_n_{v.name})" for v in variables)
+    return "\n".join([*prologue(query.profile), f"SELECT {counts}", "WHERE {",
+                      *[_INDENT + x for x in where_lines(query)], "}"])
+
+
+def _values(var: str, terms: Sequence[str]) -> str:
+    return f"VALUES {var} {{ {' '.join(terms)} }}"
+
+
+def compile_labels(entities: Sequence[Entity], profile: Profile) -> str:
+    """``SELECT ?e ?l``: the labels (``profile.label_predicates``) of the given entities, in one
+    query. Raises ValueError when there is nothing to ask (no entity or no label predicate)."""
+    if not entities or not profile.label_predicates:
+        raise ValueError("compile_labels needs entities and a profile with label predicates")
+    values = _values("?e", [render_term(e, profile) for e in entities])
+    preds = _values("?p", [str(Relation(p)) for p in profile.label_predicates])
+    return "\n".join([*prologue(profile), f"SELECT ?e ?l WHERE {{ {values} {preds} ?e ?p ?l . }}"])
+
+
+def _page(order: str, limit: int | None, offset: int | None) -> str:
+    out = []
+    if offset is not None:
+        out.append(f"ORDER BY {order}")
+    if limit is not None:
+        out.append(f"LIMIT {int(limit)}")
+    if offset is not None:
+        out.append(f"OFFSET {int(offset)}")
+    return "".join(" " + part for part in out)
+
+
+def compile_label_scan(
+    profile: Profile, *, limit: int | None = None, offset: int | None = None
+) -> str:
+    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels in the profile's language
+    (or untagged). With ``offset`` the rows are ordered (``?e ?l``) so that pages are stable."""
+    predicates = profile.label_predicates
+    if not predicates:
+        raise ValueError(f"profile {profile.name!r} has no label predicates")
+    if len(predicates) == 1:
+        pattern = f"?e {Relation(predicates[0])} ?l ."
+    else:
+        pattern = _values("?p", [str(Relation(p)) for p in predicates]) + " ?e ?p ?l ."
+    condition = "isIRI(?e) && isLiteral(?l)"
+    if profile.label_lang:
+        condition += (f' && (lang(?l) = "" || langMatches(lang(?l), '
+                      f"{Literal(profile.label_lang)}))")
+    return f"SELECT ?e ?l WHERE {{ {pattern} FILTER({condition}) }}" + _page("?e ?l", limit,
+                                                                           offset)
+
+
+def compile_entity_scan(
+    profile: Profile, *, limit: int | None = None, offset: int | None = None
+) -> str:
+    """``SELECT DISTINCT ?e``: every IRI under the profile's entity base that is a subject or
+    an object (for profiles whose entity id is its label)."""
+    base = Literal(str(profile.entity_base))
+    return ("SELECT DISTINCT ?e WHERE { { ?e ?p ?o } UNION { ?s ?p ?e } "
+            f"FILTER(isIRI(?e) && STRSTARTS(STR(?e), {base})) }}" + _page("?e", limit, offset))

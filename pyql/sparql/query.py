@@ -2,7 +2,7 @@
 
 Every builder method returns a new :class:`Sparql`; the receiver is never modified, so keeping
 the previous value is a complete rollback. Arguments may be terms or text; text is parsed with
-:func:`pyql.terms.parse_term` against the query's profile (and optional entity table).
+:func:`pyql.resolve.parse_term` against the query's profile (and optional entity table).
 
 >>> q = Sparql().add_fact("m.0crbvqz", "meteorology.tropical_cyclone.category", "?c").set_answer("?c")
 >>> print(q.to_sparql())
@@ -17,13 +17,15 @@ WHERE {
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Literal as TypingLiteral
 
 from pyql.errors import QueryError, TermError
 from pyql.profiles import Profile, get_profile
 from pyql.program import COMPARISON_OPS
-from pyql.terms import Context, Literal, Node, Relation, Slot, Term, Var, parse_term
+from pyql.resolve import Context, Slot, parse_term
+from pyql.terms import Literal, Node, Relation, Term, Var
 
 __all__ = [
     "Sparql",
@@ -114,6 +116,20 @@ class Sparql:
             raise ValueError(f"extremum_mode must be 'ties' or 'limit', not {self.extremum_mode!r}")
 
     # -- helpers --------------------------------------------------------------------------------
+    def _evolve(self, **changes: object) -> Sparql:
+        """A copy with ``changes`` (fields only, already valid): what every builder returns.
+
+        ``dataclasses.replace`` would run ``__init__`` and ``__post_init__`` again; a builder
+        only ever adds a validated part, and the copy must not inherit the compiled text and
+        the other values cached on this tree.
+        """
+        new = object.__new__(type(self))
+        state = new.__dict__
+        for name in _FIELDS:
+            state[name] = self.__dict__[name]
+        state.update(changes)
+        return new
+
     @property
     def context(self) -> Context:
         return Context(self.profile, dict(self.entities))
@@ -123,7 +139,7 @@ class Sparql:
             return parse_term(value, slot, self.context)
         return value
 
-    @property
+    @cached_property
     def variables(self) -> tuple[Var, ...]:
         """Variables of the query in order of first appearance (aggregate results included)."""
         seen: dict[Var, None] = {}
@@ -141,7 +157,7 @@ class Sparql:
             seen.setdefault(self.aggregate.new_var, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def bound_variables(self) -> frozenset[Var]:
         """Variables that occur in a triple or type pattern (so have values)."""
         out: set[Var] = set()
@@ -177,14 +193,14 @@ class Sparql:
         t = self._term(tail, Slot.NODE)
         if not isinstance(r, Relation):
             raise TermError(f"expected a relation, got {relation!r}", text=str(relation))
-        return replace(self, triples=(*self.triples, Triple(h, r, t)))  # type: ignore[arg-type]
+        return self._evolve(triples=(*self.triples, Triple(h, r, t)))  # type: ignore[arg-type]
 
     def add_type(self, var: Var | str, type_: Relation | str) -> Sparql:
         """Constrain ``var`` to instances of ``type_`` (``rdf:type`` or the profile's predicate)."""
         v = _as_var(var, self.context, "add_type")
         cls = self._term(type_, Slot.CLASS)
         assert isinstance(cls, Relation)
-        return replace(self, types=(*self.types, TypeConstraint(v, cls)))
+        return self._evolve(types=(*self.types, TypeConstraint(v, cls)))
 
     def add_filter(self, left: Node | str, op: str, right: Node | str) -> Sparql:
         """Add ``FILTER(left op right)``; ``op`` is one of ``= != > < >= <=``.
@@ -205,7 +221,7 @@ class Sparql:
         b = self._term(right, Slot.VALUE)
         if not isinstance(a, Var) and not isinstance(b, Var):
             raise QueryError("add_filter: at least one side must be a variable", code="no_variable")
-        return replace(self, filters=(*self.filters, Filter(a, op, b)))  # type: ignore[arg-type]
+        return self._evolve(filters=(*self.filters, Filter(a, op, b)))  # type: ignore[arg-type]
 
     def add_time_constrain(
         self,
@@ -231,12 +247,12 @@ class Sparql:
             if not isinstance(lit, Literal):
                 raise TermError(f"add_time_constrain: {name} must be a date literal", text=str(lit))
         tc = TimeConstraint(v, sr, er, we, ws)  # type: ignore[arg-type]
-        return replace(self, time_constraints=(*self.time_constraints, tc))
+        return self._evolve(time_constraints=(*self.time_constraints, tc))
 
     def _extremum(self, var: Var | str, kind: TypingLiteral["max", "min"]) -> Sparql:
         v = _as_var(var, self.context, f"add_{kind}")
         self._require_bound(v, f"add_{kind}")
-        return replace(self, extrema=(*self.extrema, Extremum(v, kind)))
+        return self._evolve(extrema=(*self.extrema, Extremum(v, kind)))
 
     def add_max(self, var: Var | str) -> Sparql:
         """Keep the solutions where ``var`` is largest (all ties, unless extremum_mode='limit')."""
@@ -257,7 +273,7 @@ class Sparql:
         if self.aggregate is not None:
             raise QueryError(f"add_{func}: the query already has an aggregate ({self.aggregate.func})",
                              code="aggregate_exists")
-        return replace(self, aggregate=Aggregate(func, v, nv), answer=nv)
+        return self._evolve(aggregate=Aggregate(func, v, nv), answer=nv)
 
     def add_count(self, var: Var | str, new_var: Var | str | None = None) -> Sparql:
         """Count the distinct values of ``var`` into ``new_var`` (default ``?count``); the count
@@ -276,7 +292,7 @@ class Sparql:
         """Return only ``var`` (an existing variable)."""
         v = _as_var(var, self.context, "set_answer")
         self._require_bound(v, "set_answer")
-        return replace(self, answer=v)
+        return self._evolve(answer=v)
 
     # -- output ---------------------------------------------------------------------------------
     def to_sparql(self, *, select: tuple[Var, ...] | None = None, limit: int | None = None) -> str:
@@ -294,3 +310,6 @@ class Sparql:
 
     def __str__(self) -> str:
         return self.to_sparql()
+
+
+_FIELDS = tuple(f.name for f in fields(Sparql))

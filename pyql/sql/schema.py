@@ -295,7 +295,8 @@ class Schema:
         if found is None:
             suggestions = close_matches(name, self.table_names)
             hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
-            raise SchemaError(f"unknown table {name!r}{hint}", name=name, suggestions=suggestions)
+            raise SchemaError(f"unknown table {name!r}{hint}", name=name, suggestions=suggestions,
+                              kind="table")
         return found
 
     def foreign_keys_between(self, a: str, b: str) -> list[tuple[str, str, str, str]]:

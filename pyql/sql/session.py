@@ -81,34 +81,26 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 import sqlglot.expressions as exp
 
-from pyql.errors import (
-    BackendError,
-    BackendTimeoutError,
-    InputError,
-    PyqlError,
-    QueryError,
-    ReadOnlyError,
-    SchemaError,
-)
-from pyql.feedback import Feedback, KBFeedback, PythonFeedback, VariableValues
+from pyql.environment import GuidelineChecker, Observation, Outcome, resolve_guidelines
+from pyql.errors import PyqlError, QueryError, SchemaError
+from pyql.feedback import KBFeedback, VariableValues
 from pyql.memory import Memory
-from pyql.program import SQL_TOOLS, Call, Program, parse_call
-from pyql.session import GuidelineChecker, HintPolicy, Observation, python_feedback_for
+from pyql.program import Call
+from pyql.session import Session
 from pyql.sql.apply import BLOCK_CALLS, SqlBuild, apply_call, atom_value, in_values, query_name
 from pyql.sql.query import Answer, Sql, normalise_aggregation
 from pyql.sql.schema import ColumnInfo, Schema, close_matches
 from pyql.syntax import Atom, AtomKind
 
 if TYPE_CHECKING:
-    from pyql.db import SqlDB
+    from pyql.db.base import DB
     from pyql.results import ResultSet
 
 __all__ = [
@@ -226,55 +218,37 @@ def _is_empty(rs: ResultSet) -> bool:
 # ------------------------------------------------------------------ observations
 
 
-class SqlObservation(Observation):
-    """An :class:`~pyql.session.Observation` of a SQL step; ``text`` is written for SQL.
-
-    ``summary`` is the result text the session wrote for this step (the hint replaces it when a
-    guideline fired).
-    """
-
-    summary: str = ""
-
-    @property
-    def text(self) -> str:
-        if self.hint is not None:
-            return self.hint.message
-        fb = self.feedback
-        if fb.python.status != "ok":
-            return f"Error: {fb.python.message}"
-        if fb.kb.status == "timeout":
-            return f"Error: the query timed out: {fb.kb.message}"
-        if fb.kb.status == "backend_error":
-            return f"Error: the database failed: {fb.kb.message}"
-        return self.summary or "Done."
+#: the SQL session's observations are :class:`~pyql.environment.Observation` (one shape for
+#: every environment); the name stays for code written against it
+SqlObservation = Observation
 
 
 @dataclass
-class _Step:
-    """What one call produced, before the Session decides whether to keep it."""
+class _Step(Outcome):
+    """What one SQL call produced, before the Session decides whether to keep it."""
 
-    query: Sql
-    kb: KBFeedback = field(default_factory=KBFeedback)
+    query: Sql | None = None
     build: SqlBuild | None = None
-    memory: Memory | None = None
     schema: Schema | None = None
-    summary: str = ""
-    notes: list[str] = field(default_factory=list)
-    args: tuple[Any, ...] = ()
     result: ResultSet | None = None
 
 
 # ------------------------------------------------------------------ the session
 
 
-class SqlSession:
-    """A database environment for one question. See the module docstring."""
+class SqlSession(Session):
+    """A database environment for one question. See the module docstring.
+
+    ``entities`` (mention -> value) is kept in the memory, as a KB session keeps its linked
+    entities; the SQL toolset reads values as written.
+    """
 
     tools = "sql"
 
     def __init__(
         self,
-        db: SqlDB,
+        db: DB,
+        entities: Mapping[str, str] | None = None,
         *,
         table: str | None = None,
         tables: Sequence[str] | None = None,
@@ -288,7 +262,8 @@ class SqlSession:
         if max_values < 1:
             raise ValueError("max_values must be at least 1")
         self.db = db
-        self.guidelines = _resolve_guidelines(guidelines)
+        self.entities = dict(entities or {})
+        self.guidelines = resolve_guidelines(guidelines)
         self.max_values = max_values
         self.max_rows = max_rows
         self.row_cap = max(row_cap, max_values)
@@ -303,18 +278,15 @@ class SqlSession:
         self.reset()
 
     # -- state ----------------------------------------------------------------------------------
-    def reset(self) -> None:
-        """Forget the query, program and memory (same database and tables)."""
+    def _reset_state(self) -> None:
         self.schema: Schema = self._initial_schema
         #: the whole build state: main query, open sub-query blocks, stored sub-queries
         self.build = SqlBuild(Sql(self._start, schema=self.schema), start=self._start)
-        self.program = Program(tools="sql")
-        self.memory = Memory(columns=_known_columns(self.schema))
-        self._policy = HintPolicy(self.guidelines)
-        self.step = 0
-        self.observations: list[Observation] = []
         #: the rows of the last successful ``execute()``
         self.last_result: ResultSet | None = None
+
+    def _initial_memory(self) -> Memory:
+        return Memory(columns=_known_columns(self.schema), entities=dict(self.entities))
 
     @property
     def query(self) -> Sql:
@@ -330,63 +302,22 @@ class SqlSession:
         """The current query as SQL text (the database's dialect by default)."""
         return self.query.to_sql(dialect or self.dialect, pretty=pretty)
 
-    # -- one step -------------------------------------------------------------------------------
-    def run(self, action: str | Call) -> Observation:
-        """Run one action; never raises for bad input or database failure (see Observation)."""
-        start = time.perf_counter()
-        self.step += 1
-        text = action if isinstance(action, str) else str(action)
-        call: Call | None = None
-        python = PythonFeedback()
-        outcome = _Step(self.query, build=self.build)
-        try:
-            if isinstance(action, Call):
-                action.validate_against(SQL_TOOLS)
-                call = action
-            else:
-                call = parse_call(action, SQL_TOOLS)
-            outcome = self._apply(call)
-        except InputError as exc:
-            python = python_feedback_for(exc, function=call.name if call else _guess(text))
-        except BackendTimeoutError as exc:
-            outcome.kb = KBFeedback(status="timeout", message=str(exc))
-        except (BackendError, ReadOnlyError) as exc:
-            outcome.kb = KBFeedback(status="backend_error", message=str(exc))
+    def to_query(self) -> str:
+        """The current query as SQL text in the database's dialect."""
+        return self.to_sql()
 
-        kb = outcome.kb
-        feedback = Feedback(
-            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
-            memory=self.memory, args=outcome.args, notes=tuple(outcome.notes),
-        )
-        hint = self._policy.judge(feedback)
-        accepted = (
-            hint is None and python.status == "ok" and kb.status not in ("backend_error", "timeout")
-        )
-        if accepted and call is not None:
-            if outcome.build is not None:
-                self.build = outcome.build
-            if outcome.schema is not None:
-                self.schema = outcome.schema
-            self.program = self.program.append(call)
-            memory = outcome.memory or self.memory
-            self.memory = memory.with_(calls=(*self.memory.calls, call))
-            if call.name == "execute":
-                self.last_result = outcome.result
-        obs = SqlObservation(
-            step=self.step, action=text, feedback=feedback, hint=hint,
-            elapsed=time.perf_counter() - start, query=self._query_text(self.build.current),
-            summary=outcome.summary,
-        )
-        self.observations.append(obs)
-        return obs
+    # -- the step hooks -------------------------------------------------------------------------
+    def _commit(self, call: Call, outcome: Outcome) -> None:
+        assert isinstance(outcome, _Step)
+        if outcome.build is not None:
+            self.build = outcome.build
+        if outcome.schema is not None:
+            self.schema = outcome.schema
+        if call.name == "execute":
+            self.last_result = outcome.result
 
-    def run_program(self, program: Program | str) -> list[Observation]:
-        """Run every call of a program; returns the observations."""
-        prog = Program.parse(program, "sql") if isinstance(program, str) else program
-        return [self.run(call) for call in prog]
-
-    # -- internals ------------------------------------------------------------------------------
-    def _query_text(self, query: Sql) -> str:
+    def _query_text(self) -> str:
+        query = self.build.current
         if query.table is None:
             return ""
         try:
@@ -395,7 +326,7 @@ class SqlSession:
             log.exception("cannot compile the current query")
             return ""
 
-    def _apply(self, call: Call) -> _Step:
+    def _apply(self, call: Call, resolved: tuple[Any, ...] = ()) -> _Step:
         name = call.name
         if name == "get_column":
             apply_call(self.build.current, call)  # validates the argument and the column
@@ -441,7 +372,7 @@ class SqlSession:
             suggestions = close_matches(wanted, known)
             hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
             raise SchemaError(f"unknown table {wanted!r}{hint}", name=wanted,
-                              suggestions=suggestions)
+                              suggestions=suggestions, kind="table")
         return self.db.schema([*self.schema.table_names, wanted])
 
     def _block(self, call: Call) -> _Step:
@@ -449,7 +380,7 @@ class SqlSession:
         build = self.build.apply(call)
         if call.name == "begin_subquery":
             name = build.blocks[-1][0]
-            step = _Step(build.current, KBFeedback(status="not_run"), build=build,
+            step = _Step(query=build.current, kb=KBFeedback(status="not_run"), build=build,
                          summary=f"Building the sub-query ?{name}: the next calls build it (its "
                                  "own table, conditions and answer), up to end_subquery().")
         else:
@@ -535,7 +466,8 @@ class SqlSession:
     def _observe(self, query: Sql) -> _Step:
         """Execute the query under construction and summarise what it returns (bounded)."""
         if query.table is None:
-            return _Step(query, KBFeedback(status="not_run"), summary="Done (no table yet).")
+            return _Step(query=query, kb=KBFeedback(status="not_run"),
+                         summary="Done (no table yet).")
         built = query
         if not query.answers and (query.group_by or query.having):
             # grouped rows have no "*": show the groups and their sizes (valid on every engine)
@@ -546,7 +478,7 @@ class SqlSession:
         labels = self._labels(query, rs)
         if _is_empty(rs):
             kb = KBFeedback(status="empty", row_count=len(rs.rows))
-            return _Step(built, kb, summary="The query result is empty: no rows match.")
+            return _Step(query=built, kb=kb, summary="The query result is empty: no rows match.")
         rows = rs.rows[: self.row_cap]
         truncated = rs.truncated or len(rs.rows) > self.row_cap
         row_count = self._count(query) if truncated else len(rows)
@@ -560,7 +492,7 @@ class SqlSession:
         else:
             summary = _render_rows(labels, rows, row_count, self.max_rows,
                                    "group" if built is not query else "row")
-        return _Step(built, kb, summary=summary, result=rs)
+        return _Step(query=built, kb=kb, summary=summary, result=rs)
 
     def _bounded(self, query: Sql, limit: int) -> str:
         """SQL text of ``query`` returning at most ``limit`` rows."""
@@ -651,6 +583,11 @@ class SqlSession:
             op = call.args[1].value.strip().upper()
             if kb.status == "ok" and op in ("=", "LIKE"):
                 update["value_found"] = True
+            elif kb.status == "empty" and kb.row_count == 0 and _condition_alone(query):
+                # the step's own query was this condition on its table alone: its empty result
+                # already says that no row matches (no second query)
+                update["value_found"] = False
+                update["column_values"] = {label: self._sample(column, ref.name, _SAMPLE)}
             elif kb.status == "empty":
                 # Does this condition alone match a row of its table? If it does, the empty
                 # result comes from the conditions together, which can be the right answer.
@@ -706,7 +643,7 @@ class SqlSession:
             more = f", ... ({total} distinct values in total)" if total > len(rows) else ""
             where = " under the current conditions" if query.conditions or query.joins else ""
             summary = f"Column {label} values (with row counts){where}: {listed}{more}"
-        return _Step(query, kb, summary=summary, args=(str(ref),), build=self.build)
+        return _Step(query=query, kb=kb, summary=summary, args=(str(ref),), build=self.build)
 
     def _execute(self) -> _Step:
         query = self.query
@@ -745,7 +682,7 @@ class SqlSession:
             summary = f"The answer ({', '.join(labels)}) is {shown}{more}"
         if rs.truncated:
             summary += f" [only the first {len(rs.rows)} rows were fetched]"
-        return _Step(query, kb, summary=summary, result=rs)
+        return _Step(query=query, kb=kb, summary=summary, result=rs)
 
 
 # ------------------------------------------------------------------ helpers
@@ -764,6 +701,13 @@ def _args(call: Call) -> tuple[Any, ...]:
                 pass
         out.append(atom.value)
     return tuple(out)
+
+
+def _condition_alone(query: Sql) -> bool:
+    """Is ``query`` one table with one condition (nothing joined, grouped, cut or combined)?"""
+    return (len(query.conditions) == 1 and not query.joins and not query.group_by
+            and not query.having and not query.set_operations and query.limit is None
+            and len(query.tables) == 1)
 
 
 def _known_columns(schema: Schema) -> tuple[str, ...]:
@@ -792,19 +736,3 @@ def _render_rows(
         head = f"{total} {noun}{'s' if total != 1 else ''}"
     more = f"; ... ({total - max_rows} more)" if total > max_rows else ""
     return f"{head}. Columns: {', '.join(labels)}. Rows: {shown}{more}"
-
-
-def _guess(text: str) -> str | None:
-    m = re.search(r"([A-Za-z_]\w*)\s*\(", text)
-    return m.group(1) if m else None
-
-
-def _resolve_guidelines(guidelines: GuidelineChecker | bool | None) -> GuidelineChecker | None:
-    if guidelines is None or guidelines is False:
-        return None
-    if guidelines is True:
-        from pyql.guidelines import default_registry  # type: ignore[attr-defined]
-
-        return default_registry()  # type: ignore[no-any-return]
-    return guidelines
-
