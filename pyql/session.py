@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     ArityError,
     BackendError,
@@ -147,9 +148,12 @@ def render_observation(obs: Observation) -> str:
     if obs.hint is not None:
         return obs.hint.message
     fb = obs.feedback
-    if fb.python.status != "ok":
-        return f"Error: {fb.python.message}"
+    if fb.python.status != "ok":  # the message may quote the arguments: long ones in part
+        inputs = echoed_inputs(fb.action_text, fb.call.args if fb.call else ())
+        return f"Error: {clip_echoes(fb.python.message, inputs)}"
     kb = fb.kb
+    if kb.status == "backend_error" and kb.error_type == "BackendQueryError":
+        return f"Error: {kb.message}"  # the engine rejected the query: its own words
     if kb.status in ("backend_error", "timeout"):
         return f"Error: the {'query timed out' if kb.status == 'timeout' else 'KB failed'}: {kb.message}"
     if kb.relations is not None:
@@ -301,9 +305,10 @@ class Session:
         except InputError as exc:
             python = python_feedback_for(exc, function=call.name if call else _guess_function(text))
         except BackendTimeoutError as exc:
-            kb = KBFeedback(status="timeout", message=str(exc))
+            kb = KBFeedback(status="timeout", message=str(exc), error_type=type(exc).__name__)
         except BackendError as exc:
-            kb = KBFeedback(status="backend_error", message=str(exc))
+            kb = KBFeedback(
+                status="backend_error", message=str(exc), error_type=type(exc).__name__)
 
         feedback = Feedback(
             step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,

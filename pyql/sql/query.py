@@ -59,6 +59,7 @@ from sqlglot.dialects.tsql import TSQL
 
 from pyql.errors import QueryError, SchemaError
 from pyql.sql.schema import ColumnInfo, Schema, TableInfo, close_matches
+from pyql.sql.sqlglot_log import sqlglot_warnings_logged
 
 __all__ = [
     "Sql",
@@ -1093,7 +1094,8 @@ class Sql:
         'SELECT "a b/c \\'d\\'" FROM "t" LIMIT 3'
         """
         expression = self.to_expression(dialect)
-        return expression.sql(dialect=dialect, pretty=pretty, identify=True)
+        with sqlglot_warnings_logged():  # a feature the dialect lacks: pyql's log, not stderr
+            return expression.sql(dialect=dialect, pretty=pretty, identify=True)
 
     def _select(self, target: _Target) -> exp.Select:
         if self.table is None:

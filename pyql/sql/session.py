@@ -89,6 +89,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlglot.expressions as exp
 
+from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     BackendError,
     BackendTimeoutError,
@@ -240,11 +241,14 @@ class SqlObservation(Observation):
         if self.hint is not None:
             return self.hint.message
         fb = self.feedback
-        if fb.python.status != "ok":
-            return f"Error: {fb.python.message}"
+        if fb.python.status != "ok":  # the message may quote the arguments: long ones in part
+            inputs = echoed_inputs(fb.action_text, fb.call.args if fb.call else ())
+            return f"Error: {clip_echoes(fb.python.message, inputs)}"
         if fb.kb.status == "timeout":
             return f"Error: the query timed out: {fb.kb.message}"
         if fb.kb.status == "backend_error":
+            if fb.kb.error_type == "BackendQueryError":  # the engine's own words: a query error
+                return f"Error: {fb.kb.message}"
             return f"Error: the database failed: {fb.kb.message}"
         return self.summary or "Done."
 
@@ -349,9 +353,11 @@ class SqlSession:
         except InputError as exc:
             python = python_feedback_for(exc, function=call.name if call else _guess(text))
         except BackendTimeoutError as exc:
-            outcome.kb = KBFeedback(status="timeout", message=str(exc))
+            outcome.kb = KBFeedback(
+                status="timeout", message=str(exc), error_type=type(exc).__name__)
         except (BackendError, ReadOnlyError) as exc:
-            outcome.kb = KBFeedback(status="backend_error", message=str(exc))
+            outcome.kb = KBFeedback(
+                status="backend_error", message=str(exc), error_type=type(exc).__name__)
 
         kb = outcome.kb
         feedback = Feedback(

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from pyql.db import SqlDB
-from pyql.errors import BackendTimeoutError, BackendUnavailableError, InputError
+from pyql.errors import (
+    BackendQueryError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    InputError,
+)
 from pyql.feedback import Feedback, KBFeedback, PythonFeedback, Relations, VariableValues
 from pyql.guidelines import Registry, builtin_registry
 from pyql.kb import KB, OxigraphKB
@@ -64,7 +69,8 @@ def builtin() -> Registry:
 
 
 class FlakyKB(KB):
-    """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails."""
+    """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails
+    (the server), while it is ``"rejected"`` the engine refuses the query (a query error)."""
 
     def __init__(self, inner: KB) -> None:
         super().__init__(inner.profile)
@@ -76,6 +82,9 @@ class FlakyKB(KB):
             raise BackendTimeoutError("query timed out after 30 s", backend="flaky")
         if self.failure == "backend_error":
             raise BackendUnavailableError("connection refused (localhost:8890)", backend="flaky")
+        if self.failure == "rejected":
+            raise BackendQueryError("the endpoint rejected the query (SP031: Unsupported "
+                                    "feature)", backend="flaky", query=query)
         return self.inner.select(query, timeout=timeout)
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
@@ -98,6 +107,9 @@ class FlakyDB:
         if self.failure == "backend_error":
             raise BackendUnavailableError("could not connect to server: Connection refused",
                                           backend="flaky")
+        if self.failure == "rejected":
+            raise BackendQueryError("sqlite rejected the query: HAVING clause on a non-aggregate "
+                                    "query", backend="flaky")
         return self.inner.execute(*args, **kwargs)
 
 
@@ -114,7 +126,8 @@ def run_steps(
 
     With ``tools="sql"``, ``kb`` names a fixture database and the steps run in a
     :class:`~pyql.sql.session.SqlSession` (starting from ``table``). A step is a string, or
-    ``{"run": text, "kb": "timeout" | "backend_error"}`` to make the KB/DB fail during that step.
+    ``{"run": text, "kb": "timeout" | "backend_error" | "rejected"}`` to make the KB/DB fail
+    (or the engine reject the query) during that step.
     """
     flaky: FlakyKB | FlakyDB
     session: Session | SqlSession

@@ -9,7 +9,7 @@ failures.
 from __future__ import annotations
 
 from pyql.guidelines.base import Guideline
-from pyql.guidelines.packs.kb.backend import BackendError, BackendTimeout
+from pyql.guidelines.packs.kb.backend import BackendError, BackendTimeout, QueryRejected
 from pyql.guidelines.packs.kb.calls import (
     AggregateArgument,
     ExecuteWithoutAnswer,
@@ -73,4 +73,5 @@ GUIDELINES: list[type[Guideline]] = [
     EmptyAnswer,
     BackendError,
     BackendTimeout,
+    QueryRejected,
 ]
