@@ -409,7 +409,9 @@ class Session:
             shown = tuple(v for v in query.variables if v in query.bound_variables)
         rs = self.kb.select(query.to_sparql(select=shown if query.aggregate is None else None,
                                             limit=self.row_cap + 1), timeout=self.timeout)
-        if rs.is_empty or all(all(c is None for c in row) for row in rs.rows):
+        # a query without variables (add_fact between two constants) matches with one row of
+        # no columns: that is a fact that holds, not an empty result
+        if rs.is_empty or (rs.columns and all(all(c is None for c in row) for row in rs.rows)):
             return KBFeedback(status="empty", row_count=0, unconstrained=unconstrained)
         truncated = len(rs.rows) > self.row_cap
         totals = self._totals(query, shown) if truncated else None
