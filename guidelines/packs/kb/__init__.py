@@ -21,6 +21,7 @@ from pyql.guidelines.packs.kb.calls import (
     SetAnswerNotVariable,
 )
 from pyql.guidelines.packs.kb.reasoning import (
+    ExecuteMidPath,
     FactTwoNewVariables,
     FactTwoNewVariablesUnexplored,
     FilterBeforeGetRelation,
@@ -62,6 +63,7 @@ GUIDELINES: list[type[Guideline]] = [
     SetAnswerUnknownVariable,
     SetAnswerNoVariables,
     TimeConstraintUnboundVariable,
+    ExecuteMidPath,
     # KB results
     EmptyFactUnlistedRelation,
     EmptyFactListedRelation,
