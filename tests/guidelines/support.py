@@ -68,6 +68,19 @@ def builtin() -> Registry:
     return builtin_registry()
 
 
+@lru_cache(maxsize=1)
+def with_original() -> Registry:
+    """The built-ins plus the original environment's opt-in checks (packs.original)."""
+    from pyql.guidelines.packs.original import GUIDELINES
+
+    return Registry.from_classes([*(type(g) for g in builtin()), *GUIDELINES])
+
+
+def registry_for(code: str) -> Registry:
+    """The registry a case file of ``code`` runs against (built-ins, plus the opt-in pack)."""
+    return builtin() if code in builtin() else with_original()
+
+
 class FlakyKB(KB):
     """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails
     (the server), while it is ``"rejected"`` the engine refuses the query (a query error)."""
