@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import bound_variables, fmt_list, is_linked, linked_targets, term_text
-from pyql.guidelines.packs.kb._common import SPARQL
+from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
 from pyql.terms import Entity, Literal, Relation, Var
 
 __all__ = [
@@ -72,7 +72,8 @@ class FactUnlinkedId(Guideline):
 class FilterVariableValue(Guideline):
     """add_filter whose third argument is a variable (GraphQ's original forbids it).
 
-    ``ag_src/graphq_src/wikienv_graphq.py`` lines 221-224: the value must be a constant.
+    ``ag_src/graphq_src/wikienv_graphq.py`` lines 221-224: the value must be a constant. Unlike
+    the original, ``add_filter(?x, !=, ?y)`` (the exclusion WebQSP's gold programs write) passes.
 
     Bad:
         add_filter(?height, >, ?other)
@@ -91,6 +92,8 @@ class FilterVariableValue(Guideline):
     def check(self, feedback: Feedback) -> Hint | None:
         if len(feedback.args) != 3 or not isinstance(feedback.args[2], Var):
             return None
+        if is_exclusion(feedback):
+            return None  # ?x != ?y keeps one node out of the answers: WebQSP's gold programs do
         return self.hint(
             "The third argument of add_filter should not be a variable, while you use "
             f"{feedback.args[2]}. Check whether a comparison step is needed at all; if the result "
@@ -311,8 +314,8 @@ class TimeConstraintUnlistedRelation(Guideline):
         if len(feedback.args) < 2 or not isinstance(feedback.args[0], Var):
             return None
         rels = feedback.memory.relations.get(str(feedback.args[0]))
-        if rels is None:
-            return None
+        if rels is None or not rels.all:
+            return None  # never listed (RM401), or nothing listed: no list to judge by
         wrong = [term_text(r) for r in feedback.args[1:3]
                  if isinstance(r, Relation) and r.short not in rels]
         if not wrong:
