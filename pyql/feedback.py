@@ -139,6 +139,8 @@ class Feedback(BaseModel):
     call: Call | None = None
     #: the toolset of the session ("sparql" or "sql")
     tools: str = "sparql"
+    #: the functions the agent was offered (its prompt profile's tool set); empty: the toolset's
+    functions: tuple[str, ...] = ()
     python: PythonFeedback = PythonFeedback()
     kb: KBFeedback = KBFeedback()
     memory: InstanceOf[Memory]

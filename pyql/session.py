@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Protocol
@@ -252,6 +252,7 @@ class Session:
         max_relations: int | None = None,
         timeout: float | None = None,
         extremum_mode: str = "ties",
+        functions: Sequence[str] | None = None,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -262,6 +263,8 @@ class Session:
         self.max_relations = max_relations
         self.timeout = timeout
         self._extremum_mode = extremum_mode
+        #: the functions the agent was offered (``Feedback.functions``; None: the toolset's)
+        self.functions = tuple(functions or ())
         self._labels: dict[str, str | None] = {}
         self.reset()
 
@@ -311,7 +314,8 @@ class Session:
                 status="backend_error", message=str(exc), error_type=type(exc).__name__)
 
         feedback = Feedback(
-            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
+            step=self.step, action_text=text, call=call, tools=self.tools,
+            functions=self.functions, python=python, kb=kb,
             memory=self.memory, args=args, notes=tuple(notes),
         )
         hint = self._policy.judge(feedback)

@@ -286,6 +286,7 @@ class SqlSession:
         max_values: int = 10,
         max_rows: int = 5,
         row_cap: int = 1000,
+        functions: Sequence[str] | None = None,
     ) -> None:
         if isinstance(tables, str):
             raise TypeError("tables must be a sequence of table names, not a string")
@@ -296,6 +297,8 @@ class SqlSession:
         self.max_values = max_values
         self.max_rows = max_rows
         self.row_cap = max(row_cap, max_values)
+        #: the functions the agent was offered (``Feedback.functions``; None: the toolset's)
+        self.functions = tuple(functions or ())
         self.dialect: str = getattr(db, "dialect", "") or "sqlite"
         scope = list(dict.fromkeys([*([table] if table else []), *(tables or [])]))
         self._initial_schema = db.schema(scope) if scope else db.schema()
@@ -361,7 +364,8 @@ class SqlSession:
 
         kb = outcome.kb
         feedback = Feedback(
-            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
+            step=self.step, action_text=text, call=call, tools=self.tools,
+            functions=self.functions, python=python, kb=kb,
             memory=self.memory, args=outcome.args, notes=tuple(outcome.notes),
         )
         hint = self._policy.judge(feedback)

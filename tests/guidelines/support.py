@@ -175,7 +175,8 @@ def _values(value: Mapping[str, Any]) -> VariableValues:
 def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
                    entities: Mapping[str, str] | None = None) -> Feedback:
     """A Feedback from a case file's ``feedback:`` mapping (for situations a Session step cannot
-    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``."""
+    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``,
+    ``functions`` (the tool set offered to the agent)."""
     tools = spec.get("tools", tools)
     action = spec["action"]
     try:
@@ -206,5 +207,6 @@ def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
         python["suggestions"] = tuple(python["suggestions"])
     python.setdefault("function", call.name if call else None)
     return Feedback(step=spec.get("step", len(memory.calls) + 1), action_text=action, call=call,
-                    tools=tools, python=PythonFeedback(**python), kb=KBFeedback(**kb),
+                    tools=tools, functions=tuple(spec.get("functions", ())),
+                    python=PythonFeedback(**python), kb=KBFeedback(**kb),
                     memory=memory, args=(), notes=())
