@@ -112,7 +112,10 @@ class ValueNotInColumn(Guideline):
 
     Values must be written as they are stored (spelling, case, units). Fires on an empty result
     when the Session reports ``value_found=False`` or the column's values (``column_values``)
-    do not contain it.
+    do not contain it. Gold programs whose gold answer is itself empty can get it (WikiSQL dev:
+    14 hints on the 919 of 8,421 programs with an empty answer, none on the others; see
+    ``tests/guidelines/test_conservatism_sql.py``): no environment signal tells a right empty
+    answer from a misspelt value, and repeating the action after the hint is accepted.
 
     Bad:
         add_condition(Player, =, Terrence Rose)
