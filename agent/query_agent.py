@@ -353,14 +353,16 @@ class QueryAgent:
         entities = dict(entities or {})
         backend = self.backend
         if isinstance(backend, KB):
-            return Session(backend, entities, guidelines=self.guidelines, **self.session_options)
+            options = {"functions": self.profile.functions, **self.session_options}
+            return Session(backend, entities, guidelines=self.guidelines, **options)
         sql_db = _sql_db_class()
         if sql_db is not None and isinstance(backend, sql_db):
             from pyql.sql.session import SqlSession
 
             db: Any = backend
+            options = {"functions": self.profile.functions, **self.session_options}
             return SqlSession(db, table=table or self.table, guidelines=self.guidelines,
-                              **self.session_options)
+                              **options)
         if callable(backend):
             return backend(entities=entities, guidelines=self.guidelines, table=table or self.table)
         raise TypeError(f"cannot make a session from {type(backend).__name__}: pass a pyql KB, "

@@ -32,7 +32,7 @@ True
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from heapq import nsmallest
@@ -117,6 +117,7 @@ class KBSession(Session):
         max_relations: int | None = None,
         timeout: float | None = None,
         extremum_mode: str = "ties",
+        functions: Sequence[str] | None = None,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -127,6 +128,7 @@ class KBSession(Session):
         self.max_relations = max_relations
         self.timeout = timeout
         self._extremum_mode = extremum_mode
+        self.functions = tuple(functions or ())
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
@@ -264,7 +266,9 @@ class KBSession(Session):
             shown = tuple(v for v in query.variables if v in query.bound_variables)
         rs = self.kb.select(query.to_sparql(select=shown if query.aggregate is None else None,
                                             limit=self.row_cap + 1), timeout=self.timeout)
-        if rs.is_empty or all(all(c is None for c in row) for row in rs.rows):
+        # a query without variables (add_fact between two constants) matches with one row of
+        # no columns: that is a fact that holds, not an empty result
+        if rs.is_empty or (rs.columns and all(all(c is None for c in row) for row in rs.rows)):
             return KBFeedback(status="empty", row_count=0, unconstrained=unconstrained)
         truncated = len(rs.rows) > self.row_cap
         totals = self._totals(query, shown) if truncated else None
