@@ -63,7 +63,20 @@ from pyql.errors import InputError, PyqlError
 from pyql.profiles import Profile, get_profile
 from pyql.program import Call, Program
 
-__all__ = ["from_sparql", "standardize", "parse_algebra", "UnsupportedQuery", "CONSTRUCTS"]
+__all__ = [
+    "from_sparql",
+    "read_query",
+    "to_program",
+    "standardize",
+    "parse_algebra",
+    "Parsed",
+    "Body",
+    "Cmp",
+    "TimeHalf",
+    "Superlative",
+    "UnsupportedQuery",
+    "CONSTRUCTS",
+]
 
 #: the constructs that stand in the way of a conversion, by stable code
 CONSTRUCTS: dict[str, str] = {
@@ -152,9 +165,15 @@ def standardize(text: str) -> str:
 def parse_algebra(text: str) -> Any:
     """rdflib's algebra of the (standardized) query; raises :class:`UnsupportedQuery`
     (``unparseable``) when the parser rejects it."""
-    from pyparsing import ParseException
-    from rdflib.plugins.sparql.algebra import translateQuery
-    from rdflib.plugins.sparql.parser import parseQuery
+    try:
+        from pyparsing import ParseException
+        from rdflib.plugins.sparql.algebra import translateQuery
+        from rdflib.plugins.sparql.parser import parseQuery
+    except ModuleNotFoundError as exc:  # rdflib is the optional extra "fidelity"
+        raise ModuleNotFoundError(
+            f"{exc.name} is needed to read SPARQL: pip install 'pyql-kbqa[fidelity]'",
+            name=exc.name,
+        ) from None
 
     try:
         return translateQuery(parseQuery(standardize(text))).algebra
@@ -188,6 +207,8 @@ class TimeHalf:
 class Superlative:
     kind: str  # "max" | "min"
     var: Any
+    #: the cast the gold query orders by (``xsd:dateTime``, ``xsd:integer`` ...), if any
+    cast: str | None = None
 
 
 @dataclass
@@ -513,7 +534,8 @@ def _superlative(order: Sequence[Any]) -> Superlative:
         raise UnsupportedQuery("order", "an expression") from None
     if not _is_var(var) or wrapped:
         raise UnsupportedQuery("order", "a constant")
-    return Superlative(kind, var)
+    cast = str(expr.iri) if _name(expr) == "Function" else None
+    return Superlative(kind, var, cast)
 
 
 # -- substitution and checks -------------------------------------------------------------------
@@ -530,7 +552,7 @@ def resolve(parsed: Parsed) -> Parsed:
         triples=[tuple(_subst(t, b) for t in triple) for triple in body.triples],  # type: ignore[misc]
         comparisons=[],
         time_halves=[TimeHalf(_subst(h.var, b), h.relation, h.op, h.bound) for h in body.time_halves],
-        superlatives=[Superlative(s.kind, _subst(s.var, b)) for s in body.superlatives],
+        superlatives=[Superlative(s.kind, _subst(s.var, b), s.cast) for s in body.superlatives],
         lang_vars=list(body.lang_vars),
     )
     for cmp in body.comparisons:
@@ -698,13 +720,23 @@ def _time_calls(halves: Iterable[TimeHalf], text: Any, rel: Any) -> list[Call]:
     return calls
 
 
+def read_query(text: str) -> Parsed:
+    """What a gold SELECT says (answer, pattern, count), ``VALUES`` substituted and sub-select
+    superlatives checked; raises :class:`UnsupportedQuery`."""
+    return resolve(parse_select(parse_algebra(text)))
+
+
 def from_sparql(text: str, profile: str | Profile = "freebase") -> Program:
     """The PyQL program that builds the same query as the SPARQL ``text``.
 
     Raises :class:`UnsupportedQuery` naming the first construct the tool set cannot express.
     """
+    return to_program(read_query(text), profile)
+
+
+def to_program(parsed: Parsed, profile: str | Profile = "freebase") -> Program:
+    """The program of a :func:`read_query` result; raises :class:`UnsupportedQuery`."""
     prof = get_profile(profile)
-    parsed = resolve(parse_select(parse_algebra(text)))
     program = Program(calls=tuple(_calls(parsed, prof)))
     try:
         program.to_query(prof)
