@@ -214,13 +214,33 @@ def test_failing_questions_are_recorded_and_the_run_goes_on(tmp_path: Path,
     config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=6,
                        concurrency=2)
     metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
-    assert metrics["n"] == 6 and metrics["errors"] == 2
-    assert metrics["hit@1"] == pytest.approx(4 / 6)
+    # an LLM server failure is an outage: counted, kept out of the scores, not a wrong answer
+    assert metrics["n"] == 6 and metrics["scored"] == 4 and metrics["errors"] == 0
+    assert metrics["outages"]["llm_error"] == 2 and metrics["outage_total"] == 2
+    assert metrics["hit@1"] == 1.0
+    assert metrics["run"]["complete"] is False  # resume re-runs the outages
     failed = {r.id: r for r in read_results(tmp_path / "run") if r.error}
     assert set(failed) == {"1hop-dev-1", "1hop-dev-3"}
     assert failed["1hop-dev-1"].error.startswith("LLMServerError: 502")
-    assert failed["1hop-dev-1"].metrics["hit@1"] == 0.0
-    assert failed["1hop-dev-1"].stop_reason == "error"
+    assert failed["1hop-dev-1"].status == failed["1hop-dev-1"].stop_reason == "llm_error"
+    assert failed["1hop-dev-1"].metrics == {}
+
+
+def test_a_question_error_of_its_own_scores_zero(tmp_path: Path, mini_metaqa: Path) -> None:
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            if item.id == "1hop-dev-1":
+                return GoldLLM(None, reason="no gold program")
+            return GoldLLM(item.program)
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=4)
+    metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+    assert metrics["n"] == metrics["scored"] == 4 and metrics["errors"] == 1
+    assert metrics["hit@1"] == pytest.approx(3 / 4) and metrics["outage_total"] == 0
+    [failed] = [r for r in read_results(tmp_path / "run") if r.error]
+    assert failed.status == failed.stop_reason == "error" and failed.metrics["hit@1"] == 0.0
 
 
 def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> None:
@@ -233,3 +253,24 @@ def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> No
     config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=20)
     with pytest.raises(EvalAbort, match="unexpected errors"):
         evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+
+
+def test_worker_processes_give_the_same_results(tmp_path: Path, mini_metaqa: Path) -> None:
+    """A CPU-bound stand-in run in two worker processes (spawned, each with its own KB handle)
+    writes the same results as one process; the parent alone writes the files."""
+    from pyql.agent.evaluation.runner import TRAJECTORIES, _processes
+    from pyql.agent.trajectory import load_trajectories
+
+    runs = {}
+    for processes in (1, 2):
+        config = RunConfig(dataset="metaqa-1hop", llm="noisy-gold:0.3", seed=3,
+                           data_dir=str(mini_metaqa), limit=16, processes=processes)
+        metrics = evaluate(config, tmp_path / str(processes), progress=False)
+        assert metrics["run"]["this_session"]["processes"] == processes
+        runs[processes] = {r.id: (r.predicted, r.metrics, [s.action for s in r.steps])
+                           for r in read_results(tmp_path / str(processes))}
+        assert len(load_trajectories(tmp_path / str(processes) / TRAJECTORIES)) == 16
+    assert runs[1] == runs[2] and len(runs[2]) == 16
+    auto = RunConfig(dataset="metaqa-1hop", llm="gold", processes=None)
+    assert _processes(auto, 10, None) == 1  # a short run stays in this process
+    assert _processes(auto.model_copy(update={"llm": "openai:m"}), 10**5, None) == 1
