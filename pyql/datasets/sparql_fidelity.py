@@ -339,7 +339,7 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
         nonlocal copies
         copies += 1
         n = copies
-        vals = {**plan.values, **(values or {})}
+        vals = {**plan.values, **_worse(n), **(values or {})}
         strs = {**plan.strings, **(strings or {})}
 
         def term(t: Any) -> Any:
@@ -363,6 +363,17 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
                 if value is not None:
                     graph.append((node, rel, value))
 
+    def _worse(n: int) -> dict[Any, float]:
+        """Superlative values of copy ``n`` > 1: each a little worse than the solution's, so no
+        copy that is a solution too ties with it."""
+        out = {}
+        for sup in body.superlatives:
+            base = plan.values[sup.var]
+            value = base - (n - 1) if sup.kind == "max" else base + (n - 1)
+            if n > 1 and _satisfies(value, plan.bounds.get(sup.var, []), plan.kinds[sup.var]):
+                out[sup.var] = value
+        return out
+
     copy()  # the solution
     better = {}
     for sup in body.superlatives:
@@ -385,8 +396,10 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
                 copy(strings={left: _other_string([c]) if c.op == "=" else right})
             else:
                 bound = _scale(right, kind)
+                # another year for a date (pyql compares dates at the constant's precision)
+                away = 400.0 if kind.kind == "date" else _STEP
                 bad = {"<": bound + _STEP, "<=": bound + _STEP, ">": bound - _STEP,
-                       ">=": bound - _STEP, "=": bound + _STEP, "!=": bound}[c.op]
+                       ">=": bound - _STEP, "=": bound + away, "!=": bound}[c.op]
                 copy(values={left: bad})
         elif c.op == "!=" and left not in plan.kinds:
             if _is_var(right) and right not in plan.kinds:

@@ -227,3 +227,10 @@ def test_coverage_on_a_sample(pyql_data, dataset: str, target: float) -> None:
         except UnsupportedQuery as exc:
             assert exc.construct in CONSTRUCTS
     assert converted / len(queries) >= target
+
+
+def test_a_date_constant_in_a_triple_becomes_an_equality_filter() -> None:
+    program = from_sparql(NS + 'SELECT DISTINCT ?x WHERE { ?x ns:a.b ?c . '
+                               '?c ns:a.from "1961"^^xsd:dateTime . }')
+    calls = {str(c) for c in program}
+    assert {"add_fact(?c, a.from, ?date2)", 'add_filter(?date2, =, "1961"^^xsd:dateTime)'} <= calls
