@@ -129,6 +129,22 @@ class VirtuosoNotFound(VirtuosoError):
         super().__init__(f"{binary} is not on PATH ({_HINT})")
 
 
+def _alive(pid: int) -> bool:
+    """Is process ``pid`` running? (A child of ours that exited is reaped, not a zombie.)"""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child: its parent reaps it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class VirtuosoPortError(VirtuosoError):
     """The server could not bind one of its ports (another process has it)."""
 
@@ -208,10 +224,9 @@ class Virtuoso:
             return None
         try:
             pid = int(path.read_text().strip())
-            os.kill(pid, 0)
-        except (ValueError, ProcessLookupError, PermissionError):
+        except ValueError:
             return None
-        return pid
+        return pid if _alive(pid) else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -290,11 +305,8 @@ class Virtuoso:
             if self.process is not None and self.process.pid == pid:
                 if self.process.poll() is not None:
                     return True
-            else:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    return True
+            elif not _alive(pid):
+                return True
             time.sleep(0.1)
         return False
 
