@@ -99,7 +99,8 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     """The combined result of the two sub-runs of ``out_dir`` (module docstring): per side the
     headline scores of its ``metrics.json`` (``hit@1``/``f1``/``accuracy``..., ``finished``,
     ``steps`` and ``hints`` per question, ``errors``, ``outage_total``), the ``gain`` of the
-    primary score (on − off), and with a noisy stand-in the injection rates per side."""
+    primary score (on − off), ``complete`` (both sides ran every question), and with a noisy
+    stand-in the injection rates per side."""
     from pyql.agent.evaluation.runner import read_results
 
     settings: dict[str, dict[str, Any]] = {}
@@ -107,9 +108,11 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     with_injection = 0
     hints_on_clean: dict[str, int] = {}
     primary = "hit@1"
+    complete = True
     for name, _ in SIDES:
         side = out_dir / name
         metrics = json.loads((side / METRICS).read_text(encoding="utf-8"))
+        complete = complete and bool((metrics.get("run") or {}).get("complete", True))
         primary = metrics.get("primary", primary)
         row = {k: metrics.get(k) for k in _SETTING_KEYS if metrics.get(k) is not None}
         row["hints"] = (metrics.get("guidelines") or {}).get("per_question", 0.0)
@@ -132,7 +135,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         "gain": on - off if on is not None and off is not None else None,
         "injections": injections, "questions_with_injection": with_injection,
         "clean_hints": dict(sorted(hints_on_clean.items(), key=lambda kv: -kv[1])),
-        "note": NOTE,
+        "complete": complete, "note": NOTE,
     }
 
 

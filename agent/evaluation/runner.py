@@ -25,6 +25,10 @@
   ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
+The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
+shows it) of the last line of each question id (:func:`read_results`,
+:func:`recompute_metrics`).
+
 **Exactly once.** :func:`resume` reads the ids in ``results.jsonl`` and runs only the selected
 questions that are missing, each once. A killed run loses at most the questions in flight. After
 an abort or Ctrl-C the questions in flight finish and are written before the process exits.
@@ -37,11 +41,29 @@ over a per-question view of it, so query counts are exact. LLM calls go through 
 :class:`~pyql.agent.evaluation.specs.RateGate`: a 429 pauses every worker until its
 ``Retry-After``.
 
-**Errors.** A question that fails (the backend is down, the LLM fails after its retries, the
-replay has no recording...) is recorded with ``error`` and scored 0, and the run goes on.
-Authentication errors, an unknown model, an exhausted quota and a bad ``--llm`` spec abort the
-run (:class:`EvalAbort`) with the message; so do five first questions in a row that all fail
-with unexpected (non-pyql) exceptions, which means a bug, not a bad question.
+**Strategies.** Each question is answered by
+``get_strategy(config.strategy).from_config(llm, backend, StrategyConfig(...))`` (entry-point
+group ``pyql.strategies``; ``config.options`` are the strategy's own options); the runner knows
+no strategy by name. ``--llm gold`` / ``noisy-gold`` come from the strategy's ``stand_in``.
+``config.ablation`` runs ERASER on and off as two sub-runs (:mod:`.ablation`).
+
+**Worker processes.** A CPU-bound stand-in run (``config.processes``; ``None``: the cores for at
+least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker processes, each with its
+own backend handle; the parent alone writes the files, in the order answers arrive.
+
+**Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
+per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
+an LLM server or connection failure after its retries, a backend that failed (raised, or
+reported by a step's ``env_status`` on a question that did not finish) — ends as an *outage*
+(``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
+trajectory so far is kept, its error names the cause, it is left out of the scores and counted
+in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``
+outages in a row stop the run (:class:`OutageAbort`, a one-line reason). Any other failure of a
+question (a replay without a recording, a gold program that runs out) is ``error``: recorded,
+scored 0, and the run goes on. Authentication errors, an unknown model, an exhausted quota, an
+unknown strategy and a bad ``--llm`` spec abort the run (:class:`EvalAbort`) with the message;
+so do five first questions in a row that all fail with unexpected (non-pyql) exceptions, which
+means a bug, not a bad question.
 """
 
 from __future__ import annotations
@@ -82,7 +104,6 @@ from pyql.agent.evaluation.records import (
     StepRecord,
 )
 from pyql.agent.evaluation.specs import (
-    DeadlineLLM,
     LLMProvider,
     LLMSpecError,
     RateGate,
@@ -90,6 +111,7 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
+from pyql.deadline import within
 from pyql.errors import BackendError, PyqlError
 
 __all__ = [
@@ -492,10 +514,11 @@ class _Session:
         result, lines = self.answer(item)
         return self.record(result, lines)
 
-    def record(self, result: QuestionResult, lines: list[str]) -> QuestionResult:
-        """Write a question's result and trajectory lines; the circuit breaker; what stays in
-        memory."""
-        self._write(result, lines)
+    def record(self, result: QuestionResult, lines: list[str], line: str | None = None
+               ) -> QuestionResult:
+        """Write a question's result (``line``: its JSON when already made) and trajectory
+        lines; the circuit breaker; what stays in memory."""
+        self._write(result, lines, line)
         self._breaker(result)
         return _slim(result)
 
@@ -552,12 +575,12 @@ class _Session:
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
         llm = self.provider.for_item(item)
-        if self.config.question_deadline is not None:
-            llm = DeadlineLLM(llm, self.config.question_deadline)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
-        res = strategy.run(item.question, item.entities, table=item.table, meta={"id": item.id},
-                           on_step=steps.append)
+        # the question's budget: every LLM call of it (retries, backoff) ends by the deadline
+        with within(self.config.question_deadline):
+            res = strategy.run(item.question, item.entities, table=item.table,
+                               meta={"id": item.id}, on_step=steps.append)
         trajectory = res.trajectory
         usage = res.usage
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
@@ -625,8 +648,9 @@ class _Session:
         lines = list(trajectory.lines())
         return result, lines
 
-    def _write(self, result: QuestionResult, trajectory: list[str]) -> None:
-        line = result.model_dump_json()
+    def _write(self, result: QuestionResult, trajectory: list[str],
+               line: str | None = None) -> None:
+        line = result.model_dump_json() if line is None else line
         with self._write_lock:
             if trajectory:
                 self.trajectory_log.append(*trajectory)
@@ -747,9 +771,12 @@ def _worker_init(config: RunConfig, out_dir: Path) -> None:
                     with_items=False)[0]
 
 
-def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str]]:
+def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
+    """In a worker: the slim result (what the parent keeps), the trajectory lines and the
+    result's JSON line (made here: the parent only writes)."""
     assert _WORKER is not None, "the worker process was not initialised"
-    return _WORKER.answer(item)
+    result, lines = _WORKER.answer(item)
+    return _slim(result), lines, result.model_dump_json()
 
 
 def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
@@ -815,9 +842,14 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
             progress.add(result)
 
     async def ticker() -> None:
+        interval = METRICS_INTERVAL
         while True:
-            await asyncio.sleep(METRICS_INTERVAL)
+            await asyncio.sleep(interval)
+            cost = time.perf_counter()
             _write_running_metrics(session, started, total)
+            # a large run's aggregate takes a while: rewrite it less often, so the snapshot
+            # never costs more than a few percent of the time
+            interval = max(METRICS_INTERVAL, 30 * (time.perf_counter() - cost))
 
     tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
     tick = asyncio.create_task(ticker())

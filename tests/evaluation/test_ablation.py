@@ -28,7 +28,7 @@ def test_ablation_mode_runs_eraser_on_and_off(tmp_path: Path, mini_metaqa: Path)
     assert load_config(out / "eraser_on").guidelines is True
     assert load_config(out / "eraser_off").guidelines is False
     on, off = summary["settings"]["eraser_on"], summary["settings"]["eraser_off"]
-    assert on["n"] == off["n"] == 8 and summary["primary"] == "hit@1"
+    assert on["n"] == off["n"] == 8 and summary["primary"] == "hit@1" and summary["complete"]
     # the same mistakes at the same gold calls; ERASER names them, without it they stay
     assert on["hit@1"] > off["hit@1"] and summary["gain"] == on["hit@1"] - off["hit@1"]
     rows_on, rows_off = summary["injections"]["eraser_on"], summary["injections"]["eraser_off"]
@@ -85,3 +85,24 @@ def test_the_module_entry_prints_clean_and_noisy(tmp_path: Path, mini_metaqa: Pa
     assert "| noisy gold (noisy-gold:1:wrong_arity) | w/o ERASER |" in table
     assert "| wrong_arity |" in table
     assert (tmp_path / "out" / "noisy_gold" / "eraser_off" / CONFIG).exists()
+
+
+def test_the_registry_takes_more_datasets(mini_metaqa: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyql.agent.evaluation import datasets
+
+    class Renamed(datasets.MetaQA1Hop):
+        name = "metaqa-1hop-copy"
+
+    monkeypatch.setattr(datasets, "DATASETS", dict(datasets.DATASETS))
+    assert datasets.register_dataset(Renamed) is Renamed
+    assert "metaqa-1hop-copy" in datasets.dataset_names()
+    assert len(get_dataset("metaqa-1hop-copy", mini_metaqa).items(limit=2)) == 2
+
+    class Clash(datasets.MetaQA2Hop):
+        name = "metaqa-1hop"
+
+    with pytest.raises(ValueError, match="already registered"):
+        datasets.register_dataset(Clash)
+    with pytest.raises(TypeError):
+        datasets.register_dataset(dict)  # type: ignore[arg-type]
