@@ -71,6 +71,8 @@ __all__ = [
     "Unsynthesizable",
     "load_gold_queries",
     "synthesize",
+    "gold_graph",
+    "write_ntriples",
     "virtuoso_reading",
     "check_query",
     "sparql_fidelity",
@@ -414,6 +416,44 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
     return [(s, p, o) for s, p, o in graph if not isinstance(s, Literal)]
 
 
+def gold_graph(parsed: Parsed, answers: Sequence[str] = (), *, label: str | None = None,
+               prefix: str = "gold") -> list[tuple[Any, Any, Any]]:
+    """A graph on which the gold query returns the dataset's answers: one solution of the
+    pattern per answer, the answer variable bound to it (a mid, or a literal value) and every
+    other variable a fresh node (``m.<prefix>N_var``) or a planned literal. ``label`` (CWQ): one
+    solution whose answer is a fresh node named ``label``. A count's gold (a number N) gets N
+    solutions. Used to build end-to-end fixtures for ``pyql eval --llm gold``."""
+    from rdflib.term import Literal, URIRef
+
+    body = parsed.body
+    plan = _plan(parsed)
+    if label is not None:
+        values: list[Any] = [URIRef(f"{_FB}m.{prefix}_answer")]
+    elif parsed.count_var is not None:
+        values = [None] * int(float(answers[0]) if answers else 0)
+    else:
+        values = [URIRef(_FB + a) if re.fullmatch(r"[mg]\.[0-9a-z_]+", a) else Literal(a)
+                  for a in answers]
+    graph: list[tuple[Any, Any, Any]] = []
+    for n, value in enumerate(values, 1):
+        def term(t: Any, n: int = n, value: Any = value) -> Any:
+            if not _is_var(t):
+                return t
+            if t == parsed.answer and value is not None:
+                return value
+            if t in plan.kinds:
+                kind = plan.kinds[t]
+                return plan.strings[t] if kind.kind == "string" else _literal(plan.values[t], kind)
+            return URIRef(f"{_FB}m.{prefix}{n}_{_safe(str(t))}")
+
+        graph += [(term(s), p, term(o)) for s, p, o in body.triples]
+        for var in {h.var for h in body.time_halves}:
+            graph += [(term(var), rel, v) for rel, v in _window(body, var)]
+    if label is not None:
+        graph.append((values[0], URIRef(_FB + "type.object.name"), Literal(label, lang="en")))
+    return [(s, p, o) for s, p, o in graph if not isinstance(s, Literal)]
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^0-9a-z_]", "_", name.lower())
 
@@ -497,6 +537,15 @@ def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemRes
         return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph))
     status = "agree" if expected == got else "disagree"
     return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph))
+
+
+def write_ntriples(graph: Iterable[tuple[Any, Any, Any]], path: str | Path) -> int:
+    """Write rdflib-term triples as N-Triples (through pyoxigraph's serializer)."""
+    import pyoxigraph as ox
+
+    quads = [ox.Triple(_ox(s), _ox(p), _ox(o)) for s, p, o in graph]
+    ox.serialize(quads, str(path), ox.RdfFormat.N_TRIPLES)
+    return len(quads)
 
 
 def _ox(term: Any) -> Any:

@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -52,6 +53,7 @@ __all__ = [
     "VirtuosoSettings",
     "Virtuoso",
     "find_binary",
+    "free_port",
     "buffers_for",
     "sql_string",
 ]
@@ -155,6 +157,13 @@ def find_binary(name: str, given: str | None = None) -> str:
     if found is None:
         raise VirtuosoNotFound(given or name)
     return found
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for throw-away servers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def buffers_for(memory_gb: float) -> tuple[int, int]:

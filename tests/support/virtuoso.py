@@ -24,7 +24,6 @@ import atexit
 import logging
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from pyql.kb.virtuoso import (
     VirtuosoPortError,
     VirtuosoSettings,
     find_binary,
+    free_port,
 )
 
 __all__ = [
@@ -56,13 +56,6 @@ DEFAULT_GRAPH = "urn:pyql:test:default"
 _STARTUP_ATTEMPTS = 3
 #: a small buffer pool: the test data is tiny and several test servers may share a machine
 _TEST_MEMORY_GB = 0.12
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class VirtuosoServer:
