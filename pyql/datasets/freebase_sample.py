@@ -34,7 +34,7 @@ _COUNTRIES = ("Jamaica", "Brazil", "Norway", "Kenya", "Japan", "Chile")
 _TITLES = ("President", "Governor", "Senator", "Mayor")
 _FIRST = ("Ana", "Bo", "Chen", "Dara", "Eli", "Femi", "Gus", "Hana", "Ivo", "Jun")
 _LAST = ("Silva", "Okafor", "Berg", "Tanaka", "Rossi", "Novak", "Diaz", "Kim")
-_ZONES = ("", "", "-08:00", "-05:00", "Z", "+01:00")
+_ZONES = ("", "", "-08:00", "-05:00", "+01:00")  # no "Z": see docs/freebase.md
 
 
 def mid(kind: str, n: int) -> str:
