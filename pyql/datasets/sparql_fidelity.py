@@ -22,8 +22,8 @@ The gold SPARQL (its Virtuoso dialect standardized; date literals Virtuoso reads
 ``"1971"^^xsd:dateTime`` or ``"2015-08-10"^^xsd:dateTime``, written as the full
 ``xsd:dateTime`` Virtuoso reads them as, the start of that period) and the program's compiled
 SPARQL then run on the graph in pyoxigraph; the answer sets must be equal. A query whose graph
-cannot be built (a variable both a node and a literal, an order between two variables) is
-*unchecked*.
+cannot be built (a variable both a node and a literal, orders between variables no values meet)
+is *unchecked*. Two variables compared with each other are dates unless known otherwise.
 
 Figures (the full sample files; ``python -m pyql.datasets.sparql_fidelity DATASET``) are in
 ``docs/freebase.md``.
@@ -220,10 +220,13 @@ def _literal(value: float, kind: _Kind) -> Any:
             lexical = f"{day.isoformat()}{kind.tz}"
         else:
             lexical = f"{day.isoformat()}T00:00:00{kind.tz}"
-        return Literal(lexical, datatype=URIRef(kind.datatype or _XSD + "dateTime"))
+        # normalize=False: rdflib would drop the timezone of an xsd:date ("1966-01-12-08:00")
+        return Literal(lexical, datatype=URIRef(kind.datatype or _XSD + "dateTime"),
+                       normalize=False)
     if kind.datatype in (_XSD + "integer", _XSD + "int", _XSD + "long"):
-        return Literal(str(int(round(value))), datatype=URIRef(kind.datatype))
-    return Literal(repr(float(value)), datatype=URIRef(kind.datatype or _XSD + "double"))
+        return Literal(str(int(round(value))), datatype=URIRef(kind.datatype), normalize=False)
+    return Literal(repr(float(value)), datatype=URIRef(kind.datatype or _XSD + "double"),
+                   normalize=False)
 
 
 _CAST_KIND = {
@@ -247,6 +250,8 @@ class _Plan:
     bounds: dict[Any, list[Cmp]] = field(default_factory=dict)
     values: dict[Any, float] = field(default_factory=dict)
     strings: dict[Any, Any] = field(default_factory=dict)
+    #: comparisons between two literal variables (``?from < ?end``)
+    orders: list[Cmp] = field(default_factory=list)
 
 
 def _satisfies(value: float, cmps: Iterable[Cmp], kind: _Kind) -> bool:
@@ -280,12 +285,15 @@ def _solve(cmps: Sequence[Cmp], kind: _Kind) -> float:
 def _plan(parsed: Parsed) -> _Plan:
     body = parsed.body
     plan = _Plan()
+    subjects = {t[0] for t in body.triples}
     for c in body.comparisons:
         left, op, right = c.left, c.op, c.right
         if not _is_var(left):
             left, right = right, left
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}[op]
         if _is_var(left) and _is_literal(right):
+            if op == "!=" and left in subjects:
+                continue  # a node differs from every literal (GrailQA's ?x0 != "1.078"^^float)
             kind = _kind_of(right)
             known = plan.kinds.setdefault(left, kind)
             if known.kind != kind.kind:
@@ -295,11 +303,13 @@ def _plan(parsed: Parsed) -> _Plan:
                     raise Unsynthesizable("an order on a string")
             plan.bounds.setdefault(left, []).append(Cmp(left, op, right))
         elif _is_var(left) and _is_var(right) and op not in ("=", "!="):
-            raise Unsynthesizable("an order between two variables")
+            plan.orders.append(Cmp(left, op, right))
+    for c in plan.orders:  # two literals compared: dates, unless they are known to be numbers
+        for var in (c.left, c.right):
+            plan.kinds.setdefault(var, _Kind("date", _XSD + "dateTime"))
     for sup in body.superlatives:
         kind = _CAST_KIND.get(sup.cast or "", _Kind("number", _XSD + "integer"))
         plan.kinds.setdefault(sup.var, kind)
-    subjects = {t[0] for t in body.triples}
     for var, kind in plan.kinds.items():
         if var in subjects:
             raise Unsynthesizable(f"?{var} is both a subject and a literal")
@@ -309,7 +319,32 @@ def _plan(parsed: Parsed) -> _Plan:
             plan.strings[var] = eq[0] if eq else _other_string(cmps)
         else:
             plan.values[var] = _solve(cmps, kind)
+    _order(plan)
     return plan
+
+
+_HOLDS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+          ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _order(plan: _Plan) -> None:
+    """Move values until every order between two variables holds (and their bounds still do)."""
+    for _ in range(len(plan.orders) + 1):
+        moved = False
+        for c in plan.orders:
+            a, b = plan.values[c.left], plan.values[c.right]
+            if not _HOLDS[c.op](a, b):
+                if c.op in ("<", "<="):
+                    plan.values[c.right] = a + _STEP
+                else:
+                    plan.values[c.left] = b + _STEP
+                moved = True
+        if not moved:
+            break
+    for var, value in plan.values.items():
+        if not _satisfies(value, plan.bounds.get(var, []), plan.kinds[var]) or any(
+                not _HOLDS[c.op](plan.values[c.left], plan.values[c.right]) for c in plan.orders):
+            raise Unsynthesizable("no values meet the orders between variables")
 
 
 def _other_string(cmps: Sequence[Cmp]) -> Any:
@@ -386,9 +421,12 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
                       if _satisfies(base - s, plan.bounds.get(sup.var, []), kind)), None)
         if worse is not None:
             copy(values={sup.var: worse})
-        better[sup.var] = base + step
+        better[sup.var] = (base + step, 1.0 if step > 0 else -1.0)
     for i in range(len(body.triples)):
-        copy(swap=i, values={v: x for v, x in better.items()
+        # each a different better value: a copy still a solution (its missing triple given by
+        # another copy through a shared constant) must not tie with another
+        values = {v: x + sign * i for v, (x, sign) in better.items()}
+        copy(swap=i, values={v: x for v, x in values.items()
                              if _satisfies(x, plan.bounds.get(v, []), plan.kinds[v])})
     for c in body.comparisons:
         left, right = (c.left, c.right) if _is_var(c.left) else (c.right, c.left)
@@ -403,6 +441,9 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
                 bad = {"<": bound + _STEP, "<=": bound + _STEP, ">": bound - _STEP,
                        ">=": bound - _STEP, "=": bound + away, "!=": bound}[c.op]
                 copy(values={left: bad})
+        elif c in plan.orders:  # the order reversed
+            low, high = (c.left, c.right) if c.op in ("<", "<=") else (c.right, c.left)
+            copy(values={low: plan.values[high] + _STEP})
         elif c.op == "!=" and left not in plan.kinds:
             if _is_var(right) and right not in plan.kinds:
                 copy(same=(left, right))
