@@ -234,3 +234,9 @@ def test_a_date_constant_in_a_triple_becomes_an_equality_filter() -> None:
                                '?c ns:a.from "1961"^^xsd:dateTime . }')
     calls = {str(c) for c in program}
     assert {"add_fact(?c, a.from, ?date2)", 'add_filter(?date2, =, "1961"^^xsd:dateTime)'} <= calls
+
+
+def test_literals_keep_their_lexical_form() -> None:
+    program = from_sparql(NS + 'SELECT ?x WHERE { ?x ns:a.b ?d . '
+                               'FILTER (?d <= "2009-03-29-08:00"^^xsd:date) }')
+    assert 'add_filter(?d, <=, "2009-03-29-08:00"^^xsd:date)' in str(program)
