@@ -30,14 +30,14 @@ def hello(name: str = typer.Option("world", "--name")) -> None:
     print_json({"hello": name})
 
 
-def sparql() -> None:
+def mine() -> None:
     """A fidelity runner from another package."""
-    typer.echo("sparql fidelity")
+    typer.echo("mine fidelity")
 
 
 def register(app: typer.Typer) -> None:
     app.command("hello")(hello)
-    group(app, "fidelity").command("sparql")(sparql)
+    group(app, "fidelity").command("mine")(mine)
 '''
 
 
@@ -66,11 +66,11 @@ def test_a_third_party_plugin_adds_a_command_and_extends_a_group(site: Path) -> 
     assert result.exit_code == 0, result.output
     assert '"hello": "Ada"' in result.stdout
     # `pyql fidelity` is the core's group; the plugin's runner joins the core's runners
-    result = runner.invoke(app, ["fidelity", "sparql"])
+    result = runner.invoke(app, ["fidelity", "mine"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "sparql fidelity"
+    assert result.stdout.strip() == "mine fidelity"
     listed = runner.invoke(app, ["fidelity", "--help"], env={"COLUMNS": "200"}).stdout
-    assert all(name in listed for name in ("gold", "sql", "sparql"))
+    assert all(name in listed for name in ("gold", "sql", "sparql", "mine"))
 
 
 def test_a_broken_plugin_is_listed_as_unavailable_and_says_why(site: Path) -> None:
