@@ -43,9 +43,9 @@ import os
 import pickle
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyql.agent.llm import LLM, LLMReply, Message
 from pyql.db.base import DB
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore", "LLMCache", "CachedLLM", "QueryCache", "KBView", "DBView", "cache_key"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: bump when the stored value format changes (old entries are then simply missed)
 _FORMAT = 2
@@ -255,24 +256,21 @@ class KBView(KB):
     # ``select``/``ask`` of this view already refused updates and counted the query: the
     # wrapped KB's own hooks run the query (its ``query_count`` is not touched)
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
-        if self.cache is None:
-            return self.inner._select(query, timeout=timeout)
-        key = self._key("select", query)
-        hit = self.cache.load(key)
-        if isinstance(hit, ResultSet):
-            return hit
-        result = self.inner._select(query, timeout=timeout)
-        self.cache.save(key, result)
-        return result
+        return self._cached("select", query, ResultSet,
+                            lambda: self.inner._select(query, timeout=timeout))
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
+        return self._cached("ask", query, bool, lambda: self.inner._ask(query, timeout=timeout))
+
+    def _cached(self, form: str, query: str, kind: type[T], run: Callable[[], T]) -> T:
+        """The cached result of ``query`` when it has the expected type, else run and save it."""
         if self.cache is None:
-            return self.inner._ask(query, timeout=timeout)
-        key = self._key("ask", query)
+            return run()
+        key = self._key(form, query)
         hit = self.cache.load(key)
-        if isinstance(hit, bool):
+        if isinstance(hit, kind):
             return hit
-        result = self.inner._ask(query, timeout=timeout)
+        result = run()
         self.cache.save(key, result)
         return result
 
