@@ -12,6 +12,7 @@ import pytest
 import sqlglot
 
 from pyql.sql import ColumnRef, Schema, Sql, TableInfo, program_to_sql
+from tests.conftest import SQL_DIALECTS
 
 CONCERT = Schema(
     (
@@ -288,17 +289,6 @@ def _cases() -> list[tuple[str, str, str]]:
 
 
 CASES = _cases()
-DIALECTS = (
-    "sqlite",
-    "postgres",
-    "duckdb",
-    "mysql",
-    "tsql",
-    "bigquery",
-    "snowflake",
-    "trino",
-    "spark",
-)
 
 
 #: BigQuery reads a dot inside a backtick-quoted name as a path (`No.` -> `No`.``); BigQuery
@@ -334,7 +324,7 @@ def test_golden_reparses_to_the_same_tree(case: str, dialect: str, expected: str
 
 def test_every_builder_and_dialect_is_covered() -> None:
     assert {c for c, _, _ in CASES} == set(BUILDERS)
-    multi = {c for c in BUILDERS if {d for cc, d, _ in CASES if cc == c} == set(DIALECTS)}
+    multi = {c for c in BUILDERS if {d for cc, d, _ in CASES if cc == c} == set(SQL_DIALECTS)}
     assert len(multi) >= 6  # each dialect: LIMIT, aggregation, WikiSQL header, ...
     assert {"wikisql_header", "top_n", "count_limit"} <= multi
 

@@ -46,18 +46,7 @@ from pyql.sql import (
     program_to_query,
     program_to_sql,
 )
-
-DIALECTS = (
-    "sqlite",
-    "postgres",
-    "duckdb",
-    "mysql",
-    "tsql",
-    "bigquery",
-    "snowflake",
-    "trino",
-    "spark",
-)
+from tests.conftest import SQL_DIALECTS
 
 CONCERT = Schema(
     (
@@ -237,7 +226,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", SQL_DIALECTS)
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_values_stay_inside_their_literal(dialect: str, value: str) -> None:
     sql = (
@@ -861,7 +850,7 @@ aggs = st.sampled_from([None, "None", "max", "MIN", "count", "SUM", "avg", "coun
     op=ops,
     value=values,
     agg=aggs,
-    dialect=st.sampled_from(DIALECTS),
+    dialect=st.sampled_from(SQL_DIALECTS),
 )
 def test_random_inputs_give_typed_errors_or_faithful_sql(
     table: str, column: str, answer: str, op: str, value: object, agg: str | None, dialect: str
