@@ -13,14 +13,12 @@ from pyql.datasets import wikisql
 from pyql.datasets.wikisql import WikiSQLItem, WikiSQLTable, wikisql_execute
 from pyql.db import GuardError, SqlDB
 from pyql.program import Program
+from tests.conftest import require_data
 
 
 @pytest.fixture(scope="session")
-def wikisql_dir(pyql_data: Path) -> Path:
-    path = pyql_data / "wikisql"
-    if not (path / "dev.tables.jsonl.gz").is_file():
-        pytest.skip(f"WikiSQL data not found in {path}")
-    return path
+def wikisql_dir() -> Path:
+    return require_data("wikisql", "dev.tables.jsonl.gz").parent
 
 
 @pytest.fixture(scope="session")
