@@ -1,10 +1,13 @@
 """Backend failures (KB errors and timeouts), told apart from empty results.
 
 When the server fails, the step was not applied and nothing is known about the action: the hint
-says so and never advises changing a relation.
+says so and never advises changing a relation. The SQL pack's DB301-DB303 are these guidelines
+with the database as the backend.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
@@ -64,11 +67,13 @@ class BackendError(Guideline):
     triggers_on = on(kb="backend_error")
     toolsets = SPARQL
     groups = ("sparql", "backend")
+    #: what the hint calls the failing backend (the SQL pack's subclass: "database")
+    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
         if is_query_rejection(feedback):
-            return None  # KB303's case
-        return self.hint(backend_error_message(feedback), [feedback.action_text])
+            return None  # the query-rejected guideline's case (KB303, DB303)
+        return self.hint(backend_error_message(feedback, self.backend), [feedback.action_text])
 
 
 class QueryRejected(Guideline):
@@ -89,11 +94,12 @@ class QueryRejected(Guideline):
     triggers_on = on(kb="backend_error")
     toolsets = SPARQL
     groups = ("sparql", "backend")
+    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
         if not is_query_rejection(feedback):
             return None
-        return self.hint(query_rejected_message(feedback))
+        return self.hint(query_rejected_message(feedback, self.backend))
 
 
 class BackendTimeout(Guideline):
@@ -112,6 +118,7 @@ class BackendTimeout(Guideline):
     triggers_on = on(kb="timeout")
     toolsets = SPARQL
     groups = ("sparql", "backend")
+    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
-        return self.hint(timeout_message(feedback))
+        return self.hint(timeout_message(feedback, self.backend))
