@@ -255,7 +255,15 @@ class ExecuteBeforeAnswer(Guideline):
                          "aggregation (None, MAX, MIN, COUNT, SUM, AVG)?")
 
 
-class DBBackendError(BackendError):
+class _OnTheDatabase:
+    """Makes a KB backend guideline (KB301-KB303) the SQL toolset's, about the database."""
+
+    toolsets = SQL
+    groups = ("sql", "backend")
+    backend = "database"
+
+
+class DBBackendError(_OnTheDatabase, BackendError):
     """The database failed to run the step: not an empty result.
 
     Bad:
@@ -267,12 +275,9 @@ class DBBackendError(BackendError):
 
     code = "DB301"
     name = "sql.backend_error"
-    toolsets = SQL
-    groups = ("sql", "backend")
-    backend = "database"
 
 
-class DBQueryRejected(QueryRejected):
+class DBQueryRejected(_OnTheDatabase, QueryRejected):
     """The database engine rejected the query the step built: a query error, not a server fault.
 
     The engine's own message is in the hint; repeating the action would fail the same way.
@@ -286,12 +291,9 @@ class DBQueryRejected(QueryRejected):
 
     code = "DB303"
     name = "sql.query_rejected"
-    toolsets = SQL
-    groups = ("sql", "backend")
-    backend = "database"
 
 
-class DBBackendTimeout(BackendTimeout):
+class DBBackendTimeout(_OnTheDatabase, BackendTimeout):
     """The database timed out on the step: not an empty result.
 
     Bad:
@@ -303,9 +305,6 @@ class DBBackendTimeout(BackendTimeout):
 
     code = "DB302"
     name = "sql.backend_timeout"
-    toolsets = SQL
-    groups = ("sql", "backend")
-    backend = "database"
 
 
 GUIDELINES: list[type[Guideline]] = [

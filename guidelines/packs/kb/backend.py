@@ -51,7 +51,16 @@ def timeout_message(feedback: Feedback, what: str = "KB") -> str:
             "entity or adding a more specific constraint first, or repeat the action.")
 
 
-class BackendError(Guideline):
+class _BackendFailure(Guideline):
+    """What the backend guidelines share; ``backend`` names the failing server in the hint."""
+
+    needs = frozenset({"kb"})
+    toolsets = SPARQL
+    groups = ("sparql", "backend")
+    backend: ClassVar[str] = "KB"
+
+
+class BackendError(_BackendFailure):
     """The KB failed to run the step (server down, query rejected): not an empty result.
 
     Bad:
@@ -63,12 +72,7 @@ class BackendError(Guideline):
 
     code = "KB301"
     name = "kb.backend_error"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="backend_error")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
-    #: what the hint calls the failing backend (the SQL pack's subclass: "database")
-    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
         if is_query_rejection(feedback):
@@ -76,7 +80,7 @@ class BackendError(Guideline):
         return self.hint(backend_error_message(feedback, self.backend), [feedback.action_text])
 
 
-class QueryRejected(Guideline):
+class QueryRejected(_BackendFailure):
     """The KB engine rejected the query the step built: a query error, not a server fault.
 
     The engine's own message is in the hint; repeating the action would fail the same way.
@@ -90,11 +94,7 @@ class QueryRejected(Guideline):
 
     code = "KB303"
     name = "kb.query_rejected"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="backend_error")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
-    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
         if not is_query_rejection(feedback):
@@ -102,7 +102,7 @@ class QueryRejected(Guideline):
         return self.hint(query_rejected_message(feedback, self.backend))
 
 
-class BackendTimeout(Guideline):
+class BackendTimeout(_BackendFailure):
     """The KB timed out on the step: not an empty result.
 
     Bad:
@@ -114,11 +114,7 @@ class BackendTimeout(Guideline):
 
     code = "KB302"
     name = "kb.backend_timeout"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="timeout")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
-    backend: ClassVar[str] = "KB"
 
     def check(self, feedback: Feedback) -> Hint | None:
         return self.hint(timeout_message(feedback, self.backend))
