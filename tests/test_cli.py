@@ -132,16 +132,21 @@ def test_demo_without_sql_tours_is_one_error(monkeypatch):
     assert "'sql'" in assert_one_line_error(result, hint=True)
 
 
-def test_demo_runs_a_registered_tour_set(monkeypatch):
-    # a registry without the real SQL tours (pyql.sql.demo registers them when imported)
-    monkeypatch.setattr(demo, "TOUR_SETS", {"kb": demo.KB_TOUR_SET})
-    tour = demo.Tour(
-        title="lookup",
+def _titanic_year_tour(title: str, expected: str) -> demo.Tour:
+    """A one-hop tour on the movie KB (Titanic's release year is 1997)."""
+    return demo.Tour(
+        title=title,
         question="When was Titanic released?",
         entities={"Titanic": "ex:Titanic"},
         steps=("add_fact(Titanic, ex:release_year, ?year)", "execute()"),
-        expected=frozenset({"1997"}),
+        expected=frozenset({expected}),
     )
+
+
+def test_demo_runs_a_registered_tour_set(monkeypatch):
+    # a registry without the real SQL tours (pyql.sql.demo registers them when imported)
+    monkeypatch.setattr(demo, "TOUR_SETS", {"kb": demo.KB_TOUR_SET})
+    tour = _titanic_year_tour("lookup", expected="1997")
     demo.register_tour_set(
         demo.TourSet(
             name="sql",
@@ -164,13 +169,7 @@ def test_demo_runs_a_registered_tour_set(monkeypatch):
 
 
 def test_demo_reports_a_tour_that_misses_its_answers(monkeypatch):
-    wrong = demo.Tour(
-        title="wrong",
-        question="?",
-        entities={"Titanic": "ex:Titanic"},
-        steps=("add_fact(Titanic, ex:release_year, ?year)", "execute()"),
-        expected=frozenset({"1998"}),
-    )
+    wrong = _titanic_year_tour("wrong", expected="1998")
     monkeypatch.setattr(
         demo,
         "TOUR_SETS",
