@@ -669,39 +669,28 @@ def test_help_lists_the_commands():
         assert command in result.stdout
 
 
+def run_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in a subprocess, from the repository root."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
+
+
 def test_python_m_pyql_demo_subprocess():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pyql", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    proc = run_python("-m", "pyql", "demo")
     assert proc.returncode == 0, proc.stderr
     assert "Answer: Interstellar" in proc.stdout
     assert proc.stderr == ""
 
 
 def test_python_m_pyql_error_subprocess():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pyql", "compile", "frob(?x)"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_python("-m", "pyql", "compile", "frob(?x)")
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: unknown function 'frob'")
     assert "Traceback" not in proc.stderr
 
 
 def test_quickstart_example_runs():
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "quickstart.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    proc = run_python(str(REPO / "examples" / "quickstart.py"))
     assert proc.returncode == 0, proc.stderr
     assert "SELECT DISTINCT ?cyclone" in proc.stdout
     assert "answers: ['ex:Interstellar']" in proc.stdout
