@@ -12,19 +12,6 @@ pytest_plugins = ("tests.support.virtuoso", "tests.support.postgres")
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: the sqlglot dialects the SQL tests compile every query tree to
-SQL_DIALECTS = (
-    "sqlite",
-    "postgres",
-    "duckdb",
-    "mysql",
-    "tsql",
-    "bigquery",
-    "snowflake",
-    "trino",
-    "spark",
-)
-
 
 def data_dir() -> Path:
     """Where the shared datasets are: $PYQL_DATA, else ../shared/data next to the checkout."""

@@ -11,29 +11,8 @@ from collections.abc import Callable
 import pytest
 import sqlglot
 
-from pyql.sql import ColumnRef, Schema, Sql, TableInfo, program_to_sql
-from tests.conftest import SQL_DIALECTS
-
-CONCERT = Schema(
-    (
-        TableInfo(
-            "stadium", ["Stadium_ID", "Location", "Name", "Capacity", "Average"], ["Stadium_ID"]
-        ),
-        TableInfo("singer", ["Singer_ID", "Name", "Country", "Song_Name", "Age"], ["Singer_ID"]),
-        TableInfo(
-            "concert",
-            ["concert_ID", "concert_Name", "Stadium_ID", "Year"],
-            ["concert_ID"],
-            [("Stadium_ID", "stadium", "Stadium_ID")],
-        ),
-        TableInfo(
-            "singer_in_concert",
-            ["concert_ID", "Singer_ID"],
-            ["concert_ID", "Singer_ID"],
-            [("concert_ID", "concert", "concert_ID"), ("Singer_ID", "singer", "Singer_ID")],
-        ),
-    )
-)
+from pyql.sql import ColumnRef, Sql, program_to_sql
+from tests.support.sql import CONCERT, SQL_DIALECTS
 
 
 def _flights(airport: str) -> Sql:

@@ -46,28 +46,7 @@ from pyql.sql import (
     program_to_query,
     program_to_sql,
 )
-from tests.conftest import SQL_DIALECTS
-
-CONCERT = Schema(
-    (
-        TableInfo("stadium", ["Stadium_ID", "Location", "Name", "Capacity"], ["Stadium_ID"]),
-        TableInfo("singer", ["Singer_ID", "Name", "Country", ("Age", "INTEGER")], ["Singer_ID"]),
-        TableInfo(
-            "concert",
-            ["concert_ID", "concert_Name", "Stadium_ID", "Year"],
-            ["concert_ID"],
-            [("Stadium_ID", "stadium", "Stadium_ID")],
-        ),
-        TableInfo(
-            "singer_in_concert",
-            ["concert_ID", "Singer_ID"],
-            foreign_keys=[
-                ("concert_ID", "concert", "concert_ID"),
-                ("Singer_ID", "singer", "Singer_ID"),
-            ],
-        ),
-    )
-)
+from tests.support.sql import CONCERT, SQL_DIALECTS
 
 
 def _sqlite(
