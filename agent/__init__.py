@@ -9,6 +9,7 @@ needs them; sentence-transformers (extra ``embed``) only by the local embedding 
 >>> agent.run("who directed [Kismet]", {"Kismet": "Kismet"}).answers  # doctest: +SKIP
 """
 
+from pyql.agent import errors
 from pyql.agent.accounting import (
     DEFAULT_PRICES,
     Price,
@@ -19,19 +20,7 @@ from pyql.agent.accounting import (
     get_encoding,
     load_encoding,
 )
-from pyql.agent.errors import (
-    LLMAuthError,
-    LLMBadRequestError,
-    LLMContextLengthError,
-    LLMError,
-    LLMModelNotFoundError,
-    LLMRateLimitError,
-    LLMReplayMismatchError,
-    LLMResponseError,
-    LLMScriptExhaustedError,
-    LLMServerError,
-    LLMTimeoutError,
-)
+from pyql.agent.errors import *  # noqa: F403 - every LLM error is part of the API
 from pyql.agent.llm import (
     LLM,
     LLMReply,
@@ -87,17 +76,7 @@ __all__ = [
     "OpenAIEmbeddings",
     "ScriptedLLM",
     "ReplayLLM",
-    "LLMError",
-    "LLMAuthError",
-    "LLMModelNotFoundError",
-    "LLMContextLengthError",
-    "LLMRateLimitError",
-    "LLMTimeoutError",
-    "LLMServerError",
-    "LLMBadRequestError",
-    "LLMResponseError",
-    "LLMReplayMismatchError",
-    "LLMScriptExhaustedError",
+    *errors.__all__,
     "Usage",
     "TokenUsage",
     "TokenCounter",

@@ -102,30 +102,27 @@ def render_markdown(registry: Registry) -> str:
         "",
         f"{len(rows)} guidelines. Counts per class: "
         + ", ".join(f"{k} {v}" for k, v in sorted(registry.class_counts().items())) + ".",
-        "",
-        "| Code | Name | Env | Triggers on | Toolsets | Description |",
-        "|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        out.append(f"| [{r['code']}](#{r['code'].lower()}) | `{r['name']}` | {r['env']} | "
-                   f"{_cell(r['triggers'])} | {', '.join(r['toolsets'])} | "
-                   f"{_cell(r['description'])} |")
-    out += _sections(rows)
+    out += _table(rows, "Toolsets", "toolsets") + _sections(rows)
     return "\n".join(out) + "\n"
 
 
 def render_opt_in(registry: Registry, title: str, intro: str) -> str:
     """A page part for guidelines outside the default registry: a table and their sections."""
     rows = list_rows(registry)
-    out = ["", f"# {title}", "", intro, "",
-           "| Code | Name | Env | Triggers on | Groups | Description |",
+    out = ["", f"# {title}", "", intro, *_table(rows, "Groups", "groups"), *_sections(rows)]
+    return "\n".join(out) + "\n"
+
+
+def _table(rows: list[dict[str, Any]], heading: str, key: str) -> list[str]:
+    """The guideline table (after a blank line); its fifth column lists ``row[key]``."""
+    out = ["", f"| Code | Name | Env | Triggers on | {heading} | Description |",
            "|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| [{r['code']}](#{r['code'].lower()}) | `{r['name']}` | {r['env']} | "
-                   f"{_cell(r['triggers'])} | {', '.join(r['groups'])} | "
+                   f"{_cell(r['triggers'])} | {', '.join(r[key])} | "
                    f"{_cell(r['description'])} |")
-    out += _sections(rows)
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _sections(rows: list[dict[str, Any]]) -> list[str]:

@@ -145,6 +145,16 @@ def _linked(value: str, slot: Slot, ctx: Context) -> Term | None:
     return None
 
 
+def _linked_or_entity_id(value: str, slot: Slot, ctx: Context) -> Term | None:
+    """What the entity table links ``value`` to, else the entity of a linked or known id."""
+    linked = _linked(value, slot, ctx)
+    if linked is not None:
+        return linked
+    if Slot.ENTITY in slot and (ctx.is_linked_id(value) or ctx.profile.is_entity_id(value)):
+        return ctx.profile.entity(value)
+    return None
+
+
 def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = None) -> Term:
     """Give a lexical :class:`~pyql.syntax.Atom` its meaning for ``slot``.
 
@@ -194,12 +204,9 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
                 )
             return Literal(atom.value, dt, atom.lang)
         value = atom.value
-        linked = _linked(value, slot, ctx)
-        if linked is not None:
-            return linked
-        if Slot.ENTITY in slot:
-            if ctx.is_linked_id(value) or profile.is_entity_id(value):
-                return profile.entity(value)
+        entity = _linked_or_entity_id(value, slot, ctx)
+        if entity is not None:
+            return entity
         if Slot.RELATION in slot or Slot.CLASS in slot:
             return profile.relation(value)
         if Slot.LITERAL in slot:
@@ -214,12 +221,10 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         return Var(value)
     if Slot.RELATION in slot or Slot.CLASS in slot:
         return profile.relation(value)
-    linked = _linked(value, slot, ctx)
-    if linked is not None:
-        return linked
+    entity = _linked_or_entity_id(value, slot, ctx)
+    if entity is not None:
+        return entity
     if Slot.ENTITY in slot:
-        if ctx.is_linked_id(value) or profile.is_entity_id(value):
-            return profile.entity(value)
         prefixed = profile.expand_prefixed(value)
         if prefixed is not None:
             return Entity(prefixed, value)

@@ -81,17 +81,23 @@ class Var:
 
 
 @dataclass(frozen=True, slots=True)
-class Entity:
-    """A KB node named by an IRI. ``id`` is the short form the LLM writes (``m.0crbvqz``)."""
+class _IRITerm:
+    """A term named by a validated IRI, written ``<iri>``; subclasses add the short form."""
 
     iri: str
-    id: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_iri(self.iri)
 
     def __str__(self) -> str:
         return f"<{self.iri}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Entity(_IRITerm):
+    """A KB node named by an IRI. ``id`` is the short form the LLM writes (``m.0crbvqz``)."""
+
+    id: str | None = field(default=None, compare=False)
 
     @property
     def short(self) -> str:
@@ -99,17 +105,10 @@ class Entity:
 
 
 @dataclass(frozen=True, slots=True)
-class Relation:
+class Relation(_IRITerm):
     """A KB relation (predicate) named by an IRI; ``name`` is its short form."""
 
-    iri: str
     name: str | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        validate_iri(self.iri)
-
-    def __str__(self) -> str:
-        return f"<{self.iri}>"
 
     @property
     def short(self) -> str:

@@ -21,6 +21,14 @@ def data_dir() -> Path:
     return REPO.parent / "shared" / "data"
 
 
+def require_data(*parts: str) -> Path:
+    """A path under the shared data directory; the calling test is skipped when it is missing."""
+    path = data_dir().joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not found (set PYQL_DATA)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def pyql_data() -> Path:
     path = data_dir()

@@ -132,16 +132,21 @@ def test_demo_without_sql_tours_is_one_error(monkeypatch):
     assert "'sql'" in assert_one_line_error(result, hint=True)
 
 
-def test_demo_runs_a_registered_tour_set(monkeypatch):
-    # a registry without the real SQL tours (pyql.sql.demo registers them when imported)
-    monkeypatch.setattr(demo, "TOUR_SETS", {"kb": demo.KB_TOUR_SET})
-    tour = demo.Tour(
-        title="lookup",
+def _titanic_year_tour(title: str, expected: str) -> demo.Tour:
+    """A one-hop tour on the movie KB (Titanic's release year is 1997)."""
+    return demo.Tour(
+        title=title,
         question="When was Titanic released?",
         entities={"Titanic": "ex:Titanic"},
         steps=("add_fact(Titanic, ex:release_year, ?year)", "execute()"),
-        expected=frozenset({"1997"}),
+        expected=frozenset({expected}),
     )
+
+
+def test_demo_runs_a_registered_tour_set(monkeypatch):
+    # a registry without the real SQL tours (pyql.sql.demo registers them when imported)
+    monkeypatch.setattr(demo, "TOUR_SETS", {"kb": demo.KB_TOUR_SET})
+    tour = _titanic_year_tour("lookup", expected="1997")
     demo.register_tour_set(
         demo.TourSet(
             name="sql",
@@ -164,13 +169,7 @@ def test_demo_runs_a_registered_tour_set(monkeypatch):
 
 
 def test_demo_reports_a_tour_that_misses_its_answers(monkeypatch):
-    wrong = demo.Tour(
-        title="wrong",
-        question="?",
-        entities={"Titanic": "ex:Titanic"},
-        steps=("add_fact(Titanic, ex:release_year, ?year)", "execute()"),
-        expected=frozenset({"1998"}),
-    )
+    wrong = _titanic_year_tour("wrong", expected="1998")
     monkeypatch.setattr(
         demo,
         "TOUR_SETS",
@@ -670,39 +669,28 @@ def test_help_lists_the_commands():
         assert command in result.stdout
 
 
+def run_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in a subprocess, from the repository root."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO)
+
+
 def test_python_m_pyql_demo_subprocess():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pyql", "demo"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    proc = run_python("-m", "pyql", "demo")
     assert proc.returncode == 0, proc.stderr
     assert "Answer: Interstellar" in proc.stdout
     assert proc.stderr == ""
 
 
 def test_python_m_pyql_error_subprocess():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pyql", "compile", "frob(?x)"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_python("-m", "pyql", "compile", "frob(?x)")
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: unknown function 'frob'")
     assert "Traceback" not in proc.stderr
 
 
 def test_quickstart_example_runs():
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "quickstart.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    proc = run_python(str(REPO / "examples" / "quickstart.py"))
     assert proc.returncode == 0, proc.stderr
     assert "SELECT DISTINCT ?cyclone" in proc.stdout
     assert "answers: ['ex:Interstellar']" in proc.stdout

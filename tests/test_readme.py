@@ -9,10 +9,15 @@ from tests.conftest import REPO
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
 
-def test_thirty_second_example_runs(capsys):
-    code = re.search(r"## 30 seconds\n\n```python\n(.*?)```", README, re.S).group(1)
+def run_example(section: str, capsys) -> str:
+    """Run the Python block that opens the README section ``## <section>``; what it printed."""
+    code = re.search(rf"## {re.escape(section)}\n\n```python\n(.*?)```", README, re.S).group(1)
     exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_thirty_second_example_runs(capsys):
+    out = run_example("30 seconds", capsys)
     assert "SELECT DISTINCT ?cyclone" in out
     assert "add_fact(m.03_r3, location.country.languages_spoken, ?x0)" in out
     assert "execute() -> The value of variable ?film is ['Oppenheimer']" in out
@@ -26,8 +31,6 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_sql_example_runs(capsys):
-    code = re.search(r"## SQL\n\n```python\n(.*?)```", README, re.S).group(1)
-    exec(compile(code, "README.md", "exec"), {})
-    out = capsys.readouterr().out
+    out = run_example("SQL", capsys)
     assert "SELECT [Nationality] FROM [players] WHERE [Player] = 'Terrence Ross'" in out
     assert "'Guard'" in out

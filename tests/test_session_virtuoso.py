@@ -7,7 +7,6 @@ skipped only when ``virtuoso-t`` is not installed.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -16,51 +15,12 @@ import pytest
 from pyql import Session
 from pyql.datasets import metaqa
 from pyql.datasets.gold import score
-from pyql.demo import movies_path
+from pyql.demo import KB_TOURS, movies_path, movies_profile
 from pyql.kb import OxigraphKB, SparqlEndpointKB
-from pyql.profiles import GENERIC
 
 pytestmark = pytest.mark.server
 
-MOVIES = replace(GENERIC.with_prefixes(ex="http://example.org/movies/"), display_prefix="ex")
-
-MOVIE_PROGRAMS = [
-    (
-        {"Leonardo DiCaprio": "ex:Leonardo_DiCaprio"},
-        [
-            "get_relation(Leonardo DiCaprio)",
-            "add_fact(?cast, ex:actor, Leonardo DiCaprio)",
-            "get_relation(?cast)",
-            "add_fact(?film, ex:cast, ?cast)",
-            "add_fact(?film, ex:directed_by, ?director)",
-            "get_relation(?director)",
-            "set_answer(?director)",
-            "execute()",
-        ],
-    ),
-    (
-        {"Christopher Nolan": "ex:Christopher_Nolan"},
-        [
-            "add_fact(?film, ex:directed_by, Christopher Nolan)",
-            "add_fact(?film, ex:release_year, ?year)",
-            "add_filter(?year, <, 2015)",
-            "add_fact(?film, ex:runtime_minutes, ?minutes)",
-            "add_max(?minutes)",
-            "set_answer(?film)",
-            "execute()",
-        ],
-    ),
-    (
-        {"Christopher Nolan": "ex:Christopher_Nolan"},
-        [
-            "add_fact(?film, ex:directed_by, Christopher Nolan)",
-            "add_fact(?film, ex:cast, ?cast)",
-            "add_fact(?cast, ex:actor, ?actor)",
-            "add_count(?actor, ?n)",
-            "execute()",
-        ],
-    ),
-]
+MOVIES = movies_profile()
 
 
 def _summary(obs):  # what must be identical across backends
@@ -79,12 +39,13 @@ def movies_endpoint(virtuoso) -> SparqlEndpointKB:
     return SparqlEndpointKB(virtuoso.sparql_url, profile=MOVIES, graph=graph, timeout=30)
 
 
-@pytest.mark.parametrize("entities, program", MOVIE_PROGRAMS)
-def test_movie_sessions_identical(movies_endpoint, entities, program):
+@pytest.mark.parametrize("tour", KB_TOURS, ids=lambda tour: tour.title)
+def test_movie_sessions_identical(movies_endpoint, tour):
+    """The demo's tours (two hops, a filter and an argmax, a count through compound nodes)."""
     embedded = OxigraphKB.from_file(movies_path(), profile=MOVIES)
-    local = Session(embedded, entities)
-    remote = Session(movies_endpoint, entities)
-    for action in program:
+    local = Session(embedded, tour.entities)
+    remote = Session(movies_endpoint, tour.entities)
+    for action in tour.steps:
         a, b = local.run(action), remote.run(action)
         assert a.ok, a.text
         assert _summary(a) == _summary(b), action

@@ -10,14 +10,12 @@ import pytest
 from pyql.datasets import spider
 from pyql.datasets.paths import default_data_dir
 from pyql.errors import BackendUnavailableError
+from tests.conftest import require_data
 
 
 @pytest.fixture(scope="session")
-def spider_dir(pyql_data: Path) -> Path:
-    path = pyql_data / "spider"
-    if not (path / "dev.json").is_file():
-        pytest.skip(f"Spider data not found in {path}")
-    return path
+def spider_dir() -> Path:
+    return require_data("spider", "dev.json").parent
 
 
 @pytest.fixture(scope="session")

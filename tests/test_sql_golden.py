@@ -11,28 +11,8 @@ from collections.abc import Callable
 import pytest
 import sqlglot
 
-from pyql.sql import ColumnRef, Schema, Sql, TableInfo, program_to_sql
-
-CONCERT = Schema(
-    (
-        TableInfo(
-            "stadium", ["Stadium_ID", "Location", "Name", "Capacity", "Average"], ["Stadium_ID"]
-        ),
-        TableInfo("singer", ["Singer_ID", "Name", "Country", "Song_Name", "Age"], ["Singer_ID"]),
-        TableInfo(
-            "concert",
-            ["concert_ID", "concert_Name", "Stadium_ID", "Year"],
-            ["concert_ID"],
-            [("Stadium_ID", "stadium", "Stadium_ID")],
-        ),
-        TableInfo(
-            "singer_in_concert",
-            ["concert_ID", "Singer_ID"],
-            ["concert_ID", "Singer_ID"],
-            [("concert_ID", "concert", "concert_ID"), ("Singer_ID", "singer", "Singer_ID")],
-        ),
-    )
-)
+from pyql.sql import ColumnRef, Sql, program_to_sql
+from tests.support.sql import CONCERT, SQL_DIALECTS
 
 
 def _flights(airport: str) -> Sql:
@@ -288,17 +268,6 @@ def _cases() -> list[tuple[str, str, str]]:
 
 
 CASES = _cases()
-DIALECTS = (
-    "sqlite",
-    "postgres",
-    "duckdb",
-    "mysql",
-    "tsql",
-    "bigquery",
-    "snowflake",
-    "trino",
-    "spark",
-)
 
 
 #: BigQuery reads a dot inside a backtick-quoted name as a path (`No.` -> `No`.``); BigQuery
@@ -334,7 +303,7 @@ def test_golden_reparses_to_the_same_tree(case: str, dialect: str, expected: str
 
 def test_every_builder_and_dialect_is_covered() -> None:
     assert {c for c, _, _ in CASES} == set(BUILDERS)
-    multi = {c for c in BUILDERS if {d for cc, d, _ in CASES if cc == c} == set(DIALECTS)}
+    multi = {c for c in BUILDERS if {d for cc, d, _ in CASES if cc == c} == set(SQL_DIALECTS)}
     assert len(multi) >= 6  # each dialect: LIMIT, aggregation, WikiSQL header, ...
     assert {"wikisql_header", "top_n", "count_limit"} <= multi
 

@@ -46,39 +46,7 @@ from pyql.sql import (
     program_to_query,
     program_to_sql,
 )
-
-DIALECTS = (
-    "sqlite",
-    "postgres",
-    "duckdb",
-    "mysql",
-    "tsql",
-    "bigquery",
-    "snowflake",
-    "trino",
-    "spark",
-)
-
-CONCERT = Schema(
-    (
-        TableInfo("stadium", ["Stadium_ID", "Location", "Name", "Capacity"], ["Stadium_ID"]),
-        TableInfo("singer", ["Singer_ID", "Name", "Country", ("Age", "INTEGER")], ["Singer_ID"]),
-        TableInfo(
-            "concert",
-            ["concert_ID", "concert_Name", "Stadium_ID", "Year"],
-            ["concert_ID"],
-            [("Stadium_ID", "stadium", "Stadium_ID")],
-        ),
-        TableInfo(
-            "singer_in_concert",
-            ["concert_ID", "Singer_ID"],
-            foreign_keys=[
-                ("concert_ID", "concert", "concert_ID"),
-                ("Singer_ID", "singer", "Singer_ID"),
-            ],
-        ),
-    )
-)
+from tests.support.sql import CONCERT, SQL_DIALECTS
 
 
 def _sqlite(
@@ -237,7 +205,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", SQL_DIALECTS)
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_values_stay_inside_their_literal(dialect: str, value: str) -> None:
     sql = (
@@ -861,7 +829,7 @@ aggs = st.sampled_from([None, "None", "max", "MIN", "count", "SUM", "avg", "coun
     op=ops,
     value=values,
     agg=aggs,
-    dialect=st.sampled_from(DIALECTS),
+    dialect=st.sampled_from(SQL_DIALECTS),
 )
 def test_random_inputs_give_typed_errors_or_faithful_sql(
     table: str, column: str, answer: str, op: str, value: object, agg: str | None, dialect: str

@@ -13,14 +13,15 @@ from pyql.datasets import wikisql
 from pyql.datasets.wikisql import WikiSQLItem, WikiSQLTable, wikisql_execute
 from pyql.db import GuardError, SqlDB
 from pyql.program import Program
+from tests.conftest import require_data
+
+#: the header of dev-0's table (1-10015132-11), as the item and the built database hold it
+DEV0_HEADER = ("Player", "No.", "Nationality", "Position", "Years in Toronto", "School/Club Team")
 
 
 @pytest.fixture(scope="session")
-def wikisql_dir(pyql_data: Path) -> Path:
-    path = pyql_data / "wikisql"
-    if not (path / "dev.tables.jsonl.gz").is_file():
-        pytest.skip(f"WikiSQL data not found in {path}")
-    return path
+def wikisql_dir() -> Path:
+    return require_data("wikisql", "dev.tables.jsonl.gz").parent
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +57,7 @@ def test_tables_and_questions_load(
     assert first.question == "What position does the player who played for butler cc (ks) play?"
     assert first.table_id == "1-10015132-11"
     assert first.table == "table_1_10015132_11"
-    assert first.header == (
-        "Player",
-        "No.",
-        "Nationality",
-        "Position",
-        "Years in Toronto",
-        "School/Club Team",
-    )
+    assert first.header == DEV0_HEADER
     assert first.sql == {"sel": 3, "conds": [[5, 0, "Butler CC (KS)"]], "agg": 0}
     assert first.phase == 1
     with pytest.raises(ValidationError):  # frozen
@@ -101,14 +95,7 @@ def test_load_db_tables_and_headers(db: SqlDB, tables: dict[str, WikiSQLTable]) 
     assert len(names) == 2716
     assert set(names) == {t.name for t in tables.values()}
     info = db.schema(["table_1_10015132_11"]).table("table_1_10015132_11")
-    assert info.column_names == (
-        "Player",
-        "No.",
-        "Nationality",
-        "Position",
-        "Years in Toronto",
-        "School/Club Team",
-    )
+    assert info.column_names == DEV0_HEADER
     assert {c.raw_type for c in info.columns} == {"TEXT"}
     rows = db.execute(
         'SELECT "Position", "Years in Toronto" FROM table_1_10015132_11 '

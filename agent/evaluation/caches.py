@@ -43,9 +43,9 @@ import os
 import pickle
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyql.agent.llm import LLM, LLMReply, Message
 from pyql.db.base import DB
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["SqliteStore", "LLMCache", "CachedLLM", "QueryCache", "KBView", "DBView", "cache_key"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: bump when the stored value format changes (old entries are then simply missed)
 _FORMAT = 2
@@ -230,7 +231,36 @@ class QueryCache(SqliteStore):
         self.put(key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-class KBView(KB):
+class _View:
+    """What the per-question views share: the wrapped object, the cache and the cache identity."""
+
+    inner: Any
+    cache: QueryCache | None
+    identity: str
+
+    def _wrap(self, inner: Any, cache: QueryCache | None, identity: str) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.identity = identity or f"{type(inner).__name__}@{id(inner)}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def _cached(self, key_parts: tuple[Any, ...], kind: type[T], run: Callable[[], T]) -> T:
+        """The cached result (keyed by ``key_parts``) when it has the expected type, else run
+        and save it; without a cache the key is never computed."""
+        if self.cache is None:
+            return run()
+        key = cache_key(*key_parts)
+        hit = self.cache.load(key)
+        if isinstance(hit, kind):
+            return hit
+        result = run()
+        self.cache.save(key, result)
+        return result
+
+
+class KBView(_View, KB):
     """One question's view of a shared KB: its own ``query_count`` and an optional cache.
 
     Everything else (the store, thread safety, errors) is the wrapped KB's; ``close`` does not
@@ -239,73 +269,42 @@ class KBView(KB):
 
     def __init__(self, kb: KB, *, cache: QueryCache | None = None, identity: str = "") -> None:
         super().__init__(kb.profile)
-        self.inner = kb
-        self.cache = cache
-        self.identity = identity or f"{type(kb).__name__}@{id(kb)}"
-
-    def __repr__(self) -> str:
-        return f"KBView({self.inner!r})"
+        self._wrap(kb, cache, identity)
 
     def __len__(self) -> int:
         return len(self.inner)  # type: ignore[arg-type]
 
-    def _key(self, form: str, query: str) -> str:
-        return cache_key("kb", self.identity, self.profile.name, form, query)
+    def _key(self, form: str, query: str) -> tuple[str, ...]:
+        return ("kb", self.identity, self.profile.name, form, query)
 
     # ``select``/``ask`` of this view already refused updates and counted the query: the
     # wrapped KB's own hooks run the query (its ``query_count`` is not touched)
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
-        if self.cache is None:
-            return self.inner._select(query, timeout=timeout)
-        key = self._key("select", query)
-        hit = self.cache.load(key)
-        if isinstance(hit, ResultSet):
-            return hit
-        result = self.inner._select(query, timeout=timeout)
-        self.cache.save(key, result)
-        return result
+        return self._cached(self._key("select", query), ResultSet,
+                            lambda: self.inner._select(query, timeout=timeout))
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
-        if self.cache is None:
-            return self.inner._ask(query, timeout=timeout)
-        key = self._key("ask", query)
-        hit = self.cache.load(key)
-        if isinstance(hit, bool):
-            return hit
-        result = self.inner._ask(query, timeout=timeout)
-        self.cache.save(key, result)
-        return result
+        return self._cached(self._key("ask", query), bool,
+                            lambda: self.inner._ask(query, timeout=timeout))
 
     def close(self) -> None:
         """Nothing to release: the shared KB stays open."""
 
 
-class DBView(DB):
+class DBView(_View, DB):
     """One question's view of a shared :class:`~pyql.db.SqlDB`: its own ``query_count`` and an
     optional cache. The guard and the count are :class:`~pyql.db.DB`'s; the wrapped database
     runs the verified text, and answers ``schema`` and ``table_names``."""
 
     def __init__(self, db: DB, *, cache: QueryCache | None = None, identity: str = "") -> None:
         super().__init__(db.dialect)
-        self.inner = db
-        self.cache = cache
-        self.identity = identity or f"{type(db).__name__}@{id(db)}"
-
-    def __repr__(self) -> str:
-        return f"DBView({self.inner!r})"
+        self._wrap(db, cache, identity)
 
     # a query that reaches the engine counts on the shared database too (the verified text
     # passes its guard again): the database's count is the engine's work, hits excluded
     def _execute(self, text: str) -> ResultSet:
-        if self.cache is None:
-            return self.inner.execute(text)
-        key = cache_key("db", self.identity, text)
-        hit = self.cache.load(key)
-        if isinstance(hit, ResultSet):
-            return hit
-        result = self.inner.execute(text)
-        self.cache.save(key, result)
-        return result
+        return self._cached(("db", self.identity, text), ResultSet,
+                            lambda: self.inner.execute(text))
 
     def table_names(self) -> list[str]:
         return self.inner.table_names()

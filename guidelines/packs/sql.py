@@ -20,12 +20,7 @@ from typing import TypeVar
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import ANY, Guideline, on
 from pyql.guidelines.derive import arg_text, closest, fmt_list
-from pyql.guidelines.packs.kb.backend import (
-    backend_error_message,
-    is_query_rejection,
-    query_rejected_message,
-    timeout_message,
-)
+from pyql.guidelines.packs.kb.backend import BackendError, BackendTimeout, QueryRejected
 
 __all__ = [
     "UnknownSchemaName",
@@ -260,7 +255,15 @@ class ExecuteBeforeAnswer(Guideline):
                          "aggregation (None, MAX, MIN, COUNT, SUM, AVG)?")
 
 
-class DBBackendError(Guideline):
+class _OnTheDatabase:
+    """Makes a KB backend guideline (KB301-KB303) the SQL toolset's, about the database."""
+
+    toolsets = SQL
+    groups = ("sql", "backend")
+    backend = "database"
+
+
+class DBBackendError(_OnTheDatabase, BackendError):
     """The database failed to run the step: not an empty result.
 
     Bad:
@@ -272,18 +275,9 @@ class DBBackendError(Guideline):
 
     code = "DB301"
     name = "sql.backend_error"
-    needs = frozenset({"kb"})
-    triggers_on = on(kb="backend_error")
-    toolsets = SQL
-    groups = ("sql", "backend")
-
-    def check(self, feedback: Feedback) -> Hint | None:
-        if is_query_rejection(feedback):
-            return None  # DB303's case
-        return self.hint(backend_error_message(feedback, "database"), [feedback.action_text])
 
 
-class DBQueryRejected(Guideline):
+class DBQueryRejected(_OnTheDatabase, QueryRejected):
     """The database engine rejected the query the step built: a query error, not a server fault.
 
     The engine's own message is in the hint; repeating the action would fail the same way.
@@ -297,18 +291,9 @@ class DBQueryRejected(Guideline):
 
     code = "DB303"
     name = "sql.query_rejected"
-    needs = frozenset({"kb"})
-    triggers_on = on(kb="backend_error")
-    toolsets = SQL
-    groups = ("sql", "backend")
-
-    def check(self, feedback: Feedback) -> Hint | None:
-        if not is_query_rejection(feedback):
-            return None
-        return self.hint(query_rejected_message(feedback, "database"))
 
 
-class DBBackendTimeout(Guideline):
+class DBBackendTimeout(_OnTheDatabase, BackendTimeout):
     """The database timed out on the step: not an empty result.
 
     Bad:
@@ -320,13 +305,6 @@ class DBBackendTimeout(Guideline):
 
     code = "DB302"
     name = "sql.backend_timeout"
-    needs = frozenset({"kb"})
-    triggers_on = on(kb="timeout")
-    toolsets = SQL
-    groups = ("sql", "backend")
-
-    def check(self, feedback: Feedback) -> Hint | None:
-        return self.hint(timeout_message(feedback, "database"))
 
 
 GUIDELINES: list[type[Guideline]] = [

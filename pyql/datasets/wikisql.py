@@ -88,6 +88,7 @@ from sqlglot import exp
 
 from pyql.db import SqlDB
 from pyql.program import Call, Program
+from pyql.sql.session import sqlite_text
 from pyql.syntax import Atom, AtomKind, lex_atom
 
 __all__ = [
@@ -506,21 +507,8 @@ def _text_cell(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _sqlite_text(value)
+        return sqlite_text(value)
     return str(value).lower()
-
-
-def _sqlite_text(value: int | float) -> str:
-    """A number as SQLite renders it as text (``3`` -> ``'3'``, ``3.0`` -> ``'3.0'``)."""
-    if isinstance(value, int):
-        return str(value)
-    text = f"{value:.15g}"
-    if re.fullmatch(r"-?\d+", text):
-        return text + ".0"
-    if "e" in text and "." not in text.split("e")[0]:
-        mantissa, exponent = text.split("e")
-        return f"{mantissa}.0e{exponent}"
-    return text
 
 
 def _rank(value: Any) -> int:
@@ -616,7 +604,7 @@ def wikisql_execute(
         elif (
             types[col] != "real" and isinstance(value, (int, float)) and not isinstance(value, bool)
         ):
-            value = _sqlite_text(value)  # TEXT affinity applies to the bound number
+            value = sqlite_text(value)  # TEXT affinity applies to the bound number
         bound[col] = value
     tests = [(col, COND_OPS[op]) for col, op, _ in conds]
 

@@ -1,25 +1,12 @@
 """SPARQL query trees and their compiler."""
 
+from pyql.sparql import query
 from pyql.sparql.apply import apply_call, replay
 from pyql.sparql.compile import compile_query, render_term
-from pyql.sparql.query import (
-    Aggregate,
-    Extremum,
-    Filter,
-    Sparql,
-    TimeConstraint,
-    Triple,
-    TypeConstraint,
-)
+from pyql.sparql.query import *  # noqa: F403 - its __all__ is part of ours
 
 __all__ = [
-    "Sparql",
-    "Triple",
-    "TypeConstraint",
-    "Filter",
-    "TimeConstraint",
-    "Extremum",
-    "Aggregate",
+    *query.__all__,
     "compile_query",
     "apply_call",
     "replay",

@@ -7,25 +7,9 @@
 
 from __future__ import annotations
 
+from pyql.sql import query
 from pyql.sql.apply import SqlBuild, apply_call, atom_value, program_to_query, program_to_sql
-from pyql.sql.query import (
-    AGGREGATIONS,
-    LIKE_ESCAPE,
-    OPERATORS,
-    STAR,
-    Answer,
-    ColumnRef,
-    Condition,
-    Join,
-    Operand,
-    OrderKey,
-    SetOperation,
-    Sql,
-    Value,
-    escape_like,
-    normalise_aggregation,
-    normalise_operator,
-)
+from pyql.sql.query import *  # noqa: F403 - its __all__ is part of ours
 from pyql.sql.schema import (
     TYPE_CATEGORIES,
     ColumnInfo,
@@ -36,22 +20,7 @@ from pyql.sql.schema import (
 )
 
 __all__ = [
-    "Sql",
-    "ColumnRef",
-    "Condition",
-    "Answer",
-    "OrderKey",
-    "Join",
-    "SetOperation",
-    "Value",
-    "Operand",
-    "OPERATORS",
-    "AGGREGATIONS",
-    "LIKE_ESCAPE",
-    "STAR",
-    "escape_like",
-    "normalise_operator",
-    "normalise_aggregation",
+    *query.__all__,
     "Schema",
     "TableInfo",
     "ColumnInfo",

@@ -151,7 +151,7 @@ def parse_number(text: str) -> int | float | None:
     return int(first) if "." not in first else float(first)
 
 
-def _sqlite_text(value: int | float | Decimal) -> str:
+def sqlite_text(value: int | float | Decimal) -> str:
     """A number as SQLite renders it as text (``3`` -> ``'3'``, ``3.0`` -> ``'3.0'``)."""
     if isinstance(value, int):
         return str(value)
@@ -183,7 +183,7 @@ def coerce_value(value: Any, category: str | None) -> tuple[Any, str | None]:
             return value, None
         return number, f"read as the number {number}"
     if category == "text" and isinstance(value, (int, float, Decimal)):
-        text = _sqlite_text(value)
+        text = sqlite_text(value)
         return text, f"read as the text {text}"
     return value, None
 

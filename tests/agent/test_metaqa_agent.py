@@ -141,6 +141,15 @@ def injected(item: metaqa.MetaQAItem, mistake: str) -> tuple[list[str], int]:
     return replies(calls), at + 1
 
 
+def run_with_mistake(kb: OxigraphKB, questions: list[tuple[str, metaqa.MetaQAItem]],
+                     mistake: str, *, guidelines: bool | None
+                     ) -> tuple[metaqa.MetaQAItem, int, Result]:
+    """A two-hop question's gold run with ``mistake`` injected: (item, the mistake's step, run)."""
+    question, item = two_hop(questions)
+    script, n = injected(item, mistake)
+    return item, n, run(kb, question, item, script, guidelines=guidelines)
+
+
 HINTS = {"wrong_relation": "KB201", "missing_get_relation": "KB203", "invalid_action": "PY102",
          "wrong_arity": "PY104"}
 
@@ -148,9 +157,7 @@ HINTS = {"wrong_relation": "KB201", "missing_get_relation": "KB203", "invalid_ac
 @pytest.mark.parametrize("mistake", list(HINTS))
 def test_injected_mistake_gets_its_hint_and_the_run_recovers(
         kb: OxigraphKB, questions: list[tuple[str, metaqa.MetaQAItem]], mistake: str) -> None:
-    question, item = two_hop(questions)
-    script, n = injected(item, mistake)
-    result = run(kb, question, item, script, guidelines=True)
+    item, n, result = run_with_mistake(kb, questions, mistake, guidelines=True)
     hinted = [s for s in result.steps if s.hint is not None]
     assert [(s.n, s.hint) for s in hinted] == [(n, HINTS[mistake])]
     wrong = hinted[0]
@@ -171,9 +178,7 @@ RAW_ERRORS = {"invalid_action": "Error: unknown function 'search'",
 @pytest.mark.parametrize("mistake", list(HINTS))
 def test_injected_mistake_without_guidelines(
         kb: OxigraphKB, questions: list[tuple[str, metaqa.MetaQAItem]], mistake: str) -> None:
-    question, item = two_hop(questions)
-    script, n = injected(item, mistake)
-    result = run(kb, question, item, script, guidelines=None)
+    item, n, result = run_with_mistake(kb, questions, mistake, guidelines=None)
     wrong = result.steps[n - 1]
     assert all(s.hint is None for s in result.steps) and result.usage.guideline_triggers == {}
     assert "re-generate" not in wrong.observation

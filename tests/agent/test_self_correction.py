@@ -7,18 +7,12 @@ import pytest
 from pyql.agent import ScriptedLLM, StrategyConfig, build_strategy
 from pyql.agent.self_correction import FewShotSC, ZeroShotSC, sc_prompt
 from pyql.kb import OxigraphKB
-
-TRIPLES = (b"<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> "
-           b"<http://pyql.dev/metaqa/entity/William_Dieterle> .\n"
-           b"<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/written_by> "
-           b"<http://pyql.dev/metaqa/entity/Edward_Knoblock> .\n")
+from tests.agent.conftest import metaqa_kb
 
 
 @pytest.fixture()
 def kb() -> OxigraphKB:
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes(TRIPLES, format="ntriples")
-    return kb
+    return metaqa_kb("Kismet|directed_by|William Dieterle\nKismet|written_by|Edward Knoblock")
 
 
 def script() -> ScriptedLLM:

@@ -17,16 +17,12 @@ from pyql.agent import (
 )
 from pyql.agent.trajectory import Trajectory
 from pyql.kb import OxigraphKB
-
-TRIPLE = (b"<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> "
-          b"<http://pyql.dev/metaqa/entity/William_Dieterle> .")
+from tests.agent.conftest import metaqa_kb
 
 
 @pytest.fixture()
 def kb() -> OxigraphKB:
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes(TRIPLE, format="ntriples")
-    return kb
+    return metaqa_kb("Kismet|directed_by|William Dieterle")
 
 
 def test_queryagent_is_registered() -> None:

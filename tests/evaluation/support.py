@@ -14,23 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pyql.agent.evaluation.records import QuestionResult
-from tests.conftest import data_dir
+from tests.conftest import data_dir, require_data  # noqa: F401 - re-exported
 
 MINI_METAQA_QUESTIONS = 40
 MINI_WIKISQL_QUESTIONS = 60
 
 #: fields of a result that depend on wall-clock time
 TIMING = ("seconds", "llm_seconds")
-
-
-def require_data(*parts: str) -> Path:
-    path = data_dir().joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not found (set PYQL_DATA)")
-    return path
 
 
 def copy_run(src: Path, dst: Path) -> Path:

@@ -3,6 +3,8 @@ Session step sequences and building Feedback from case-file descriptions."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
 from pathlib import Path
@@ -23,6 +25,7 @@ from pyql.program import Call
 from pyql.results import ResultSet
 from pyql.session import Observation, Session
 from pyql.sql.session import SqlSession
+from tests.conftest import require_data
 
 __all__ = [
     "HERE",
@@ -36,6 +39,7 @@ __all__ = [
     "builtin",
     "run_steps",
     "build_feedback",
+    "webqsp_with_programs",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -44,6 +48,13 @@ FIXTURES = HERE / "fixtures"
 CASES = HERE / "cases"
 #: KB profile of each fixture (Freebase unless listed)
 FIXTURE_PROFILES = {"metaqa": "metaqa"}
+
+
+def webqsp_with_programs() -> list[dict[str, Any]]:
+    """The WebQSP test questions that have a PyQL program (the test is skipped without data)."""
+    path = require_data("freebase_questions", "WebQSP_test_processed.json.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [q for q in json.load(fh) if q.get("PyQL") not in (None, "", "null")]
 
 
 @cache

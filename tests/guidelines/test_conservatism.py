@@ -12,16 +12,13 @@
 
 from __future__ import annotations
 
-import gzip
 import itertools
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pyql import Program, Session
-from tests.guidelines.support import builtin, run_steps
+from tests.guidelines.support import builtin, run_steps, webqsp_with_programs
 
 METAQA = [
     # (question as in MetaQA dev, entity table, gold program, answers)
@@ -87,16 +84,8 @@ def test_metaqa_dataset_gold_programs_fire_nothing(pyql_data: Path) -> None:
     assert registry.stats.total == 0 and steps > 600
 
 
-def _webqsp(data: Path) -> list[dict[str, Any]]:
-    path = data / "freebase_questions" / "WebQSP_test_processed.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [q for q in json.load(fh) if q.get("PyQL") not in (None, "", "null")]
-
-
 def test_webqsp_gold_programs_fire_no_python_or_memory_guideline(pyql_data: Path) -> None:
-    questions = _webqsp(pyql_data)
+    questions = webqsp_with_programs()
     assert len(questions) > 1500
     registry = builtin().select(disable=[g.code for g in builtin() if "kb" in g.needs])
     fired: dict[str, tuple[str, str]] = {}
@@ -116,7 +105,7 @@ WITH_RESULTS = ["WebQTest-0", "WebQTest-6", "WebQTest-9", "WebQTest-12", "WebQTe
 
 
 def test_webqsp_gold_programs_with_results_fire_nothing(pyql_data: Path) -> None:
-    by_id = {q["qid"]: q for q in _webqsp(pyql_data)}
+    by_id = {q["qid"]: q for q in webqsp_with_programs()}
     for qid in WITH_RESULTS:
         q = by_id[qid]
         program = [str(c) for c in Program.parse(q["PyQL"])]

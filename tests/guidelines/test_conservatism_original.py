@@ -11,28 +11,17 @@
 
 from __future__ import annotations
 
-import gzip
 import itertools
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pyql import Program, Session
 from pyql.guidelines import Registry
 from pyql.guidelines.packs.original import GUIDELINES
-from tests.guidelines.support import builtin, run_steps
+from tests.guidelines.support import builtin, run_steps, webqsp_with_programs
 
 SPARQL_ORIGINAL = [g for g in GUIDELINES if "sparql" in g.groups]
-
-
-def _webqsp(data: Path) -> list[dict[str, Any]]:
-    path = data / "freebase_questions" / "WebQSP_test_processed.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [q for q in json.load(fh) if q.get("PyQL") not in (None, "", "null")]
 
 
 def _explored(program: list[str]) -> tuple[list[str], int]:
@@ -49,7 +38,7 @@ def _explored(program: list[str]) -> tuple[list[str], int]:
 
 
 def test_webqsp_author_programs_with_the_original_checks(pyql_data: Path) -> None:
-    questions = _webqsp(pyql_data)
+    questions = webqsp_with_programs()
     assert len(questions) > 1500
     registry = Registry.from_classes(
         [type(g) for g in builtin() if "kb" not in g.needs] + SPARQL_ORIGINAL)

@@ -1,10 +1,13 @@
 """Backend failures (KB errors and timeouts), told apart from empty results.
 
 When the server fails, the step was not applied and nothing is known about the action: the hint
-says so and never advises changing a relation.
+says so and never advises changing a relation. The SQL pack's DB301-DB303 are these guidelines
+with the database as the backend.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
@@ -48,7 +51,16 @@ def timeout_message(feedback: Feedback, what: str = "KB") -> str:
             "entity or adding a more specific constraint first, or repeat the action.")
 
 
-class BackendError(Guideline):
+class _BackendFailure(Guideline):
+    """What the backend guidelines share; ``backend`` names the failing server in the hint."""
+
+    needs = frozenset({"kb"})
+    toolsets = SPARQL
+    groups = ("sparql", "backend")
+    backend: ClassVar[str] = "KB"
+
+
+class BackendError(_BackendFailure):
     """The KB failed to run the step (server down, query rejected): not an empty result.
 
     Bad:
@@ -60,18 +72,15 @@ class BackendError(Guideline):
 
     code = "KB301"
     name = "kb.backend_error"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="backend_error")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
 
     def check(self, feedback: Feedback) -> Hint | None:
         if is_query_rejection(feedback):
-            return None  # KB303's case
-        return self.hint(backend_error_message(feedback), [feedback.action_text])
+            return None  # the query-rejected guideline's case (KB303, DB303)
+        return self.hint(backend_error_message(feedback, self.backend), [feedback.action_text])
 
 
-class QueryRejected(Guideline):
+class QueryRejected(_BackendFailure):
     """The KB engine rejected the query the step built: a query error, not a server fault.
 
     The engine's own message is in the hint; repeating the action would fail the same way.
@@ -85,18 +94,15 @@ class QueryRejected(Guideline):
 
     code = "KB303"
     name = "kb.query_rejected"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="backend_error")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
 
     def check(self, feedback: Feedback) -> Hint | None:
         if not is_query_rejection(feedback):
             return None
-        return self.hint(query_rejected_message(feedback))
+        return self.hint(query_rejected_message(feedback, self.backend))
 
 
-class BackendTimeout(Guideline):
+class BackendTimeout(_BackendFailure):
     """The KB timed out on the step: not an empty result.
 
     Bad:
@@ -108,10 +114,7 @@ class BackendTimeout(Guideline):
 
     code = "KB302"
     name = "kb.backend_timeout"
-    needs = frozenset({"kb"})
     triggers_on = on(kb="timeout")
-    toolsets = SPARQL
-    groups = ("sparql", "backend")
 
     def check(self, feedback: Feedback) -> Hint | None:
-        return self.hint(timeout_message(feedback))
+        return self.hint(timeout_message(feedback, self.backend))

@@ -32,7 +32,11 @@ __all__ = [
 ]
 
 
-def _empty_fact(feedback: Feedback) -> tuple[str, list[tuple[str, str, Relations | None]]] | None:
+#: (role, node, its fetched relations or None) of a node of an add_fact
+EmptyFactNode = tuple[str, str, Relations | None]
+
+
+def _empty_fact(feedback: Feedback) -> tuple[str, list[EmptyFactNode]] | None:
     """(relation, [(role, node, fetched relations or None), ...]) of an add_fact with an empty
     result that this step caused; None otherwise."""
     if feedback.kb.unconstrained or len(feedback.args) != 3:
@@ -70,7 +74,25 @@ def _bound_other_note(feedback: Feedback, other: object) -> str:
             "for those same values; if it is about something else, use a new variable.")
 
 
-class EmptyFactUnlistedRelation(Guideline):
+class _EmptyFact(Guideline):
+    """The add_fact guidelines of an empty result that the step caused (see ``_empty_fact``)."""
+
+    needs = frozenset({"kb", "memory"})
+    triggers_on = on("add_fact", kb="empty")
+    toolsets = SPARQL
+    groups = ("sparql", "fact", "empty", "paper")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        found = _empty_fact(feedback)
+        return None if found is None else self.check_empty(feedback, *found)
+
+    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                    ) -> Hint | None:
+        """The hint for an add_fact of ``relation`` whose known ``nodes`` gave no result."""
+        raise NotImplementedError
+
+
+class EmptyFactUnlistedRelation(_EmptyFact):
     """add_fact yields an empty result and its relation is not among its nodes' fetched relations.
 
     get_relation has been invoked for the head/tail, but the chosen relation is not one of
@@ -88,16 +110,9 @@ class EmptyFactUnlistedRelation(Guideline):
 
     code = "KB201"
     name = "kb.empty_fact_unlisted_relation"
-    needs = frozenset({"kb", "memory"})
-    triggers_on = on("add_fact", kb="empty")
-    toolsets = SPARQL
-    groups = ("sparql", "fact", "empty", "paper")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        found = _empty_fact(feedback)
-        if found is None:
-            return None
-        relation, nodes = found
+    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                    ) -> Hint | None:
         fetched = [(n, rels) for _, n, rels in nodes if rels is not None]
         if not fetched or any(relation in rels for _, rels in fetched):
             return None
@@ -116,7 +131,7 @@ class EmptyFactUnlistedRelation(Guideline):
         )
 
 
-class EmptyFactListedRelation(Guideline):
+class EmptyFactListedRelation(_EmptyFact):
     """add_fact yields an empty result although its relation was listed by get_relation.
 
     The relation exists for the node, but the triple cannot match together with the rest of the
@@ -134,16 +149,9 @@ class EmptyFactListedRelation(Guideline):
 
     code = "KB202"
     name = "kb.empty_fact_listed_relation"
-    needs = frozenset({"kb", "memory"})
-    triggers_on = on("add_fact", kb="empty")
-    toolsets = SPARQL
-    groups = ("sparql", "fact", "empty", "paper")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        found = _empty_fact(feedback)
-        if found is None:
-            return None
-        relation, nodes = found
+    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                    ) -> Hint | None:
         listed = [(role, n, rels) for role, n, rels in nodes
                   if rels is not None and relation in rels]
         if not listed:
@@ -164,7 +172,7 @@ class EmptyFactListedRelation(Guideline):
         )
 
 
-class EmptyFactUnexplored(Guideline):
+class EmptyFactUnexplored(_EmptyFact):
     """add_fact yields an empty result and get_relation has not been invoked for its nodes.
 
     The relation was not chosen from a relation list: query the relations first.
@@ -178,16 +186,9 @@ class EmptyFactUnexplored(Guideline):
 
     code = "KB203"
     name = "kb.empty_fact_unexplored"
-    needs = frozenset({"kb", "memory"})
-    triggers_on = on("add_fact", kb="empty")
-    toolsets = SPARQL
-    groups = ("sparql", "fact", "empty", "paper")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        found = _empty_fact(feedback)
-        if found is None:
-            return None
-        relation, nodes = found
+    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                    ) -> Hint | None:
         if any(rels is not None for _, _, rels in nodes):
             return None
         names = [n for _, n, _ in nodes]
