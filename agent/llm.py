@@ -54,7 +54,7 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.deadline import Deadline, DeadlineExceeded, call_within, within
+from pyql.deadline import Deadline, DeadlineExceeded, call_within, earliest, within
 from pyql.deadline import current as current_deadline
 from pyql.retrying import RetryPolicy, Transient, retry_call
 
@@ -366,11 +366,8 @@ class _OpenAIBase:
 
     def _budget(self) -> Deadline:
         """The deadline of one call: the context's, cut to this client's ``deadline``."""
-        scope = current_deadline()
         own = Deadline(self.deadline) if self.deadline is not None else None
-        if own is None:
-            return scope if scope is not None else Deadline(_UNBOUNDED)
-        return own if scope is None or own.end <= scope.end else scope
+        return earliest(current_deadline(), own) or Deadline(_UNBOUNDED)
 
 
 def _error_message(exc: Any) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-__all__ = ["Deadline", "DeadlineExceeded", "call_within", "current", "within"]
+__all__ = ["Deadline", "DeadlineExceeded", "call_within", "current", "earliest", "within"]
 
 _T = TypeVar("_T")
 Clock = Callable[[], float]
@@ -84,6 +84,17 @@ class Deadline:
         """``timeout`` cut to the time left (``None``: the time left)."""
         left = self.remaining()
         return left if timeout is None else min(float(timeout), left)
+
+
+def earliest(*deadlines: Deadline | None) -> Deadline | None:
+    """The deadline that ends first (``None`` entries ignored; ``None`` if there is none).
+
+    >>> a, b = Deadline(5), Deadline(50)
+    >>> earliest(None, b, a) is a, earliest(None) is None
+    (True, True)
+    """
+    present = [d for d in deadlines if d is not None]
+    return min(present, key=lambda d: d.end) if present else None
 
 
 def current() -> Deadline | None:

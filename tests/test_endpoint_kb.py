@@ -495,6 +495,15 @@ def test_the_deadline_covers_the_retries(fake: FakeEndpoint) -> None:
     assert len(fake.requests) == 2
 
 
+def test_a_closed_kb_refuses_queries(fake: FakeEndpoint) -> None:
+    fake.script()
+    with fake_kb(fake) as kb:
+        assert kb.select(ALL_TRIPLES).is_empty
+    with pytest.raises(BackendUnavailableError, match="closed"):
+        kb.select(ALL_TRIPLES)
+    assert len(fake.requests) == 1
+
+
 def test_a_slow_but_timely_answer_is_read_whole() -> None:
     server = SlowSender(interval=0.01, chunk=400)
     try:

@@ -154,3 +154,23 @@ def test_gated_llm_rate_limit_closes_the_gate_for_retry_after() -> None:
     reply = llm.complete([{"role": "user", "content": "q"}])
     assert reply.text == "ok" and reply.retries == 1
     assert gate.trips == 1 and clock.now == pytest.approx(12.0)
+
+
+def test_gated_llm_has_a_deadline_per_call_by_default() -> None:
+    # a hung server times out every attempt; without a question deadline the call still ends
+    clock = Clock()
+    gate = RateGate(clock=clock, sleep=clock.sleep)
+
+    class Hung:
+        model = "hung"
+
+        def complete(self, messages: object, *, stop: object = None, tools: object = None
+                     ) -> object:
+            clock.now += 30.0  # one attempt's timeout
+            raise LLMTimeoutError("no reply within 30s", model="hung", timeout=30.0)
+
+    with pytest.raises(LLMTimeoutError):
+        GatedLLM(Hung(), gate, rng=random.Random(0)).complete([])
+    assert clock.now <= 61.0  # the default 60 s per call (two attempts and a backoff)
+    with pytest.raises(ValueError):
+        GatedLLM(Hung(), gate, deadline=0)

@@ -50,7 +50,8 @@ from pyql.agent.errors import (
     LLMTimeoutError,
 )
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
-from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
+from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, ToolCall
+from pyql.deadline import Deadline, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
@@ -145,9 +146,9 @@ class GatedLLM:
 
     ``max_retries`` bounds the retries of one call (rate limits and server errors together);
     a ``retry_after`` longer than ``max_retry_after`` is not waited for (the error is raised).
-    Retries go through :func:`pyql.retrying.retry_call` and stop at the context's deadline
-    (:func:`pyql.deadline.within`: the question's budget), so a failing server costs a question
-    seconds, not minutes.
+    Retries go through :func:`pyql.retrying.retry_call` and stop at ``deadline`` seconds per
+    call, or earlier at the context's deadline (:func:`pyql.deadline.within`: the question's
+    budget), so a hung or failing server costs a question at most a minute by default.
     """
 
     def __init__(
@@ -159,8 +160,11 @@ class GatedLLM:
         backoff_base: float = 1.0,
         backoff_max: float = 30.0,
         max_retry_after: float = 600.0,
+        deadline: float | None = DEFAULT_DEADLINE,
         rng: random.Random | None = None,
     ) -> None:
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be positive, got {deadline!r}")
         self.llm = llm
         self.gate = gate
         self.model = getattr(llm, "model", "")
@@ -168,6 +172,7 @@ class GatedLLM:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
+        self.deadline = deadline
         self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
                                    backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._rng = rng or random.Random()
@@ -186,7 +191,9 @@ class GatedLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> LLMReply:
         start = self.gate.clock()
-        deadline = current_deadline()
+        deadline = earliest(current_deadline(),
+                            None if self.deadline is None
+                            else Deadline(self.deadline, clock=self.gate.clock))
         if deadline is not None and deadline.expired:
             raise LLMTimeoutError(f"{self.model}: the {deadline.seconds:g}s deadline has passed",
                                   model=self.model, attempts=0, elapsed=deadline.elapsed(),

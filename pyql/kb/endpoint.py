@@ -158,6 +158,7 @@ class SparqlEndpointKB(KB):
         if user is not None:
             kind = httpx2.DigestAuth if auth == "digest" else httpx2.BasicAuth
             credentials = kind(user, password or "")
+        self._closed = False
         self._client = httpx2.Client(
             auth=credentials,
             headers={"Accept": _ACCEPT, "User-Agent": _AGENT, **self.headers},
@@ -169,7 +170,8 @@ class SparqlEndpointKB(KB):
         return f"SparqlEndpointKB({self.url!r}, profile={self.profile.name!r}{graph})"
 
     def close(self) -> None:
-        """Close the pooled HTTP connections (the KB stays usable: they reopen on demand)."""
+        """Close the pooled HTTP connections; a query afterwards is a BackendUnavailableError."""
+        self._closed = True
         self._client.close()
 
     # -- KB contract -------------------------------------------------------------------------
@@ -219,6 +221,8 @@ class SparqlEndpointKB(KB):
 
     def _run(self, query: str, deadline: Deadline) -> dict[str, Any]:
         """The decoded JSON of a successful request, retrying transient failures."""
+        if self._closed:
+            raise self._error(BackendUnavailableError, "the KB was closed", query)
 
         def attempt() -> dict[str, Any]:
             left = deadline.remaining()
