@@ -54,11 +54,12 @@ from pyql.errors import QueryError
 from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
-from pyql.program import Call
+from pyql.program import Alias, Call, Program
 from pyql.resolve import Context
 from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_counts, compile_labels, compile_relations
+from pyql.syntax import Atom, AtomKind
 from pyql.terms import BlankNode, Entity, Literal, Var
 
 __all__ = [
@@ -99,6 +100,8 @@ def _session_class(backend: Any) -> type[Session]:
 @dataclass
 class _KBOutcome(Outcome):
     query: Sparql | None = None
+    #: calls the step implies before it (recorded in the program, e.g. a walk's set_answer)
+    implied: tuple[Call, ...] = ()
 
 
 class KBSession(Session):
@@ -135,6 +138,8 @@ class KBSession(Session):
     def _reset_state(self) -> None:
         self.query = Sparql(profile=self.profile, entities=self.entities,
                             extremum_mode=self._extremum_mode)  # type: ignore[arg-type]
+        #: relate() was used: execute() then answers with the node the walk reached
+        self._walking = False
 
     def _initial_memory(self) -> Memory:
         return Memory(entities=dict(self.entities))
@@ -153,6 +158,54 @@ class KBSession(Session):
     def _query_text(self) -> str:
         return self.query.to_sparql() if not self.query.is_empty else ""
 
+    # -- the original MetaQA walk (relate / get_relation()) ---------------------------------------
+    def _expand_alias(self, alias: Alias, call: Call) -> Call:
+        """``relate(r)`` and ``get_relation()`` of the original MetaQA environment
+        (ag_src/meta_src/wikienv_meta.py:67-90) as canonical calls from the *current node*: the
+        first linked entity, then the node the last ``add_fact`` reached.
+
+        ``relate(r)`` is ``add_fact(current, r, ?eN)``, or ``add_fact(?eN, r, current)`` when
+        the current node has ``r`` only backward (the original walks a relation in both
+        directions: from the writers back to their films). A relation the node does not have is
+        written forward, so it gets the KB's usual feedback (an empty result, the ERASER hint).
+        """
+        current = self.current_node()
+        if current is None:
+            raise QueryError(f"{call.name}(): no current entity (no entity was linked)",
+                             code="no_current_entity")
+        if call.name == "get_relation":
+            return Call(name="get_relation", args=(current,))
+        relation = call.args[0]
+        new = Atom(AtomKind.VAR, self._fresh_walk_var())
+        relations, _ = self._get_relation(resolve_args(Call(name="get_relation", args=(current,)),
+                                                       self.context)[0])
+        assert relations.relations is not None
+        backward = (relation.value not in relations.relations.forward
+                    and relation.value in relations.relations.backward)
+        self._walking = True
+        args = (new, relation, current) if backward else (current, relation, new)
+        return Call(name="add_fact", args=args)
+
+    def current_node(self) -> Atom | None:
+        """Where a walk stands: the first linked entity, then the node the last ``add_fact`` of
+        the program reached (its newest variable)."""
+        topic = next(iter(self.entities.values()), None)
+        node = Atom(AtomKind.NAME, topic) if topic is not None else None
+        seen: set[str] = set()
+        for call in self.program.calls:
+            if call.name != "add_fact":
+                continue
+            new = [a for a in (call.args[0], call.args[2])
+                   if a.kind is AtomKind.VAR and a.value not in seen]
+            seen.update(a.value for a in new)
+            if new:
+                node = new[-1]
+        return node
+
+    def _fresh_walk_var(self) -> str:
+        taken = {v.name for v in self.query.variables}
+        return next(f"e{i}" for i in range(1, len(taken) + 2) if f"e{i}" not in taken)
+
     # -- the step hooks -------------------------------------------------------------------------
     def _resolve(self, call: Call) -> tuple[tuple[Any, ...], list[str]]:
         resolved = resolve_args(call, self.context)
@@ -164,6 +217,10 @@ class KBSession(Session):
             kb, memory = self._get_relation(resolved[0])
             return _KBOutcome(kb=kb, memory=memory)
         if name == "execute":
+            implied = self._walk_answer()
+            if implied is not None:  # the original MetaQA: the answer is where the walk stands
+                query = self.query.set_answer(Var(implied.args[0].value))
+                return _KBOutcome(kb=self._execute(query), query=query, implied=(implied,))
             return _KBOutcome(kb=self._execute())
         query = getattr(self.query, name)(*resolved)
         kb = self._observe(query)
@@ -176,10 +233,25 @@ class KBSession(Session):
         )
         return _KBOutcome(kb=kb, memory=memory, query=query)
 
+    def _walk_answer(self) -> Call | None:
+        """``set_answer(current)`` when a relate() walk ends in execute() with no answer set."""
+        query = self.query
+        if not self._walking or query.answer is not None or query.aggregate is not None:
+            return None
+        node = self.current_node()
+        if node is None or node.kind is not AtomKind.VAR:
+            return None
+        return Call(name="set_answer", args=(node,))
+
     def _commit(self, call: Call, outcome: Outcome) -> None:
         query = getattr(outcome, "query", None)
         if query is not None:
             self.query = query
+        implied = getattr(outcome, "implied", ())
+        if implied:  # recorded before the call, so that the program replays as it ran
+            self.program = Program(calls=(*self.program.calls, *implied), tools=self.tools)
+            self.memory = self.memory.with_(calls=(*self.memory.calls, *implied),
+                                            answer=str(query.answer) if query else None)
 
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
         kb = feedback.kb
@@ -286,8 +358,8 @@ class KBSession(Session):
         row = rs.rows[0] if rs.rows else ()
         return {v.name: int(c.lexical) for v, c in zip(shown, row) if isinstance(c, Literal)}
 
-    def _execute(self) -> KBFeedback:
-        query = self.query
+    def _execute(self, query: Sparql | None = None) -> KBFeedback:
+        query = self.query if query is None else query
         if query.is_empty:
             raise QueryError("execute: the query is empty; add facts first", code="empty_query")
         answer = query.aggregate.new_var if query.aggregate else query.answer
