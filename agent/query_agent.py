@@ -195,7 +195,10 @@ class QueryAgent:
     ranker (``"bm25"`` by default), the argmax semantics (``extremum_mode``: ``"ties"`` or
     ``"limit"``), and how the loop shows its history, bounds the prompt and ends without
     ``execute()`` — ``preset="paper"`` is the original code's setting for the dataset
-    (``docs/paper_preset.md``).
+    (``docs/paper_preset.md``). On a KB the preset also sets the original environment's silent
+    semantics (:class:`~pyql.session.KBSession` options ``exclude_topic`` and
+    ``relation_filter``); ``exclude_topic=`` / ``relation_filter=`` override it (``"off"``
+    turns either off), and ``session_options`` override everything.
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -235,6 +238,8 @@ class QueryAgent:
         preset: str | Preset | None = None,
         dataset: str | None = None,
         extremum_mode: str | None = None,
+        exclude_topic: str | None = None,
+        relation_filter: str | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -248,8 +253,17 @@ class QueryAgent:
         if isinstance(ranker, _Default):
             ranker = self.preset.ranker
         extremum_mode = extremum_mode or self.preset.extremum_mode
-        if extremum_mode != "ties" and isinstance(backend, KB):
-            session_options = {"extremum_mode": extremum_mode, **(session_options or {})}
+        if isinstance(backend, KB):  # the preset's KB semantics; session_options still win
+            preset_options: dict[str, Any] = {}
+            if extremum_mode != "ties":
+                preset_options["extremum_mode"] = extremum_mode
+            exclude_topic = exclude_topic or self.preset.exclude_topic
+            if exclude_topic != "off":
+                preset_options["exclude_topic"] = exclude_topic
+            relation_filter = relation_filter or self.preset.relation_filter
+            if relation_filter not in (None, "off"):
+                preset_options["relation_filter"] = relation_filter
+            session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend
         self.mode: Mode = mode
@@ -295,7 +309,7 @@ class QueryAgent:
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """The LLM stand-in of ``--llm spec`` for one evaluation item (an
         :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
         program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
@@ -303,7 +317,9 @@ class QueryAgent:
         all) injected at ``RATE``
         (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
         question's seed). An item without a program gets an LLM that fails when asked (the
-        question's error). Both read each step's record through their ``observe(step)``."""
+        question's error). Both read each step's record through their ``observe(step)``.
+        Under ``preset="paper"``, ``gold`` replays the item's program in the original's own
+        spelling when it has one (``meta["paper_program"]``: MetaQA's ``relate`` walk)."""
         from pyql.agent.evaluation.specs import (
             GoldLLM,
             LLMSpecError,
@@ -318,7 +334,8 @@ class QueryAgent:
         if item.program is None:
             return GoldLLM(None, tools=item.tools, model=kind, reason=no_program_reason(item))
         if kind == "gold":
-            return GoldLLM(item.program, tools=item.tools)
+            paper = item.meta.get("paper_program") if preset == "paper" else None
+            return GoldLLM(paper or item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
         rate, types = noisy_spec(arg)

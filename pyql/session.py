@@ -54,6 +54,7 @@ from pyql.errors import QueryError
 from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
+from pyql.profiles import RelationFilter, get_relation_filter
 from pyql.program import Alias, Call, Program
 from pyql.resolve import Context
 from pyql.sparql import Sparql
@@ -105,7 +106,22 @@ class _KBOutcome(Outcome):
 
 
 class KBSession(Session):
-    """A KB environment for one question. See the module docstring."""
+    """A KB environment for one question. See the module docstring.
+
+    Options beyond the module docstring's: ``max_values`` values shown per variable,
+    ``row_cap`` rows read per observation, ``max_relations`` relations per direction,
+    ``timeout`` per query, ``extremum_mode`` (``ties`` | ``limit``: the original's
+    ``ORDER BY ... LIMIT 1``), and two silent semantics of the original QueryAgent environment
+    (off by default, on in the ``paper`` preset; docs/paper_preset.md):
+
+    - ``exclude_topic``: ``answer`` keeps the answer variable apart from the linked entities
+      (the original's ``set_answer`` added ``FILTER(?ans != mid)`` on Freebase); ``nodes``
+      keeps every variable apart from them (the original MetaQA walk dropped the topic entity
+      at every hop).
+    - ``relation_filter``: a :data:`~pyql.profiles.RELATION_FILTERS` name (``webqsp``,
+      ``grailqa``, ``graphq``): the administrative relations the original hid from
+      ``get_relation``.
+    """
 
     tools = "sparql"
 
@@ -120,6 +136,8 @@ class KBSession(Session):
         max_relations: int | None = None,
         timeout: float | None = None,
         extremum_mode: str = "ties",
+        exclude_topic: str = "off",
+        relation_filter: str | RelationFilter | None = None,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -130,6 +148,9 @@ class KBSession(Session):
         self.max_relations = max_relations
         self.timeout = timeout
         self._extremum_mode = extremum_mode
+        self._exclude_topic = exclude_topic
+        self.relation_filter = (get_relation_filter(relation_filter)
+                                if relation_filter is not None else None)
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
@@ -137,7 +158,8 @@ class KBSession(Session):
     # -- state ----------------------------------------------------------------------------------
     def _reset_state(self) -> None:
         self.query = Sparql(profile=self.profile, entities=self.entities,
-                            extremum_mode=self._extremum_mode)  # type: ignore[arg-type]
+                            extremum_mode=self._extremum_mode,  # type: ignore[arg-type]
+                            exclude_topic=self._exclude_topic)  # type: ignore[arg-type]
         #: relate() was used: execute() then answers with the node the walk reached
         self._walking = False
 
@@ -302,9 +324,12 @@ class KBSession(Session):
                     found[side].add(cell.iri)
         hidden = self.profile.hidden_relations
         compact = self.profile.compact
-        relations = Relations(
-            forward=tuple(compact(iri) for iri in sorted(found["forward"] - hidden)),
-            backward=tuple(compact(iri) for iri in sorted(found["backward"] - hidden)))
+        drop = self.relation_filter
+        forward, backward = (
+            tuple(name for name in map(compact, sorted(found[side] - hidden))
+                  if drop is None or not drop.hides(name))
+            for side in ("forward", "backward"))
+        relations = Relations(forward=forward, backward=backward)
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))

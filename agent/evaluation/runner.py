@@ -894,7 +894,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
             provider = build_provider(config.llm, base_url=config.base_url, seed=config.seed,
                                       strategy=config.strategy, gate=gate, llm_cache=llm_cache,
                                       openai_options=_client_options(config),
-                                      max_retries=config.max_retries)
+                                      max_retries=config.max_retries, preset=config.preset)
         except (LLMAuthError, LLMModelNotFoundError, LLMSpecError,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc
