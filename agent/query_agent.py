@@ -427,6 +427,7 @@ class QueryAgent:
                 self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
         usage = Usage()
+        labels_before = getattr(backend, "label_query_count", None)
         prompt_tokens: _PromptTokens | None = None
         steps: list[Step] = []
         finished = False
@@ -513,7 +514,11 @@ class QueryAgent:
         program = getattr(session, "program", None)
         if program is None:
             program = Program(tools=self.profile.tools)
-        usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
+        labels_after = getattr(backend, "label_query_count", None)
+        label_queries = (labels_after - labels_before if isinstance(labels_after, int)
+                         and isinstance(labels_before, int) else 0)
+        usage = usage.model_copy(update={"seconds": time.perf_counter() - started,
+                                         "label_queries": label_queries})
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name,
             profile=self.profile.name, mode=self.mode,

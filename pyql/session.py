@@ -451,7 +451,7 @@ class KBSession(Session):
         if missing and profile.label_predicates:
             text = compile_labels(missing, profile)
             found: dict[str, str] = {}
-            for e, label in self.kb.select(text, timeout=self.timeout).rows:
+            for e, label in self.kb.select(text, timeout=self.timeout, purpose="label").rows:
                 if not isinstance(label, Literal) or not isinstance(e, Entity):
                     continue
                 if profile.label_lang and label.lang and not label.lang.lower().startswith(profile.label_lang):

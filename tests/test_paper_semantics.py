@@ -109,3 +109,20 @@ def test_get_relation_hides_the_filtered_relations(freebase: OxigraphKB) -> None
     filtered = Session(freebase, KIM, relation_filter="webqsp").run("get_relation(m.03_r3)")
     assert "type.object.type" not in filtered.relations.forward
     assert set(filtered.relations.forward) == set(shown.forward) - {"type.object.type"}
+
+
+# -- QPQ as the paper counts it ----------------------------------------------------------------------
+
+def test_label_lookups_are_counted_apart(freebase: OxigraphKB) -> None:
+    from pyql.agent import QueryAgent, ScriptedLLM
+
+    queries, labels = freebase.query_count, freebase.label_query_count
+    session = Session(freebase, KIM)
+    session.run("add_fact(m.03_r3, location.country.languages_spoken, ?l)")  # shows names
+    assert freebase.label_query_count - labels == 1
+    assert freebase.query_count - queries == 2  # the observation and its labels
+    llm = ScriptedLLM(["Thought 1 : t\nAction 1 : add_fact(m.03_r3, location.country."
+                       "languages_spoken, ?l)", "Thought 2 : t\nAction 2 : execute()"])
+    result = QueryAgent(llm, freebase, guidelines=None, ranker="bm25").run("q", KIM)
+    assert result.usage.label_queries >= 1
+    assert result.usage.kb_queries > result.usage.label_queries
