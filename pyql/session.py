@@ -188,8 +188,10 @@ class KBSession(Session):
 
         ``relate(r)`` is ``add_fact(current, r, ?eN)``, or ``add_fact(?eN, r, current)`` when
         the current node has ``r`` only backward (the original walks a relation in both
-        directions: from the writers back to their films). A relation the node does not have is
-        written forward, so it gets the KB's usual feedback (an empty result, the ERASER hint).
+        directions: from the writers back to their films). When the node has ``r`` both ways,
+        the walk goes on away from where it came from: backward from a node reached forward (as
+        a tail), forward otherwise. A relation the node does not have is written forward, so it
+        gets the KB's usual feedback (an empty result, the ERASER hint).
         """
         current = self.current_node()
         if current is None:
@@ -202,8 +204,12 @@ class KBSession(Session):
         relations, _ = self._get_relation(resolve_args(Call(name="get_relation", args=(current,)),
                                                        self.context)[0])
         assert relations.relations is not None
-        backward = (relation.value not in relations.relations.forward
-                    and relation.value in relations.relations.backward)
+        forward = relation.value in relations.relations.forward
+        backward = relation.value in relations.relations.backward
+        if forward and backward:
+            # both ways (MetaQA names entities by label: a few names are both a person and a
+            # film): walk on through the node, away from where the walk came from
+            backward = self._reached_as_tail()
         self._walking = True
         args = (new, relation, current) if backward else (current, relation, new)
         return Call(name="add_fact", args=args)
@@ -211,18 +217,26 @@ class KBSession(Session):
     def current_node(self) -> Atom | None:
         """Where a walk stands: the first linked entity, then the node the last ``add_fact`` of
         the program reached (its newest variable)."""
+        return self._walk_position()[0]
+
+    def _reached_as_tail(self) -> bool:
+        return self._walk_position()[1]
+
+    def _walk_position(self) -> tuple[Atom | None, bool]:
+        """The current node, and whether the walk reached it as a tail (forward)."""
         topic = next(iter(self.entities.values()), None)
         node = Atom(AtomKind.NAME, topic) if topic is not None else None
+        as_tail = False
         seen: set[str] = set()
         for call in self.program.calls:
             if call.name != "add_fact":
                 continue
-            new = [a for a in (call.args[0], call.args[2])
-                   if a.kind is AtomKind.VAR and a.value not in seen]
+            head, _, tail = call.args
+            new = [a for a in (head, tail) if a.kind is AtomKind.VAR and a.value not in seen]
             seen.update(a.value for a in new)
             if new:
-                node = new[-1]
-        return node
+                node, as_tail = new[-1], new[-1] == tail
+        return node, as_tail
 
     def _fresh_walk_var(self) -> str:
         taken = {v.name for v in self.query.variables}

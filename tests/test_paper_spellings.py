@@ -153,3 +153,18 @@ def test_walk_aliases_need_a_session() -> None:
 def test_relate_without_a_linked_entity(kb: OxigraphKB) -> None:
     obs = Session(kb).run("relate(directed_by)")
     assert obs.feedback.python.error_code == "no_current_entity"
+
+
+def test_relate_both_ways_walks_on_through_the_node() -> None:
+    # "James Dean" is an actor and a film (MetaQA names entities by label)
+    kb = OxigraphKB(profile="metaqa")
+    rows = [("The_James_Dean_Story", "starred_actors", "James_Dean"),
+            ("Giant", "starred_actors", "James_Dean"),
+            ("James_Dean", "starred_actors", "James_Franco")]
+    kb.load_bytes("\n".join(f"<{E}{s}> <{R}{r}> <{E}{o}> ." for s, r, o in rows).encode(),
+                  format="ntriples")
+    s = Session(kb, entities={"The James Dean Story": "The James Dean Story"})
+    s.run("relate(starred_actors)")
+    second = s.run("relate(starred_actors)")  # back to the films, not on to James Franco
+    assert str(second.call) == "add_fact(?e2, starred_actors, ?e1)"
+    assert set(second.values["?e2"].values) == {"Giant", "The James Dean Story"}
