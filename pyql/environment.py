@@ -328,9 +328,11 @@ class Environment(ABC):
         if isinstance(action, str):
             action = parse_call(action, self.toolset, contextual=True)
         alias = self.toolset.alias(action.name, len(action.args))
-        if alias is not None:
-            action = (alias.expand(action.args) if alias.expand is not None
-                      else self._expand_alias(alias, action))
+        if alias is not None and alias.contextual:
+            action = self._expand_alias(alias, action)
+        elif alias is not None:
+            assert alias.expand is not None
+            action = alias.expand(action.args)
         action.validate_against(self.toolset)
         return action
 

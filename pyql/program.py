@@ -588,7 +588,8 @@ def _call(name: str, atoms: tuple[Atom, ...], tools: Toolset, contextual: bool) 
     """The canonical call for a parsed function name and arguments (aliases expanded)."""
     alias = tools.alias(name, len(atoms))
     if alias is not None:
-        if alias.expand is not None:
+        if not alias.contextual:
+            assert alias.expand is not None
             call = alias.expand(atoms)
             name, atoms = call.name, call.args
         elif contextual:  # expanded by the environment (Environment.parse)

@@ -10,7 +10,7 @@ import pytest
 
 from pyql.errors import ArityError, UnknownFunctionError
 from pyql.kb import OxigraphKB
-from pyql.program import Program, parse_call
+from pyql.program import Call, Program, parse_call
 from pyql.session import Session
 
 E = "http://pyql.dev/metaqa/entity/"
@@ -81,6 +81,9 @@ def test_three_argument_time_constraint_keeps_the_period_containing_the_year() -
     assert s.run("execute()").answers == ("m.0r1",)
     assert "add_time_constrain(?r, sports.sports_team_roster.from, sports.sports_team_roster.to" \
         in str(s.program)
+    # a Call object in the paper's spelling too (e.g. built by a strategy)
+    call = Call.of("add_time_constrain", "?r", "sports.sports_team_roster.from", "2012")
+    assert s.parse(call).args[2].value == "sports.sports_team_roster.to"
 
 
 def test_other_arities_are_still_arity_errors() -> None:
