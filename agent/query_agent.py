@@ -65,10 +65,9 @@ from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import ArityError, InputError, ParseError
-from pyql.feedback import Feedback
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
-from pyql.session import Observation, Session, python_feedback_for
+from pyql.session import Observation, Session
 from pyql.syntax import lex_atom
 
 if TYPE_CHECKING:
@@ -371,14 +370,16 @@ class QueryAgent:
         entities = dict(entities or {})
         backend = self.backend
         if isinstance(backend, KB):
-            return Session(backend, entities, guidelines=self.guidelines, **self.session_options)
+            options = {"functions": self.profile.functions, **self.session_options}
+            return Session(backend, entities, guidelines=self.guidelines, **options)
         sql_db = _sql_db_class()
         if sql_db is not None and isinstance(backend, sql_db):
             from pyql.sql.session import SqlSession
 
             db: Any = backend
+            options = {"functions": self.profile.functions, **self.session_options}
             return SqlSession(db, table=table or self.table, guidelines=self.guidelines,
-                              **self.session_options)
+                              **options)
         if callable(backend):
             return backend(entities=entities, guidelines=self.guidelines, table=table or self.table)
         raise TypeError(f"cannot make a session from {type(backend).__name__}: pass a pyql KB, "
@@ -598,7 +599,10 @@ class QueryAgent:
 
     def _act(self, session: Any, decision: _Decision) -> Observation:
         if isinstance(decision.action, InputError):
-            return _refuse(session, decision.action_text, decision.action)
+            reject = getattr(session, "reject", None)
+            if reject is None:  # not a pyql Environment: it parses the text and reports itself
+                return session.run(decision.action_text)
+            return reject(decision.action_text, decision.action)
         return session.run(decision.action)
 
     def _turn(self, step: Step, reply: LLMReply) -> list[dict[str, Any]]:
@@ -714,29 +718,5 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value if isinstance(value, str) else str(value)
-
-
-def _refuse(session: Any, text: str, error: InputError) -> Observation:
-    """Report an action that cannot be handed to ``session.run`` (a malformed tool call) as the
-    Python feedback of a step, through the session's guidelines, like ``run`` would."""
-    from_call = getattr(error, "function", None) or None
-    python = python_feedback_for(error, function=from_call or _function_of(text))
-    session.step = getattr(session, "step", 0) + 1
-    memory = session.memory
-    feedback = Feedback(step=session.step, action_text=text, call=None,
-                        tools=getattr(session, "tools", "sparql"), python=python, memory=memory)
-    checker = getattr(session, "guidelines", None)
-    hint = checker.evaluate(feedback) if checker is not None else None
-    observations = getattr(session, "observations", None)
-    query = observations[-1].query if observations else ""
-    obs = Observation(step=session.step, action=text, feedback=feedback, hint=hint, query=query)
-    if isinstance(observations, list):
-        observations.append(obs)
-    return obs
-
-
-def _function_of(text: str) -> str | None:
-    name = text.split("(", 1)[0].strip()
-    return name if name.isidentifier() else None
 
 

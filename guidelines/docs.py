@@ -20,7 +20,7 @@ from typing import Any
 from pyql.guidelines.base import Guideline, env_class, parse_docstring
 from pyql.guidelines.registry import FALLBACK, PHASES, Registry, builtin_registry
 
-__all__ = ["list_rows", "describe", "render_markdown", "main"]
+__all__ = ["list_rows", "describe", "render_markdown", "render_opt_in", "page", "main"]
 
 
 def _row(guideline: Guideline, registry: Registry | None = None) -> dict[str, Any]:
@@ -110,6 +110,26 @@ def render_markdown(registry: Registry) -> str:
         out.append(f"| [{r['code']}](#{r['code'].lower()}) | `{r['name']}` | {r['env']} | "
                    f"{_cell(r['triggers'])} | {', '.join(r['toolsets'])} | "
                    f"{_cell(r['description'])} |")
+    out += _sections(rows)
+    return "\n".join(out) + "\n"
+
+
+def render_opt_in(registry: Registry, title: str, intro: str) -> str:
+    """A page part for guidelines outside the default registry: a table and their sections."""
+    rows = list_rows(registry)
+    out = ["", f"# {title}", "", intro, "",
+           "| Code | Name | Env | Triggers on | Groups | Description |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| [{r['code']}](#{r['code'].lower()}) | `{r['name']}` | {r['env']} | "
+                   f"{_cell(r['triggers'])} | {', '.join(r['groups'])} | "
+                   f"{_cell(r['description'])} |")
+    out += _sections(rows)
+    return "\n".join(out) + "\n"
+
+
+def _sections(rows: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
     for r in rows:
         out += ["", f"## {r['code']}", "", f"`{r['name']}` — {r['description']}", ""]
         meta = (f"Env: **{r['env']}** (needs {', '.join(r['needs'])}) · triggers on: "
@@ -120,12 +140,24 @@ def render_markdown(registry: Registry) -> str:
         if r["details"]:
             out += [r["details"], ""]
         out += ["Bad:", "", "```", r["bad"], "```", "", "Fixed:", "", "```", r["fixed"], "```"]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def page() -> str:
+    """``docs/guidelines.md``: pyql's built-in guidelines and the opt-in original checks."""
+    from pyql.guidelines.packs.original import GUIDELINES as ORIGINAL
+
+    return render_markdown(builtin_registry()) + render_opt_in(
+        Registry.from_classes(ORIGINAL), "Opt-in: the original environment's checks",
+        "Checks of the original QueryAgent code (GitHub `cdhx/QueryAgent`) that the built-in "
+        "packs lack, per dataset, as the original applied them. They are not in the default "
+        "registry (some refuse what other datasets' gold programs do); add them with "
+        "`pyql.guidelines.packs.original.for_dataset(\"graphq\" | \"webqsp\" | \"wikisql\")`.")
 
 
 def main() -> None:
-    """Print the page for pyql's built-in guidelines (``python -m pyql.guidelines.docs``)."""
-    sys.stdout.write(render_markdown(builtin_registry()))
+    """Print the page (``python -m pyql.guidelines.docs > docs/guidelines.md``)."""
+    sys.stdout.write(page())
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
+from pyql.echo import ECHO_LIMIT, clip_echoes, echoed_inputs
 from pyql.errors import PyqlError
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import (
@@ -453,9 +454,21 @@ class Registry:
                                               code=g.code, source=self._sources.get(g.code))
                 if hint.code != g.code or hint.name != g.name:
                     hint = hint.model_copy(update={"code": g.code, "name": g.name})
+                hint = _clip_echoes(hint, feedback)
                 self.stats._record(g.code)
                 return hint
         return None
+
+
+def _clip_echoes(hint: Hint, feedback: Feedback) -> Hint:
+    """The hint with the action's long arguments echoed only in part (:mod:`pyql.echo`)."""
+    inputs = echoed_inputs(feedback.action_text, feedback.call.args if feedback.call else ())
+    if all(len(i) <= ECHO_LIMIT for i in inputs):
+        return hint
+    return hint.model_copy(update={
+        "message": clip_echoes(hint.message, inputs),
+        "suggestions": tuple(clip_echoes(s, inputs) for s in hint.suggestions),
+    })
 
 
 # -- defaults -------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     ArityError,
     BackendError,
@@ -159,11 +160,14 @@ def render_observation(obs: Observation) -> str:
     if obs.hint is not None:
         return obs.hint.message
     fb = obs.feedback
-    if fb.python.status != "ok":
-        return f"Error: {fb.python.message}"
+    if fb.python.status != "ok":  # the message may quote the arguments: long ones in part
+        inputs = echoed_inputs(fb.action_text, fb.call.args if fb.call else ())
+        return f"Error: {clip_echoes(fb.python.message, inputs)}"
     kb = fb.kb
     if kb.status == "timeout":
         return f"Error: the query timed out: {kb.message}"
+    if kb.status == "backend_error" and kb.error_type == "BackendQueryError":
+        return f"Error: {kb.message}"  # the engine rejected the query: its own words
     if kb.status == "backend_error":
         return f"Error: the {_BACKEND_NOUN.get(fb.tools, 'backend')} failed: {kb.message}"
     return obs.summary or "Done."
@@ -290,6 +294,8 @@ class Environment(ABC):
     memory: Memory
     step: int
     observations: list[Observation]
+    #: the functions the agent was offered (``Feedback.functions``; empty: the toolset's)
+    functions: tuple[str, ...] = ()
 
     @property
     def toolset(self) -> Toolset:
@@ -358,9 +364,10 @@ class Environment(ABC):
         except InputError as exc:
             python = python_feedback_for(exc, function=call.name if call else guess_function(text))
         except BackendTimeoutError as exc:
-            kb = KBFeedback(status="timeout", message=str(exc))
+            kb = KBFeedback(status="timeout", message=str(exc), error_type=type(exc).__name__)
         except (BackendError, ReadOnlyError) as exc:
-            kb = KBFeedback(status="backend_error", message=str(exc))
+            kb = KBFeedback(status="backend_error", message=str(exc),
+                            error_type=type(exc).__name__)
         if outcome is None:
             outcome = Outcome(kb=kb or _NOT_RUN)
         if not outcome.args:
@@ -382,7 +389,8 @@ class Environment(ABC):
                   outcome: Outcome) -> Observation:
         kb = outcome.kb
         feedback = Feedback(
-            step=self.step, action_text=text, call=call, tools=self.tools, python=python, kb=kb,
+            step=self.step, action_text=text, call=call, tools=self.tools,
+            functions=self.functions, python=python, kb=kb,
             memory=self.memory, args=tuple(outcome.args), notes=tuple(outcome.notes),
         )
         hint = self._policy.judge(feedback)

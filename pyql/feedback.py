@@ -90,6 +90,10 @@ class KBFeedback(BaseModel):
     column_values: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     #: SQL add_condition: whether the condition's value occurs in its column at all (None: unknown)
     value_found: bool | None = None
+    #: backend_error/timeout: the error's class name. ``BackendQueryError`` means the engine
+    #: rejected the query the step built (a query error, the engine's words in ``message``);
+    #: ``BackendUnavailableError`` and the others, that the server failed
+    error_type: str | None = None
 
 
 class Feedback(BaseModel):
@@ -102,6 +106,8 @@ class Feedback(BaseModel):
     call: Call | None = None
     #: the toolset of the session ("sparql" or "sql")
     tools: str = "sparql"
+    #: the functions the agent was offered (its prompt profile's tool set); empty: the toolset's
+    functions: tuple[str, ...] = ()
     python: PythonFeedback = PythonFeedback()
     kb: KBFeedback = KBFeedback()
     memory: InstanceOf[Memory]

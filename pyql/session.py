@@ -32,7 +32,7 @@ True
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from heapq import nsmallest
@@ -111,7 +111,8 @@ class KBSession(Session):
     Options beyond the module docstring's: ``max_values`` values shown per variable,
     ``row_cap`` rows read per observation, ``max_relations`` relations per direction,
     ``timeout`` per query, ``extremum_mode`` (``ties`` | ``limit``: the original's
-    ``ORDER BY ... LIMIT 1``), and two silent semantics of the original QueryAgent environment
+    ``ORDER BY ... LIMIT 1``), ``functions`` (the tool names the agent was offered, for the
+    guidelines), and two silent semantics of the original QueryAgent environment
     (off by default, on in the ``paper`` preset; docs/paper_preset.md):
 
     - ``exclude_topic``: ``answer`` keeps the answer variable apart from the linked entities
@@ -136,6 +137,7 @@ class KBSession(Session):
         max_relations: int | None = None,
         timeout: float | None = None,
         extremum_mode: str = "ties",
+        functions: Sequence[str] | None = None,
         exclude_topic: str = "off",
         relation_filter: str | RelationFilter | None = None,
     ) -> None:
@@ -148,6 +150,7 @@ class KBSession(Session):
         self.max_relations = max_relations
         self.timeout = timeout
         self._extremum_mode = extremum_mode
+        self.functions = tuple(functions or ())
         self._exclude_topic = exclude_topic
         self.relation_filter = (get_relation_filter(relation_filter)
                                 if relation_filter is not None else None)
@@ -375,7 +378,9 @@ class KBSession(Session):
             shown = tuple(v for v in query.variables if v in query.bound_variables)
         rs = self.kb.select(query.to_sparql(select=shown if query.aggregate is None else None,
                                             limit=self.row_cap + 1), timeout=self.timeout)
-        if rs.is_empty or all(all(c is None for c in row) for row in rs.rows):
+        # a query without variables (add_fact between two constants) matches with one row of
+        # no columns: that is a fact that holds, not an empty result
+        if rs.is_empty or (rs.columns and all(all(c is None for c in row) for row in rs.rows)):
             return KBFeedback(status="empty", row_count=0, unconstrained=unconstrained)
         truncated = len(rs.rows) > self.row_cap
         totals = self._totals(query, shown) if truncated else None

@@ -233,6 +233,10 @@ UPDATES = [
     "",
     "   ",
     "this is not a query",
+    # codepoint escapes are decoded before parsing, as SPARQL does (issue 15)
+    "\\u0049NSERT DATA { <http://a> <http://b> <http://c> }",
+    "\\U00000044ELETE WHERE { ?s ?p ?o }",
+    "SELECT * WHERE { ?s ?p ?o } ; \\u0044\\u0052\\u004F\\u0050 ALL",
 ]
 
 
@@ -256,6 +260,7 @@ def test_select_refuses_updates(kb: OxigraphKB, before: set[ox.Quad], update: st
         "SELECT ?delete WHERE { ?delete ?p ?o }",
         "PREFIX ns: <http://rdf.freebase.com/ns/> SELECT ?s WHERE { ?s ns:drop.all ?o }",
         "ASK { ?s ?p ?o }",
+        'SELECT ?s WHERE { ?s ?p "\\u0049NSERT DATA" }',
     ],
 )
 def test_keywords_inside_terms_are_not_updates(kb: OxigraphKB, query: str) -> None:

@@ -102,7 +102,7 @@ def test_every_builder_method_returns_a_new_query_and_leaves_the_old_one() -> No
         lambda q: q.set_answer("a"),
         lambda q: q.add_join("u", "a", "a"),
         lambda q: q.add_group_by("a"),
-        lambda q: q.add_having("a", "COUNT", ">", 1),
+        lambda q: q.add_group_by("a").add_having("a", "COUNT", ">", 1),
         lambda q: q.add_order("a", "desc", 3),
         lambda q: q.set_distinct(),
         lambda q: q.set_limit(2),
@@ -361,9 +361,14 @@ def test_group_having_order_limit() -> None:
     )
     assert q.add_order("g", "asc", 1).limit == 1
     assert q.set_limit(None).limit is None
-    assert Sql("t").add_order("max(age)", "DESCENDING").to_sql() == (
-        'SELECT * FROM "t" ORDER BY MAX("age") DESC'
+    assert Sql("t").add_group_by("g").add_order("max(age)", "DESCENDING").to_sql() == (
+        'SELECT * FROM "t" GROUP BY "g" ORDER BY MAX("age") DESC'
     )
+    # an aggregate only ORDER BY has is refused (SQLite: "misuse of aggregate")
+    with pytest.raises(QueryError) as info:
+        Sql("t").set_answer("g").add_order("max(age)", "DESCENDING")
+    assert info.value.code == "aggregate_order_without_group_by"
+    assert info.value.suggestions == ("add_group_by(g)",)
 
 
 def test_order_by_aggregate_text_that_is_a_schema_column_stays_a_column() -> None:
@@ -941,10 +946,14 @@ def test_doctests(module) -> None:  # noqa: ANN001
 
 
 def test_question_mark_text_is_not_a_variable_in_sql() -> None:
-    """Only KB term slots have variables; in SQL, ``?x`` is text (a header or a value)."""
+    """Only KB term slots have variables; in SQL, a column ``?x`` is text (a header) and a quoted
+    value ``"?y"`` is text; an unquoted value ``?y`` names a stored sub-query (none here)."""
     from pyql.program import Program
     from pyql.sql.apply import program_to_sql
 
-    sql = program_to_sql(Program.parse('add_condition(?x, =, ?y)\nset_answer(b)', tools="sql"),
+    sql = program_to_sql(Program.parse('add_condition(?x, =, "?y")\nset_answer(b)', tools="sql"),
                          table="t")
     assert sql == 'SELECT "b" FROM "t" WHERE "?x" = \'?y\''
+    with pytest.raises(QueryError) as info:
+        program_to_sql(Program.parse("add_condition(?x, =, ?y)", tools="sql"), table="t")
+    assert info.value.code == "unknown_subquery"

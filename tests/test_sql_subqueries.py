@@ -201,9 +201,23 @@ def test_apply_call_alone_refuses_block_calls() -> None:
     assert info.value.code == "needs_state"
 
 
-def test_question_mark_values_are_text_until_a_query_is_stored() -> None:
-    assert sql("add_join(singer)\nadd_condition(Name, =, ?q1)") == (
-        'SELECT * FROM "singer" WHERE "Name" = \'?q1\'')
+@pytest.mark.parametrize("text", [
+    "add_join(singer)\nadd_condition(Name, =, ?q1)",
+    "add_join(singer)\nadd_condition(Singer_ID, IN, ?q1)",
+    "add_join(singer)\nadd_group_by(Country)\nadd_having(Age, MAX, >, ?q1)",
+])
+def test_an_undefined_subquery_is_an_error_not_the_text_q1(text: str) -> None:
+    """Issue 14: ``?q1`` with no stored query used to compile as the literal '?q1'."""
+    with pytest.raises(QueryError) as info:
+        program_to_query(text, schema=SCHEMA)
+    assert info.value.code == "unknown_subquery" and "no stored query ?q1" in str(info.value)
+    stored = "begin_subquery(?q2)\nadd_join(singer)\nset_answer(Singer_ID)\nend_subquery()\n"
+    with pytest.raises(QueryError) as info:
+        program_to_query(stored + text, schema=SCHEMA)
+    assert info.value.suggestions == ("?q2",)
+
+
+def test_question_mark_values_are_subqueries_unless_quoted() -> None:
     stored = "begin_subquery(?q1)\nadd_join(singer)\nset_answer(Name, MAX)\nend_subquery()\n"
     assert sql(stored + 'add_join(singer)\nadd_condition(Name, =, "?q1")') == (
         'SELECT * FROM "singer" WHERE "Name" = \'?q1\'')
@@ -361,3 +375,39 @@ def test_spider_sample_with_subqueries_agrees(pyql_data: Path) -> None:
     assert report.residue() == [] and report.agreement == 1.0
     assert report.coverage >= 0.95  # 97.8% on the whole dev set
     assert not {"in_subquery", "scalar_subquery"} & set(report.constructs)
+
+
+# ------------------------------------------------------------------ refused at the step (issue 14)
+
+
+def test_having_without_group_by_is_refused_with_the_fix() -> None:
+    with pytest.raises(QueryError) as info:
+        program_to_query("add_join(singer)\nset_answer(Country)\nadd_having(Age, MAX, >, 30)",
+                         schema=SCHEMA)
+    assert info.value.code == "having_without_group_by"
+    assert info.value.suggestions == ("add_group_by(Country)",)
+    assert "add_group_by" in str(info.value)
+    assert sql("add_join(singer)\nset_answer(Country)\nadd_group_by(Country)\n"
+               "add_having(Age, MAX, >, 30)") == (
+        'SELECT "Country" FROM "singer" GROUP BY "Country" HAVING MAX("Age") > 30')
+
+
+@pytest.mark.parametrize("kind", ["add_union", "add_intersect", "add_except"])
+def test_set_operations_of_different_widths_are_refused_naming_both_lists(kind: str) -> None:
+    sub = "begin_subquery(?q1)\nadd_join(concert)\nset_answer(concert_ID)\nend_subquery()\n"
+    with pytest.raises(QueryError) as info:
+        program_to_query(sub + f"add_join(singer)\nset_answer(Name)\nset_answer(Age)\n{kind}(?q1)",
+                         schema=SCHEMA)
+    assert info.value.code == "bad_set_operation"
+    assert "(Name, Age)" in str(info.value) and "(concert_ID)" in str(info.value)
+    # SELECT * with a schema has a known width too
+    with pytest.raises(QueryError) as info:
+        program_to_query(sub + f"add_join(singer)\n{kind}(?q1)", schema=SCHEMA)
+    assert info.value.code == "bad_set_operation"
+    # a second answer added after the set operation would break it too: refused at that step
+    with pytest.raises(QueryError) as info:
+        program_to_query(sub + f"add_join(singer)\nset_answer(Name)\n{kind}(?q1)\nset_answer(Age)",
+                         schema=SCHEMA)
+    assert info.value.code == "bad_set_operation"
+    assert program_to_query(sub + f"add_join(singer)\nset_answer(Name)\n{kind}(?q1)",
+                            schema=SCHEMA).set_operations

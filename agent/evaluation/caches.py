@@ -43,20 +43,24 @@ import os
 import pickle
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.agent.llm import LLM, LLMReply, Message
+from pyql.db.base import DB
 from pyql.kb.base import KB
 from pyql.results import ResultSet
+
+if TYPE_CHECKING:
+    from pyql.sql.schema import Schema
 
 __all__ = ["SqliteStore", "LLMCache", "CachedLLM", "QueryCache", "KBView", "DBView", "cache_key"]
 
 log = logging.getLogger(__name__)
 
 #: bump when the stored value format changes (old entries are then simply missed)
-_FORMAT = 1
+_FORMAT = 2
 _BUSY_TIMEOUT_MS = 60_000
 
 
@@ -276,41 +280,38 @@ class KBView(KB):
         """Nothing to release: the shared KB stays open."""
 
 
-class DBView:
+class DBView(DB):
     """One question's view of a shared :class:`~pyql.db.SqlDB`: its own ``query_count`` and an
-    optional cache of ``execute``; every other attribute (``schema``, ``table_names``,
-    ``dialect``...) is the database's."""
+    optional cache. The guard and the count are :class:`~pyql.db.DB`'s; the wrapped database
+    runs the verified text, and answers ``schema`` and ``table_names``."""
 
-    def __init__(self, db: Any, *, cache: QueryCache | None = None, identity: str = "") -> None:
+    def __init__(self, db: DB, *, cache: QueryCache | None = None, identity: str = "") -> None:
+        super().__init__(db.dialect)
         self.inner = db
         self.cache = cache
         self.identity = identity or f"{type(db).__name__}@{id(db)}"
-        self.query_count = 0
-        self.dialect: str = getattr(db, "dialect", "")
 
     def __repr__(self) -> str:
         return f"DBView({self.inner!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("inner", "__setstate__"):  # not set yet (copy, pickle)
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def execute(self, sql: Any, params: Mapping[str, Any] | Sequence[Any] | None = None
-                ) -> ResultSet:
-        self.query_count += 1
+    # a query that reaches the engine counts on the shared database too (the verified text
+    # passes its guard again): the database's count is the engine's work, hits excluded
+    def _execute(self, text: str) -> ResultSet:
         if self.cache is None:
-            return self.inner.execute(sql, params)
-        tree = self.inner.check(sql)  # the read-only guard, before any cache lookup
-        text = tree.sql(dialect=self.dialect or None)
-        key = cache_key("db", self.identity, text,
-                        dict(params) if isinstance(params, Mapping) else list(params or ()))
+            return self.inner.execute(text)
+        key = cache_key("db", self.identity, text)
         hit = self.cache.load(key)
         if isinstance(hit, ResultSet):
             return hit
-        result: ResultSet = self.inner.execute(sql, params)
+        result = self.inner.execute(text)
         self.cache.save(key, result)
         return result
+
+    def table_names(self) -> list[str]:
+        return self.inner.table_names()
+
+    def schema(self, tables: Iterable[str] | None = None) -> Schema:
+        return self.inner.schema(tables)
 
     def close(self) -> None:
         """Nothing to release: the shared database stays open."""

@@ -51,7 +51,7 @@ import random
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -279,6 +279,13 @@ class EvalDataset(ABC):
     def splits(self) -> list[str]:
         """The splits whose files are in the data directory (``pyql eval --split``)."""
         return [self.default_split]
+
+    def score(self, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
+        """The per-question scores of ``predicted``: :func:`~pyql.agent.evaluation.metrics.
+        score_item` of :attr:`metric` (a dataset scoring by the KB's names overrides it)."""
+        from pyql.agent.evaluation.metrics import score_item
+
+        return score_item(self.metric, item, predicted)
 
     def split(self, split: str | None) -> str:
         """``split`` (default: :attr:`default_split`), checked against :meth:`splits`."""

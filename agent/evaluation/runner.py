@@ -92,7 +92,7 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
-from pyql.agent.evaluation.metrics import aggregate, corrections, score_item
+from pyql.agent.evaluation.metrics import aggregate, corrections
 from pyql.agent.evaluation.records import (
     CONFIG,
     METRICS,
@@ -595,7 +595,7 @@ class _Session:
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers),
             predicted=_jsonable(tuple(res.answers)),
-            metrics=score_item(self.dataset.metric, item, res.answers) if status == "ok" else {},
+            metrics=self.dataset.score(item, res.answers) if status == "ok" else {},
             usage={
                 "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
@@ -637,7 +637,7 @@ class _Session:
         seconds = time.perf_counter() - start
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
-            metrics=({k: 0.0 for k in score_item(self.dataset.metric, item, ())}
+            metrics=({k: 0.0 for k in self.dataset.score(item, ())}
                      if status == "error" else {}),
             usage={"seconds": seconds, "steps": len(steps),
                    "llm_calls": sum(1 for s in steps if s.reply_text or s.tool_calls),

@@ -38,9 +38,10 @@ _BOTH = frozenset({"sparql", "sql"})
 _MARKERS = re.compile(r"(?im)^\s*(thought|observation)\s*\d*\s*:")
 
 
-def action_list(tools: str) -> str:
-    """``get_relation(), add_fact(), ...``: the valid actions of a toolset."""
-    return ", ".join(f"{name}()" for name in TOOLSETS[tools])
+def action_list(tools: str, functions: tuple[str, ...] = ()) -> str:
+    """``get_relation(), add_fact(), ...``: the valid actions: ``functions`` (the tool set the
+    agent was offered) when given, else the whole toolset."""
+    return ", ".join(f"{name}()" for name in (functions or TOOLSETS[tools]))
 
 
 def _mentioned_functions(feedback: Feedback) -> list[str]:
@@ -91,7 +92,8 @@ class InvalidAction(Guideline):
     """The output action is not one of the available valid functions.
 
     Free text, a made-up function or a misspelt one. The hint lists the valid actions (the
-    paper's Table 12 and Figure 6, step 3).
+    paper's Table 12 and Figure 6, step 3): the tool set the agent was offered
+    (``Feedback.functions``, its prompt profile's), else the whole toolset.
 
     Bad:
         Since we couldn't find a suitable relation, we need to use a different approach.
@@ -111,12 +113,13 @@ class InvalidAction(Guideline):
         status = feedback.python.status
         if status == "parse_error" and _mentioned_functions(feedback):
             return None  # a known function written wrongly: MalformedCall
-        valid = action_list(feedback.tools)
+        offered = feedback.functions or TOOLSETS[feedback.tools]
+        valid = action_list(feedback.tools, feedback.functions)
         lead = ""
         suggestions: list[str] = []
         if status == "unknown_function" and feedback.python.function:
             wrong = feedback.python.function
-            near = closest(wrong, TOOLSETS[feedback.tools])
+            near = closest(wrong, offered)
             lead = f"{wrong}() is not an available action"
             lead += f" (did you mean {near[0]}()?). " if near else ". "
             suggestions = [f"{n}()" for n in near]

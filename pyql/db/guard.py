@@ -33,6 +33,7 @@ from sqlglot import parse as sqlglot_parse
 from sqlglot.errors import SqlglotError
 
 from pyql.errors import ReadOnlyError
+from pyql.sql.sqlglot_log import sqlglot_warnings_logged
 
 __all__ = ["GuardError", "ensure_read_only_sql", "REFUSED_FUNCTIONS", "REFUSED_FUNCTION_PREFIXES"]
 
@@ -280,7 +281,8 @@ def ensure_read_only_sql(sql: str | exp.Expression, dialect: str | None = None) 
     if not isinstance(sql, str):
         raise TypeError(f"expected SQL text or a sqlglot expression, got {type(sql).__name__}")
     try:
-        trees = [t for t in sqlglot_parse(sql, read=dialect or None) if t is not None]
+        with sqlglot_warnings_logged():
+            trees = [t for t in sqlglot_parse(sql, read=dialect or None) if t is not None]
     except SqlglotError as exc:
         detail = str(exc).split("\n", 1)[0]
         raise GuardError(

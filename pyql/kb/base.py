@@ -28,6 +28,21 @@ _UPDATE_KEYWORDS = re.compile(
     re.IGNORECASE,
 )
 _FORM = re.compile(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
+_CODEPOINT = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+
+
+def _decode_codepoints(query: str) -> str:
+    """The query with SPARQL's codepoint escapes (``\\u0049``, ``\\U00000049``) decoded: SPARQL
+    processes them before parsing, anywhere in the text (SPARQL 1.1 section 19.2), so a keyword
+    can be spelt with them. Escapes of no valid character are left as written."""
+
+    def char(m: re.Match[str]) -> str:
+        code = int(m.group(1) or m.group(2), 16)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            return m.group(0)
+        return chr(code)
+
+    return _CODEPOINT.sub(char, query)
 
 
 _LANG = r"(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*)?"  # "x"@add is a language tag, not the ADD keyword
@@ -63,8 +78,11 @@ def ensure_read_only(query: str) -> str:
     >>> ensure_read_only("DELETE WHERE { ?s ?p ?o }")
     Traceback (most recent call last):
     pyql.errors.ReadOnlyError: SPARQL Update is not allowed (found DELETE); pyql backends are read-only
+    >>> ensure_read_only("\\u0049NSERT DATA { <a> <b> <c> }")  # escapes are decoded first
+    Traceback (most recent call last):
+    pyql.errors.ReadOnlyError: SPARQL Update is not allowed (found INSERT); pyql backends are read-only
     """
-    bare = _strip_literals(query)
+    bare = _strip_literals(_decode_codepoints(query))
     m = _UPDATE_KEYWORDS.search(bare)
     if m:
         raise ReadOnlyError(

@@ -27,12 +27,12 @@ used: as the value of ``add_condition`` (``IN``/``NOT IN`` take a one-column que
 ``>``, ... a one-value, scalar one) and ``add_having``, and as the argument of ``add_union``,
 ``add_intersect`` and ``add_except``, which combine the query under construction with it.
 Blocks nest (a block may build and use its own sub-queries); names are global to the program and
-cannot be reused. As before sub-queries existed, an unquoted ``?x`` value is text (a SQL header
-or value) while the program has stored no query; once it has, a value ``?name`` that names no
-stored query is a :class:`~pyql.errors.QueryError` (code ``unknown_subquery``; quote the value if
-it is text). ``add_union``/``add_intersect``/``add_except`` always need a stored query. Because
-of this state, programs with blocks replay through :class:`SqlBuild` (:func:`apply_call` alone
-takes ``stored`` queries but refuses the block calls).
+cannot be reused. An unquoted value ``?name`` (outside ``LIKE``/``contains`` patterns) always
+refers to a stored query: one that names none is a :class:`~pyql.errors.QueryError` (code
+``unknown_subquery``, the stored names in ``suggestions``), never the text ``'?name'``; quote the
+value if it is text. Because of this state, programs with blocks replay through
+:class:`SqlBuild` (:func:`apply_call` alone takes ``stored`` queries but refuses the block
+calls).
 
 >>> from pyql.program import Program
 >>> p = Program.parse("add_condition(Player, =, Terrence Ross)\\nset_answer(Nationality, None)", "sql")
@@ -265,7 +265,7 @@ def apply_call(query: Sql, call: Call, stored: Mapping[str, Sql] | None = None) 
         column = _text(args[0], 0, name, "a column")
         op = _op(args[1], 1, name)
         canonical = normalise_operator(op)
-        ref = query_name(args[2]) if canonical not in _LIKE_OPS and stored else None
+        ref = query_name(args[2]) if canonical not in _LIKE_OPS else None
         value: Any
         if ref is not None:
             value = _lookup(ref, stored, 2, name)
@@ -296,7 +296,7 @@ def apply_call(query: Sql, call: Call, stored: Mapping[str, Sql] | None = None) 
                 "expected MAX, MIN, COUNT, SUM or AVG", text=agg, expected="an aggregation"
             ).at(1, name)
         op = _op(args[2], 2, name, comparisons_only=True)
-        ref = query_name(args[3]) if stored else None
+        ref = query_name(args[3])
         having: Any = _lookup(ref, stored, 3, name) if ref is not None else _value(args[3], 3, name)
         return query.add_having(column, agg, op, having)
     if name == "add_order":

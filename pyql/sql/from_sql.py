@@ -70,6 +70,7 @@ from pyql.program import Call, Program
 from pyql.sql.apply import SqlBuild
 from pyql.sql.query import ColumnRef, Sql
 from pyql.sql.schema import Schema, TableInfo
+from pyql.sql.sqlglot_log import sqlglot_warnings_logged
 from pyql.syntax import Atom, AtomKind, lex_atom
 
 __all__ = ["to_program", "to_query", "Unsupported", "CONSTRUCTS"]
@@ -247,7 +248,8 @@ class _Scope:
 
 def _parse(sql: str, dialect: str) -> exp.Expression:
     try:
-        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+        with sqlglot_warnings_logged():
+            trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
     except SqlglotError as exc:
         raise _Refusal("unparseable", str(exc).splitlines()[0]) from None
     if len(trees) != 1:

@@ -33,6 +33,14 @@ Choices worth knowing:
 - Values are rendered with the Python type they have: ``"5"`` is a string literal, ``5`` a number.
   Numeric coercion of text (WikiSQL stores numbers as text) is the DB layer's job.
 - A query without answers selects ``*``.
+- What an engine would refuse is refused at the step that makes it so, with the fix in the
+  message: ``add_having`` without ``add_group_by`` (code ``having_without_group_by``),
+  ``add_order`` by an aggregate on a query that neither groups nor returns an aggregate
+  (``aggregate_order_without_group_by``), and set
+  operations whose sides select different numbers of columns (``bad_set_operation``, naming both
+  column lists), checked whenever either side changes. Every program the builder accepts compiles
+  to SQL that SQLite, PostgreSQL and DuckDB parse and bind (``tests/test_fuzz_sql.py``); what
+  remains to the engine is data-dependent (types, which columns a GROUP BY determines).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from sqlglot.dialects.tsql import TSQL
 
 from pyql.errors import QueryError, SchemaError
 from pyql.sql.schema import ColumnInfo, Schema, TableInfo, close_matches
+from pyql.sql.sqlglot_log import sqlglot_warnings_logged
 
 __all__ = [
     "Sql",
@@ -412,7 +421,49 @@ class Sql:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
         fields.update(changes)
         new._init(**fields)
+        if new.set_operations and changes.keys() & {"answers", "joins", "table", "set_operations"}:
+            new._check_set_widths()
         return new
+
+    def select_list(self) -> tuple[str, ...] | None:
+        """What this query selects, one text per result column (``*`` expanded with a schema);
+        None when it selects ``*`` and no schema says what that is.
+
+        >>> Sql("t").set_answer("a").set_answer("*", "COUNT").select_list()
+        ('a', 'COUNT(*)')
+        >>> Sql("t").select_list() is None
+        True
+        """
+        out: list[str] = []
+        for a in self.answers or (Answer(STAR),):
+            if a.column.is_star and a.aggregation is None:
+                if self.schema is None or self.table is None:
+                    return None
+                out += [f"{t}.{c.name}" if len(self.tables) > 1 else c.name
+                        for t in self.tables for c in self._cols(t)]
+                continue
+            name = self._label(a.column)
+            if a.aggregation is not None:
+                name = f"{a.aggregation}({'DISTINCT ' if a.distinct else ''}{name})"
+            out.append(name)
+        return tuple(out)
+
+    def _check_set_widths(self) -> None:
+        """Both sides of every set operation select the same number of columns (engines refuse
+        ``SELECT a, b ... UNION SELECT c ...``); QueryError ``bad_set_operation`` naming both."""
+        mine = self.select_list()
+        if mine is None:
+            return
+        for op in self.set_operations:
+            theirs = op.query.select_list()
+            if theirs is not None and len(theirs) != len(mine):
+                raise QueryError(
+                    f"{op.kind} needs the same number of columns on both sides: this query "
+                    f"selects {len(mine)} ({', '.join(mine)}), the other {len(theirs)} "
+                    f"({', '.join(theirs)}); make both select the same number of columns",
+                    code="bad_set_operation",
+                    suggestions=(*mine, *theirs),
+                )
 
     def __repr__(self) -> str:
         try:
@@ -820,6 +871,18 @@ class Sql:
         ref, query = self._resolve(column, allow_star=True)
         if ref.is_star and (agg != "COUNT" or distinct):
             raise QueryError(f"{agg}(*) is not valid; name a column", code="bad_star")
+        if not query.group_by:
+            # SQLite refuses HAVING on a query without GROUP BY ("HAVING clause on a
+            # non-aggregate query"): say so here, with the fix, not at the engine
+            plain = [query._label(a.column) for a in query.answers
+                     if a.aggregation is None and not a.column.is_star]
+            fixes = tuple(f"add_group_by({c})" for c in plain) or ("add_group_by(column)",)
+            raise QueryError(
+                "add_having filters groups, and the query has none: call add_group_by(column) "
+                f"first (e.g. {fixes[0]}), or use add_condition to filter rows",
+                code="having_without_group_by",
+                suggestions=fixes,
+            )
         cond = query._condition(ref, canonical, value, aggregation=agg, distinct=distinct)
         return query._evolve(having=(*query.having, cond))
 
@@ -861,9 +924,27 @@ class Sql:
         dir_ = "DESC" if direction.strip().upper().startswith("DESC") else "ASC"
         limit = self._check_limit(limit)
         ref, query = self._resolve(column, allow_star=agg == "COUNT" and not distinct)
+        if agg is not None and not query._is_aggregate():
+            # SQLite: "misuse of aggregate" on an aggregate that only ORDER BY has
+            raise QueryError(
+                f"add_order by {agg}({query._label(ref)}) needs groups: call "
+                "add_group_by(column) first (or return an aggregate with set_answer), else there "
+                "is one row to order",
+                code="aggregate_order_without_group_by",
+                suggestions=tuple(f"add_group_by({query._label(a.column)})" for a in query.answers
+                                  if a.aggregation is None and not a.column.is_star),
+            )
         key = OrderKey(ref, dir_, agg, distinct)
         order = query.order_by if key in query.order_by else (*query.order_by, key)
         return query._evolve(order_by=order, limit=query.limit if limit is None else limit)
+
+    def _label(self, ref: ColumnRef) -> str:
+        """How messages name a column: ``table.column`` only when the query has several tables."""
+        return str(ref) if len(self.tables) > 1 else ref.name
+
+    def _is_aggregate(self) -> bool:
+        """Grouped, or returning an aggregate: aggregates may appear in HAVING/ORDER BY."""
+        return bool(self.group_by) or any(a.aggregation is not None for a in self.answers)
 
     def _is_schema_column(self, text: str) -> bool:
         if self.schema is None:
@@ -905,11 +986,10 @@ class Sql:
             raise TypeError(f"{kind.lower()} needs an Sql query, got {type(other).__name__}")
         if other.table is None:
             raise QueryError(f"the right side of {kind} has no table", code="bad_subquery")
-        if self.answers and other.answers and len(self.answers) != len(other.answers):
+        if self.table is None:
             raise QueryError(
-                f"{kind} needs the same number of answer columns on both sides "
-                f"({len(self.answers)} vs {len(other.answers)})",
-                code="bad_set_operation",
+                f"{kind} needs a table on this side first (name a column or add_join(table))",
+                code="no_table",
             )
         return self._evolve(set_operations=(*self.set_operations, SetOperation(kind, other, all_)))
 
@@ -1014,7 +1094,8 @@ class Sql:
         'SELECT "a b/c \\'d\\'" FROM "t" LIMIT 3'
         """
         expression = self.to_expression(dialect)
-        return expression.sql(dialect=dialect, pretty=pretty, identify=True)
+        with sqlglot_warnings_logged():  # a feature the dialect lacks: pyql's log, not stderr
+            return expression.sql(dialect=dialect, pretty=pretty, identify=True)
 
     def _select(self, target: _Target) -> exp.Select:
         if self.table is None:

@@ -256,6 +256,7 @@ class SqlSession(Session):
         max_values: int = 10,
         max_rows: int = 5,
         row_cap: int = 1000,
+        functions: Sequence[str] | None = None,
     ) -> None:
         if isinstance(tables, str):
             raise TypeError("tables must be a sequence of table names, not a string")
@@ -267,6 +268,7 @@ class SqlSession(Session):
         self.max_values = max_values
         self.max_rows = max_rows
         self.row_cap = max(row_cap, max_values)
+        self.functions = tuple(functions or ())
         self.dialect: str = getattr(db, "dialect", "") or "sqlite"
         scope = list(dict.fromkeys([*([table] if table else []), *(tables or [])]))
         self._initial_schema = db.schema(scope) if scope else db.schema()

@@ -302,6 +302,8 @@ def test_figure6_graphq_live365_streams() -> None:
     for name in ("get_relation", "add_fact", "add_max", "add_min", "add_count", "add_filter",
                  "set_answer", "execute"):
         assert f"{name}()" in obs[2]
+    # the Freebase prompt profile's tool set (Table 10), not every function of the toolset
+    assert "add_type()" not in obs[2] and "add_time_constrain()" not in obs[2]
     assert obs[3].startswith(
         "You cannot query for the relations of ?stream because it hasn't been bound to anything. "
         "You need to first query for get_relation(m.04rtjj).")

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from pyql.db import SqlDB
-from pyql.errors import BackendTimeoutError, BackendUnavailableError, InputError
+from pyql.errors import (
+    BackendQueryError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    InputError,
+)
 from pyql.feedback import Feedback, KBFeedback, PythonFeedback, Relations, VariableValues
 from pyql.guidelines import Registry, builtin_registry
 from pyql.kb import KB, OxigraphKB
@@ -63,8 +68,22 @@ def builtin() -> Registry:
     return builtin_registry()
 
 
+@lru_cache(maxsize=1)
+def with_original() -> Registry:
+    """The built-ins plus the original environment's opt-in checks (packs.original)."""
+    from pyql.guidelines.packs.original import GUIDELINES
+
+    return Registry.from_classes([*(type(g) for g in builtin()), *GUIDELINES])
+
+
+def registry_for(code: str) -> Registry:
+    """The registry a case file of ``code`` runs against (built-ins, plus the opt-in pack)."""
+    return builtin() if code in builtin() else with_original()
+
+
 class FlakyKB(KB):
-    """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails."""
+    """Wraps a KB; while ``failure`` is ``"timeout"`` or ``"backend_error"`` every query fails
+    (the server), while it is ``"rejected"`` the engine refuses the query (a query error)."""
 
     def __init__(self, inner: KB) -> None:
         super().__init__(inner.profile)
@@ -76,6 +95,9 @@ class FlakyKB(KB):
             raise BackendTimeoutError("query timed out after 30 s", backend="flaky")
         if self.failure == "backend_error":
             raise BackendUnavailableError("connection refused (localhost:8890)", backend="flaky")
+        if self.failure == "rejected":
+            raise BackendQueryError("the endpoint rejected the query (SP031: Unsupported "
+                                    "feature)", backend="flaky", query=query)
         return self.inner.select(query, timeout=timeout)
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
@@ -98,6 +120,9 @@ class FlakyDB:
         if self.failure == "backend_error":
             raise BackendUnavailableError("could not connect to server: Connection refused",
                                           backend="flaky")
+        if self.failure == "rejected":
+            raise BackendQueryError("sqlite rejected the query: HAVING clause on a non-aggregate "
+                                    "query", backend="flaky")
         return self.inner.execute(*args, **kwargs)
 
 
@@ -114,7 +139,8 @@ def run_steps(
 
     With ``tools="sql"``, ``kb`` names a fixture database and the steps run in a
     :class:`~pyql.sql.session.SqlSession` (starting from ``table``). A step is a string, or
-    ``{"run": text, "kb": "timeout" | "backend_error"}`` to make the KB/DB fail during that step.
+    ``{"run": text, "kb": "timeout" | "backend_error" | "rejected"}`` to make the KB/DB fail
+    (or the engine reject the query) during that step.
     """
     flaky: FlakyKB | FlakyDB
     session: Session | SqlSession
@@ -149,7 +175,8 @@ def _values(value: Mapping[str, Any]) -> VariableValues:
 def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
                    entities: Mapping[str, str] | None = None) -> Feedback:
     """A Feedback from a case file's ``feedback:`` mapping (for situations a Session step cannot
-    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``."""
+    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``,
+    ``functions`` (the tool set offered to the agent)."""
     tools = spec.get("tools", tools)
     action = spec["action"]
     try:
@@ -180,5 +207,6 @@ def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
         python["suggestions"] = tuple(python["suggestions"])
     python.setdefault("function", call.name if call else None)
     return Feedback(step=spec.get("step", len(memory.calls) + 1), action_text=action, call=call,
-                    tools=tools, python=PythonFeedback(**python), kb=KBFeedback(**kb),
+                    tools=tools, functions=tuple(spec.get("functions", ())),
+                    python=PythonFeedback(**python), kb=KBFeedback(**kb),
                     memory=memory, args=(), notes=())

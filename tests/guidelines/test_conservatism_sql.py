@@ -11,12 +11,15 @@ so a model that insists keeps its condition.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from pyql.datasets import spider, wikisql
-from pyql.guidelines import default_registry
+from pyql.guidelines import Registry, default_registry
+from pyql.guidelines.packs.original import for_dataset
+from pyql.program import Call
 from pyql.sql.from_sql import Unsupported, to_program
 from pyql.sql.session import SqlSession
 
@@ -34,23 +37,53 @@ def _gold_is_empty(table, sql) -> bool:
     return not gold or all(g is None for g in gold) or gold == [0]
 
 
-def _check_wikisql(db, tables, items):
-    registry = default_registry()
+def _check_wikisql(db, tables, items, registry=None, explore=False):
+    """Run the gold programs; assert no hint where the gold answer is not empty. Returns the
+    number of empty-answer programs that got a hint; prints the hints per code on those (DB102's
+    count is the one the issue asks to report). ``explore``: call ``get_column(col)`` before each
+    ``add_condition`` on ``col``, as the paper's agent does (the original's WikiSQL checks)."""
+    registry = registry if registry is not None else default_registry()
     fired_on_empty = 0
+    codes: Counter[str] = Counter()
     for item in items:
         session = SqlSession(db, table=item.table, guidelines=registry)
-        hinted = [(str(c), o.hint.code) for c in item.program if (o := session.run(c)).hint]
+        program = _explored(item.program) if explore else item.program
+        hinted = [(str(c), o.hint.code) for c in program if (o := session.run(c)).hint]
         if not _gold_is_empty(tables[item.table_id], item.sql):
             assert not hinted, (item.id, hinted)
         elif hinted:
             fired_on_empty += 1
+            codes.update(code for _, code in hinted)
             assert {code for _, code in hinted} <= {"DB102", "DB103"}, (item.id, hinted)
+    empty = sum(_gold_is_empty(tables[i.table_id], i.sql) for i in items)
+    print(f"WikiSQL: {len(items)} gold programs, {empty} with an empty gold answer; hints on "
+          f"{fired_on_empty} of those: {dict(codes)}; none on the others")
     return fired_on_empty
+
+
+def _explored(program):
+    out, seen = [], set()
+    for call in program:
+        if call.name == "add_condition" and call.args[0].value not in seen:
+            seen.add(call.args[0].value)
+            out.append(Call(name="get_column", args=(call.args[0],)))
+        out.append(call)
+    return out
 
 
 def test_wikisql_gold_programs_sample(wikisql_data):
     db, tables, items = wikisql_data
     _check_wikisql(db, tables, random.Random(0).sample(items, 800))
+
+
+def test_wikisql_gold_programs_with_the_original_checks(wikisql_data):
+    """The original's WikiSQL checks (opt-in) on gold programs that look at each condition's
+    column first, as the paper's agent does: nothing more fires. Without that get_column,
+    DB402 fires on every condition by construction (WikiSQL's gold programs never call it)."""
+    db, tables, items = wikisql_data
+    registry = Registry.from_classes([*(type(g) for g in default_registry()),
+                                      *for_dataset("wikisql")])
+    _check_wikisql(db, tables, random.Random(0).sample(items, 800), registry, explore=True)
 
 
 @pytest.mark.slow

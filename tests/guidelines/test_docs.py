@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pyql.guidelines.docs import describe, list_rows, render_markdown
+from pyql.guidelines.docs import describe, list_rows, page
 from tests.guidelines.support import REPO_ROOT, builtin
 
 PAGE = REPO_ROOT / "docs" / "guidelines.md"
@@ -16,7 +16,7 @@ PAGE = REPO_ROOT / "docs" / "guidelines.md"
 
 def test_committed_docs_page_is_up_to_date() -> None:
     assert PAGE.exists(), "run: python -m pyql.guidelines.docs > docs/guidelines.md"
-    assert PAGE.read_text(encoding="utf-8") == render_markdown(builtin()), (
+    assert PAGE.read_text(encoding="utf-8") == page(), (
         "docs/guidelines.md is stale; regenerate with: "
         "python -m pyql.guidelines.docs > docs/guidelines.md"
     )

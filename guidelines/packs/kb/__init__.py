@@ -9,7 +9,7 @@ failures.
 from __future__ import annotations
 
 from pyql.guidelines.base import Guideline
-from pyql.guidelines.packs.kb.backend import BackendError, BackendTimeout
+from pyql.guidelines.packs.kb.backend import BackendError, BackendTimeout, QueryRejected
 from pyql.guidelines.packs.kb.calls import (
     AggregateArgument,
     ExecuteWithoutAnswer,
@@ -21,6 +21,7 @@ from pyql.guidelines.packs.kb.calls import (
     SetAnswerNotVariable,
 )
 from pyql.guidelines.packs.kb.reasoning import (
+    ExecuteMidPath,
     FactTwoNewVariables,
     FactTwoNewVariablesUnexplored,
     FilterBeforeGetRelation,
@@ -62,6 +63,7 @@ GUIDELINES: list[type[Guideline]] = [
     SetAnswerUnknownVariable,
     SetAnswerNoVariables,
     TimeConstraintUnboundVariable,
+    ExecuteMidPath,
     # KB results
     EmptyFactUnlistedRelation,
     EmptyFactListedRelation,
@@ -73,4 +75,5 @@ GUIDELINES: list[type[Guideline]] = [
     EmptyAnswer,
     BackendError,
     BackendTimeout,
+    QueryRejected,
 ]

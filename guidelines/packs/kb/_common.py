@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from pyql.feedback import Feedback
+from difflib import SequenceMatcher
+
+from pyql.feedback import Feedback, Relations
 from pyql.guidelines.derive import bound_variables, fmt_list, linked_targets
 from pyql.syntax import AtomKind
 from pyql.terms import Entity, Var
 
-__all__ = ["SPARQL", "atom_key", "existing_text", "is_exclusion", "linked_text"]
+__all__ = [
+    "SPARQL", "HINT_RELATIONS", "atom_key", "capped_relations", "cut_note", "existing_text",
+    "is_exclusion", "linked_text",
+]
+
+#: at most this many relations are listed in a hint (a Freebase node may have hundreds)
+HINT_RELATIONS = 20
 
 SPARQL = frozenset({"sparql"})
 
@@ -42,3 +50,34 @@ def is_exclusion(feedback: Feedback) -> bool:
     args = feedback.args
     return (len(args) == 3 and isinstance(args[0], Var) and args[1] == "!="
             and isinstance(args[2], (Entity, Var)))
+
+
+def capped_relations(relations: Relations, near: str,
+                     limit: int = HINT_RELATIONS) -> tuple[Relations, int]:
+    """``relations`` as a hint lists them, and how many there are in all.
+
+    Up to ``limit`` they are kept as listed (the order of the observation). Beyond, the
+    ``limit`` closest to ``near`` (the relation the model chose; text similarity, ties in listed
+    order) are kept: deterministic, and without the agent's rankers, which the guidelines may not
+    import.
+
+    >>> rels = Relations(forward=("a.b.c", "film.film.directed_by", "x.y.z"), backward=("q.r",))
+    >>> capped_relations(rels, "film.film.director", limit=2)
+    (Relations(forward=('a.b.c', 'film.film.directed_by'), backward=()), 4)
+    """
+    every = relations.all
+    if len(every) <= limit:
+        return relations, len(every)
+    order = {r: i for i, r in enumerate(every)}
+    ranked = sorted(every, key=lambda r: (-SequenceMatcher(None, near, r).ratio(), order[r]))
+    keep = set(ranked[:limit])
+    forward = tuple(r for r in relations.forward if r in keep)
+    backward = tuple(r for r in relations.backward if r in keep and r not in forward)
+    return Relations(forward=forward, backward=backward), len(every)
+
+
+def cut_note(shown: Relations, total: int, near: str) -> str:
+    """`` (20 of 143 shown: the closest to r; get_relation(n) lists them all)`` when cut."""
+    if len(shown.all) >= total:
+        return ""
+    return f" ({len(shown.all)} of {total} shown, the closest to {near})"

@@ -10,7 +10,26 @@ from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.packs.kb._common import SPARQL
 
-__all__ = ["BackendError", "BackendTimeout", "backend_error_message", "timeout_message"]
+__all__ = [
+    "BackendError", "BackendTimeout", "QueryRejected", "backend_error_message", "timeout_message",
+    "query_rejected_message", "is_query_rejection",
+]
+
+#: the error type (``KBFeedback.error_type``) of an engine that rejected the query it was sent
+_REJECTED = "BackendQueryError"
+
+
+def is_query_rejection(feedback: Feedback) -> bool:
+    """The engine rejected the query the step built: a query error, not a server fault."""
+    return feedback.kb.status == "backend_error" and feedback.kb.error_type == _REJECTED
+
+
+def query_rejected_message(feedback: Feedback, what: str = "KB") -> str:
+    detail = feedback.kb.message.strip().rstrip(".")
+    return (f"The {what} rejected the query this step builds ({detail or 'query error'}). This "
+            "is an error in the query, not a server fault: the step was not applied, and the "
+            "same action would be rejected again. Change the action: check its arguments and "
+            "whether the calls before it allow it.")
 
 
 def backend_error_message(feedback: Feedback, what: str = "KB") -> str:
@@ -47,7 +66,34 @@ class BackendError(Guideline):
     groups = ("sparql", "backend")
 
     def check(self, feedback: Feedback) -> Hint | None:
+        if is_query_rejection(feedback):
+            return None  # KB303's case
         return self.hint(backend_error_message(feedback), [feedback.action_text])
+
+
+class QueryRejected(Guideline):
+    """The KB engine rejected the query the step built: a query error, not a server fault.
+
+    The engine's own message is in the hint; repeating the action would fail the same way.
+
+    Bad:
+        add_fact(?x, film.film.directed_by, m.0darabont)   # the engine refuses the query
+
+    Fixed:
+        get_relation(m.0darabont)   # a different action, not the same one repeated
+    """
+
+    code = "KB303"
+    name = "kb.query_rejected"
+    needs = frozenset({"kb"})
+    triggers_on = on(kb="backend_error")
+    toolsets = SPARQL
+    groups = ("sparql", "backend")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        if not is_query_rejection(feedback):
+            return None
+        return self.hint(query_rejected_message(feedback))
 
 
 class BackendTimeout(Guideline):

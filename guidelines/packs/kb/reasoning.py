@@ -16,6 +16,7 @@ from pyql.guidelines.derive import (
     value_owner,
 )
 from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
+from pyql.syntax import AtomKind
 from pyql.terms import Entity, Literal, Var
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "SetAnswerUnknownVariable",
     "SetAnswerNoVariables",
     "TimeConstraintUnboundVariable",
+    "ExecuteMidPath",
 ]
 
 
@@ -325,4 +327,63 @@ class TimeConstraintUnboundVariable(Guideline):
             + (f" Existing variables include: {fmt_list(bound)}." if bound
                else " There are no variables yet: add a fact with add_fact() first."),
             bound,
+        )
+
+
+def _mentions(call: object, var: str) -> bool:
+    return any(a.kind is AtomKind.VAR and f"?{a.value}" == var for a in call.args)  # type: ignore[attr-defined]
+
+
+class ExecuteMidPath(Guideline):
+    """execute() whose answer is a variable the path was about to leave: a premature execute.
+
+    The answer variable (set_answer's, else the only variable with values) had its relations
+    listed with get_relation, and no later call used it: the next hop was being looked for, so
+    the variable is a middle node of the path, not what the question asks for. Silent once
+    set_answer names that variable after its get_relation (the model says it is the answer).
+
+    Bad:
+        add_fact(Kismet, directed_by, ?director)
+        get_relation(?director)
+        execute()
+
+    Fixed:
+        add_fact(Kismet, directed_by, ?director)
+        get_relation(?director)
+        add_fact(?film, directed_by, ?director)
+    """
+
+    code = "RM209"
+    name = "kb.execute_mid_path"
+    needs = frozenset({"memory"})
+    triggers_on = on("execute")
+    toolsets = SPARQL
+    groups = ("sparql", "answer")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        memory = feedback.memory
+        answer = memory.answer
+        if answer is None:
+            bound = bound_variables(memory)
+            if len(bound) != 1:
+                return None  # PY208/the Session's no_answer error
+            answer = bound[0]
+        calls = memory.calls
+        explored = [i for i, c in enumerate(calls)
+                    if c.name == "get_relation" and _mentions(c, answer)]
+        if not explored or any(_mentions(c, answer) for c in calls[explored[-1] + 1:]):
+            return None
+        rels = memory.relations.get(answer)
+        listed = ""
+        if rels is not None and rels.all:
+            more = ", ..." if len(rels.all) > 10 else ""
+            listed = f" (its relations: {fmt_list(rels.all[:10])}{more})"
+        return self.hint(
+            f"You execute the query with {answer} as the answer, but you listed the relations of "
+            f"{answer}{listed} and added nothing from it: {answer} looks like a middle node of the "
+            "path, not what the question asks for. Add the fact that goes from "
+            f"{answer} to the answer (add_fact with a relation of {answer} and a new variable), "
+            f"then set_answer on the new variable. If {answer} is the answer, call "
+            f"set_answer({answer}) before execute().",
+            [f"set_answer({answer})"],
         )

@@ -17,7 +17,7 @@ from pyql.guidelines.derive import (
     node_key,
     term_text,
 )
-from pyql.guidelines.packs.kb._common import SPARQL
+from pyql.guidelines.packs.kb._common import SPARQL, capped_relations, cut_note
 from pyql.terms import Entity, Literal, Relation, Var
 
 __all__ = [
@@ -101,8 +101,10 @@ class EmptyFactUnlistedRelation(Guideline):
         fetched = [(n, rels) for _, n, rels in nodes if rels is not None]
         if not fetched or any(relation in rels for _, rels in fetched):
             return None
-        listing = " ".join(f"The relations of {n} includes: {fmt_relations(rels)}."
-                           for n, rels in fetched)
+        capped = [(n, *capped_relations(rels, relation)) for n, rels in fetched]
+        listing = " ".join(f"The relations of {n} includes: {fmt_relations(shown)}"
+                           f"{cut_note(shown, total, relation)}."
+                           for n, shown, total in capped)
         elsewhere = [n for n in feedback.memory.nodes_listing(relation)
                      if n not in {k for k, _ in fetched}]
         note = f" ({relation} was listed for {', '.join(elsewhere)}.)" if elsewhere else ""
@@ -110,7 +112,7 @@ class EmptyFactUnlistedRelation(Guideline):
             f"The relation {relation} that you choose leads to an empty result.{note} {listing} "
             "Try to change a relation that matches the question best. If it still doesn't work, "
             "you may use other approach to solve the question.",
-            [r for _, rels in fetched for r in rels.all],
+            list(dict.fromkeys(r for _, shown, _ in capped for r in shown.all)),
         )
 
 
@@ -149,14 +151,16 @@ class EmptyFactListedRelation(Guideline):
         role, node, rels = listed[0]
         head, _, tail = feedback.args
         other = tail if role == "head" else head
+        shown, total = capped_relations(rels, relation)
         return self.hint(
             f"The relation {relation} that you choose leads to an empty result. Re-think the "
-            f"question again and choose another relation from {fmt_list(rels.all)}."
+            f"question again and choose another relation from {fmt_list(shown.all)}"
+            f"{cut_note(shown, total, relation)}."
             + _direction_note(relation, role, node, term_text(other), rels)
             + _bound_other_note(feedback, other)
             + " Also check whether this triple is needed: it may not match any graph on the KB "
             "together with the facts already added.",
-            rels.all,
+            shown.all,
         )
 
 

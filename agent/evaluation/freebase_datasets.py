@@ -1,0 +1,144 @@
+"""GrailQA, CWQ and WebQSP-with-predicted-links for ``pyql eval``, over the loaders of
+:mod:`pyql.datasets.freebase`; registered through the ``pyql.eval_datasets`` entry points.
+
+- ``grailqa`` (split ``dev``: ToG's 500-question sample) and ``grailqa-el`` (the same questions
+  with the Pangu/TIARA entity links): answers are mids (F1, Hit@1), meta ``qtype`` = the level
+  (``i.i.d.``, ``compositional``, ``zero-shot``: the per-level breakdown of ``metrics.json``),
+  ``function``;
+- ``cwq`` (split ``test``: ToG's 1,500-question sample): the gold is an answer *label*; predicted
+  mids are matched by their names and aliases in the run's KB
+  (:func:`pyql.datasets.freebase.label_scores`); meta ``qtype`` = the compositionality type;
+- ``webqsp-el``: ``webqsp`` with the linker's entities instead of the gold ones.
+
+Gold programs come from the gold SPARQL (:func:`pyql.sparql.from_sparql.from_sparql`); where it
+cannot be converted the item's ``program`` is None and meta ``unsupported`` names the construct.
+All run on a Freebase KB given with ``--kb`` (a SPARQL endpoint, a ``pyql kb load`` store, an
+RDF file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from pyql.agent.evaluation.datasets import (
+    Backend,
+    DatasetError,
+    EvalDataset,
+    KBBackend,
+    WebQSPDataset,
+    open_kb,
+    select_indices,
+)
+from pyql.agent.evaluation.records import EvalItem
+from pyql.datasets.freebase import (
+    FILES,
+    FreebaseQuestion,
+    answer_names,
+    gold_program,
+    label_scores,
+    load_entity_links,
+    load_questions,
+)
+
+__all__ = ["GrailQADataset", "GrailQALinkedDataset", "CWQDataset", "WebQSPLinkedDataset"]
+
+
+class _FreebaseDataset(EvalDataset):
+    tools = "sparql"
+    profile = "freebase"
+    metric = "kbqa"
+    primary = "f1"
+    source: ClassVar[str] = ""
+    entity_links: ClassVar[str] = "gold"
+
+    def splits(self) -> list[str]:
+        path = self.data_dir / "freebase_questions" / FILES[self.source]
+        return [self.default_split] if path.exists() else []
+
+    def _questions(self, split: str | None) -> list[FreebaseQuestion]:
+        self.split(split)
+        try:
+            return load_questions(self.source, self.data_dir,
+                                  entity_links=self.entity_links)  # type: ignore[arg-type]
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{self.name}: {exc}") from None
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        questions = self._questions(split)
+        out = []
+        for index in select_indices(len(questions), limit, sample, seed):
+            q = questions[index]
+            program, construct = gold_program(q)
+            meta: dict[str, Any] = {"qtype": q.group, **{k: v for k, v in q.meta.items()
+                                                          if isinstance(v, (str, int, float))}}
+            if construct is not None:
+                meta["unsupported"] = construct
+            if q.answer_sets:
+                meta["answer_sets"] = [list(s) for s in q.answer_sets]
+            out.append(EvalItem(
+                id=q.id, question=q.question, entities=q.entities,
+                answers=self._gold(q), program=program, tools="sparql", meta=meta,
+            ))
+        return out
+
+    def _gold(self, q: FreebaseQuestion) -> tuple[Any, ...]:
+        return q.answers
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        if db is not None:
+            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
+        if kb is None:
+            raise DatasetError(f"{self.name} needs a Freebase KB: pass --kb URL (a SPARQL "
+                               "endpoint holding Freebase) or a store from `pyql kb load`")
+        backend = KBBackend(*open_kb(kb, "freebase"))
+        self._kb = backend.kb
+        return backend
+
+
+class GrailQADataset(_FreebaseDataset):
+    name = "grailqa"
+    source = "grailqa"
+    default_split = "dev"
+    description = "GrailQA (ToG's 500-question sample) over Freebase, gold topic entities"
+
+
+class GrailQALinkedDataset(GrailQADataset):
+    name = "grailqa-el"
+    entity_links = "predicted"
+    description = "GrailQA sample with the Pangu/TIARA entity links"
+
+
+class CWQDataset(_FreebaseDataset):
+    name = "cwq"
+    source = "cwq"
+    default_split = "test"
+    primary = "hit@1"
+    description = "ComplexWebQuestions (ToG's 1,500-question sample); answers matched by label"
+
+    def _gold(self, q: FreebaseQuestion) -> tuple[Any, ...]:
+        return q.answer_names
+
+    def score(self, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
+        """Label matching: the predicted mids' names and aliases in the run's KB against the
+        gold label (:func:`pyql.datasets.freebase.label_scores`)."""
+        predicted = list(predicted)
+        kb = getattr(self, "_kb", None)
+        if predicted and kb is None:
+            raise DatasetError("cwq scores by the answers' names: open its backend first")
+        names = answer_names(kb, predicted) if predicted else []
+        return label_scores(names, [str(a) for a in item.answers])
+
+
+class WebQSPLinkedDataset(WebQSPDataset):
+    name = "webqsp-el"
+    description = "WebQSP test with the Pangu/TIARA entity links (needs --kb)"
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        links = load_entity_links(self.data_dir / "freebase_questions" / FILES["webqsp_el"])
+        return [item.model_copy(update={"entities": links.get(item.id, {})})
+                for item in super().items(split, limit=limit, sample=sample, seed=seed)]
+

@@ -1,0 +1,221 @@
+"""Load RDF dumps into an on-disk Oxigraph store, streamed, with a manifest.
+
+:func:`load_store` bulk-loads N-Triples / N-Quads / Turtle files (gzip or not; the format is
+read from the suffix: ``.nt``, ``.nq``, ``.ttl``, each optionally ``.gz``) into a store
+directory with pyoxigraph's bulk loader, which reads its input as a stream and writes sorted
+runs to disk: memory stays bounded by the loader's buffers whatever the size of the dump
+(measured in ``benchmarks/kb_load.py``). A progress callback gets the bytes read so far (of
+the files as stored, compressed or not) and the total.
+
+The store directory gets a manifest, ``pyql-manifest.json`` (:class:`Manifest`): each source's
+path, size, format and the triples it added, the store's triple count, the time taken and the
+pyoxigraph version. :func:`store_info` reads it back; :func:`open_store` reopens the store
+read-only as an :class:`~pyql.kb.oxigraph.OxigraphKB` (any profile), so several processes can
+query it at once.
+
+>>> import tempfile, pathlib
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (tmp / "a.nt").write_text('<http://e/a> <http://e/p> "x" .\\n')
+>>> manifest = load_store([tmp / "a.nt"], tmp / "store")
+>>> manifest.triples, manifest.sources[0].triples
+(1, 1)
+>>> len(open_store(tmp / "store"))
+1
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import io
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+from pydantic import BaseModel, ConfigDict
+
+from pyql.errors import InputError
+from pyql.kb.oxigraph import OxigraphKB
+from pyql.profiles import Profile
+
+__all__ = [
+    "MANIFEST",
+    "Manifest",
+    "SourceInfo",
+    "StoreError",
+    "rdf_format",
+    "load_store",
+    "store_info",
+    "open_store",
+]
+
+#: the manifest's file name inside a store directory
+MANIFEST = "pyql-manifest.json"
+
+_FORMATS = {
+    ".nt": ox.RdfFormat.N_TRIPLES,
+    ".ntriples": ox.RdfFormat.N_TRIPLES,
+    ".nq": ox.RdfFormat.N_QUADS,
+    ".ttl": ox.RdfFormat.TURTLE,
+    ".turtle": ox.RdfFormat.TURTLE,
+    ".trig": ox.RdfFormat.TRIG,
+}
+
+Progress = Callable[[int, int], None]
+
+
+class StoreError(InputError):
+    """A source or a store directory that cannot be used (``path`` says which)."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class SourceInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    bytes: int
+    format: str
+    compressed: bool
+    triples: int
+    seconds: float
+
+
+class Manifest(BaseModel):
+    """What a store directory holds and how it was built."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sources: tuple[SourceInfo, ...] = ()
+    triples: int = 0
+    seconds: float = 0.0
+    pyoxigraph: str = ""
+    created: str = ""
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(s.bytes for s in self.sources)
+
+
+def rdf_format(path: str | Path) -> tuple[ox.RdfFormat, bool]:
+    """The RDF format of a file by its suffix, and whether it is gzipped."""
+    p = Path(path)
+    suffixes = [s.lower() for s in p.suffixes]
+    compressed = bool(suffixes) and suffixes[-1] == ".gz"
+    if compressed:
+        suffixes = suffixes[:-1]
+    fmt = _FORMATS.get(suffixes[-1]) if suffixes else None
+    if fmt is None:
+        raise StoreError(
+            f"{p.name}: unknown RDF format (expected .nt, .nq, .ttl or .trig, optionally .gz)",
+            path=str(p),
+        )
+    return fmt, compressed
+
+
+class _Counting(io.RawIOBase):
+    """A readable file that reports how many bytes were read from it."""
+
+    def __init__(self, handle: Any, on_read: Callable[[int], None]) -> None:
+        self._handle = handle
+        self._on_read = on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._handle.readinto(buffer)
+        if n:
+            self._on_read(n)
+        return n or 0
+
+
+def load_store(
+    sources: Iterable[str | Path],
+    store_dir: str | Path,
+    *,
+    progress: Progress | None = None,
+    base_iri: str | None = None,
+) -> Manifest:
+    """Bulk-load ``sources`` into the store at ``store_dir`` (created if missing; an existing
+    store is added to) and write its manifest. Raises :class:`StoreError` for a missing or
+    unknown source (before anything is loaded) and for a syntax error (naming the file)."""
+    paths = [Path(s) for s in sources]
+    if not paths:
+        raise StoreError("no source to load")
+    plan = []
+    for path in paths:
+        if not path.is_file():
+            raise StoreError(f"no such file: {path}", path=str(path))
+        plan.append((path, *rdf_format(path), path.stat().st_size))
+    total = sum(size for *_, size in plan)
+    target = Path(store_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    previous = store_info(target) if (target / MANIFEST).exists() else Manifest()
+    store = ox.Store(str(target))
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    started = time.perf_counter()
+    infos = list(previous.sources)
+    count = len(store)
+    try:
+        for path, fmt, compressed, size in plan:
+            t0 = time.perf_counter()
+            with open(path, "rb") as raw:
+                counted = io.BufferedReader(_Counting(raw, advance), buffer_size=1 << 20)
+                stream = gzip.GzipFile(fileobj=counted) if compressed else counted
+                try:
+                    store.bulk_load(stream, fmt, base_iri=base_iri)
+                except SyntaxError as exc:
+                    raise StoreError(f"{path}: {exc}", path=str(path)) from None
+            store.flush()
+            after = len(store)
+            infos.append(SourceInfo(path=str(path.resolve()), bytes=size, format=fmt.name,
+                                    compressed=compressed, triples=after - count,
+                                    seconds=round(time.perf_counter() - t0, 3)))
+            count = after
+        store.optimize()
+    finally:
+        del store  # release the directory lock before anyone reopens it
+    manifest = Manifest(
+        sources=tuple(infos), triples=count,
+        seconds=round(previous.seconds + time.perf_counter() - started, 3),
+        pyoxigraph=ox.__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    (target / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    return manifest
+
+
+def store_info(store_dir: str | Path) -> Manifest:
+    """The manifest of a store built by :func:`load_store`."""
+    path = Path(store_dir) / MANIFEST
+    if not path.is_file():
+        raise StoreError(f"{store_dir}: no {MANIFEST} (not a store built by `pyql kb load`)",
+                         path=str(store_dir))
+    try:
+        return Manifest.model_validate(json.loads(path.read_text()))
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: not a valid manifest: {exc}", path=str(path)) from None
+
+
+def open_store(store_dir: str | Path, *, profile: str | Profile = "generic") -> OxigraphKB:
+    """The store at ``store_dir``, read-only (other readers may open it at the same time)."""
+    path = Path(store_dir)
+    if not path.is_dir():
+        raise StoreError(f"no store directory at {path}", path=str(path))
+    try:
+        return OxigraphKB(path=path, profile=profile, read_only=True)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc}", path=str(path)) from None
