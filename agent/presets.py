@@ -96,6 +96,9 @@ class Preset:
     #: original hides from get_relation: a :data:`pyql.profiles.RELATION_FILTERS` name)
     exclude_topic: Literal["off", "answer", "nodes"] = "off"
     relation_filter: str | None = None
+    #: the original MetaQA tool set: ``get_relation()`` without an argument is the relations of
+    #: the current node from the first step on (KBSession ``walk``)
+    walk: bool = False
     #: setting -> "file:line" of the original it reproduces
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -156,11 +159,12 @@ PRESETS: dict[str, dict[str, Preset]] = {
                      "exclude_topic": "ag_src/webqsp_src/wikienv_webqsp.py:534-540"}),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
-            prompt="paper-metaqa", exclude_topic="nodes",
+            prompt="paper-metaqa", exclude_topic="nodes", walk=True,
             sources={"max_steps": "ag_src/meta_src/META.py:59",
                      "history": "ag_src/agent_utils/ag_utils.py:297-327",
                      "on_stop": "ag_src/meta_src/META.py:109",
                      "exclude_topic": "ag_src/meta_src/wikienv_meta.py:129",
+                     "walk": "ag_src/meta_src/wikienv_meta.py:67-90",
                      "temperature": "ag_src/agent_utils/ag_utils.py:141",
                      "prompt": "ag_src/agent_utils/prompt_list.py:250-328"}),
         "wikisql": _paper(

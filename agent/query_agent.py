@@ -262,6 +262,8 @@ class QueryAgent:
             relation_filter = relation_filter or self.preset.relation_filter
             if relation_filter not in (None, "off"):
                 preset_options["relation_filter"] = relation_filter
+            if self.preset.walk:
+                preset_options["walk"] = True
             session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend

@@ -122,6 +122,11 @@ class KBSession(Session):
     - ``relation_filter``: a :data:`~pyql.profiles.RELATION_FILTERS` name (``webqsp``,
       ``grailqa``, ``graphq``): the administrative relations the original hid from
       ``get_relation``.
+
+    ``walk=True`` reads ``get_relation()`` (no argument) as the relations of the current node of
+    a walk, as the original MetaQA environment did, from the first step on; otherwise it means
+    that only once a ``relate()`` walk has started (before, it is an arity error, as on
+    Freebase). ``relate(r)`` is always read (:meth:`_expand_alias`).
     """
 
     tools = "sparql"
@@ -140,6 +145,7 @@ class KBSession(Session):
         functions: Sequence[str] | None = None,
         exclude_topic: str = "off",
         relation_filter: str | RelationFilter | None = None,
+        walk: bool = False,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -154,6 +160,7 @@ class KBSession(Session):
         self._exclude_topic = exclude_topic
         self.relation_filter = (get_relation_filter(relation_filter)
                                 if relation_filter is not None else None)
+        self.walk = walk
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
@@ -196,6 +203,8 @@ class KBSession(Session):
         a tail), forward otherwise. A relation the node does not have is written forward, so it
         gets the KB's usual feedback (an empty result, the ERASER hint).
         """
+        if call.name == "get_relation" and not (self.walk or self._walking):
+            self.toolset["get_relation"].check_arity(len(call.args))  # the arity error
         current = self.current_node()
         if current is None:
             raise QueryError(f"{call.name}(): no current entity (no entity was linked)",

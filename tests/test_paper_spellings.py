@@ -113,7 +113,7 @@ def test_the_demo_actions_verbatim_typo_included(kb: OxigraphKB) -> None:
 
 
 def test_relate_walks_from_the_current_node(kb: OxigraphKB) -> None:
-    s = session(kb)
+    s = Session(kb, entities={"The Green Mile": "The Green Mile"}, walk=True)
     assert s.run("get_relation()").relations.forward == ("directed_by", "written_by")
     writers = s.run("relate(written_by)")
     assert str(writers.call) == "add_fact(The Green Mile, written_by, ?e1)"
@@ -144,6 +144,13 @@ def test_a_walk_program_replays(kb: OxigraphKB) -> None:
     assert answers == s.observations[-1].answers
     query = Program.parse(str(s.program)).to_query("metaqa", s.entities)
     assert set(a.short for a, in kb.select(query.to_sparql()).rows) == set(answers)
+
+
+def test_get_relation_without_argument_outside_a_walk_is_an_arity_error(kb: OxigraphKB) -> None:
+    s = session(kb)  # walk=False: as on Freebase, get_relation() is a mistake (PY104's case)
+    assert s.run("get_relation()").feedback.python.status == "arity"
+    s.run("relate(written_by)")  # a walk has started: get_relation() is its current node's
+    assert s.run("get_relation()").relations.backward == ("directed_by", "written_by")
 
 
 def test_walk_aliases_need_a_session() -> None:

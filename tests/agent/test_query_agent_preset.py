@@ -140,6 +140,7 @@ def test_paper_preset_sets_the_original_session_semantics(kb: OxigraphKB) -> Non
     metaqa = QueryAgent(llm, kb, preset="paper", dataset="metaqa-3hop",
                         ranker="bm25").new_session({"K": "Kismet"})
     assert metaqa.query.exclude_topic == "nodes" and metaqa.relation_filter is None
+    assert metaqa.walk  # get_relation() is the current node's from the first step
     fb = OxigraphKB(profile="freebase")
     webqsp = QueryAgent(llm, fb, preset="paper", dataset="webqsp", ranker="bm25").new_session({})
     assert webqsp.query.exclude_topic == "answer" and webqsp.relation_filter.name == "webqsp"
@@ -148,6 +149,7 @@ def test_paper_preset_sets_the_original_session_semantics(kb: OxigraphKB) -> Non
     # pyql's default: neither; each can be set or turned off on its own
     plain = QueryAgent(llm, kb).new_session({})
     assert plain.query.exclude_topic == "off" and plain.relation_filter is None
+    assert not plain.walk
     off = QueryAgent(llm, fb, preset="paper", dataset="webqsp", exclude_topic="off",
                      relation_filter="off", ranker="bm25").new_session({})
     assert off.query.exclude_topic == "off" and off.relation_filter is None
