@@ -358,6 +358,8 @@ class Usage(BaseModel):
     #: seconds spent waiting for the LLM (including retries)
     llm_seconds: float = 0.0
     kb_queries: int = 0
+    #: of ``kb_queries``, the label lookups (the paper's QPQ leaves them out)
+    label_queries: int = 0
     #: wall-clock seconds of the whole question
     seconds: float = 0.0
     guideline_triggers: dict[str, int] = Field(default_factory=dict)
@@ -395,6 +397,7 @@ class Usage(BaseModel):
             cost=self.cost + other.cost,
             llm_seconds=self.llm_seconds + other.llm_seconds,
             kb_queries=self.kb_queries + other.kb_queries,
+            label_queries=self.label_queries + other.label_queries,
             seconds=self.seconds + other.seconds,
             guideline_triggers=triggers,
         )

@@ -90,11 +90,15 @@ class Preset:
     #: prompt profile name (:func:`pyql.agent.prompting.get_prompt_profile`)
     prompt: str | None = None
     temperature: float = 0.0
-    #: the Session's semantics of the original environment (documented in docs/paper_preset.md):
-    #: ``exclude_topic`` (a linked topic entity is never an answer), ``relation_filter`` (the
-    #: administrative relations the original hides from get_relation: a profile-level list name)
-    exclude_topic: bool = False
+    #: the Session's semantics of the original environment (KBSession options, documented in
+    #: docs/paper_preset.md): ``exclude_topic`` (``answer``: the answer is no linked entity;
+    #: ``nodes``: no variable is), ``relation_filter`` (the administrative relations the
+    #: original hides from get_relation: a :data:`pyql.profiles.RELATION_FILTERS` name)
+    exclude_topic: Literal["off", "answer", "nodes"] = "off"
     relation_filter: str | None = None
+    #: the original MetaQA tool set: ``get_relation()`` without an argument is the relations of
+    #: the current node from the first step on (KBSession ``walk``)
+    walk: bool = False
     #: setting -> "file:line" of the original it reproduces
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -126,37 +130,41 @@ PRESETS: dict[str, dict[str, Preset]] = {
         "grailqa": _paper(
             "grailqa", max_steps=7, history="paper", context_budget=4090,
             on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-grailqa", relation_filter="grailqa",
+            prompt="paper-grailqa", exclude_topic="answer", relation_filter="grailqa",
             sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/grail_src/GRAIL.py:41",
                      "context_budget": "ag_src/grail_src/GRAIL.py:47",
                      "on_stop": "ag_src/grail_src/GRAIL.py:112-126",
                      "prompt": "ag_src/agent_utils/prompt_list.py:11-111",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:176-178"}),
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:176-178",
+                     "exclude_topic": "ag_src/grail_src/wikienv.py:516-522"}),
         "graphq": _paper(
             "graphq", max_steps=8, history="paper", context_budget=4090,
             on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-graphq", relation_filter="webqsp",
+            prompt="paper-graphq", exclude_topic="answer", relation_filter="graphq",
             sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/graphq_src/GRAPHQ.py:38",
                      "context_budget": "ag_src/graphq_src/GRAPHQ.py:43",
                      "on_stop": "ag_src/graphq_src/GRAPHQ.py:113-127",
                      "prompt": "ag_src/agent_utils/prompt_list.py:113-187",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:179-183"}),
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:179-183",
+                     "exclude_topic": "ag_src/graphq_src/wikienv_graphq.py:541-547"}),
         "webqsp": _paper(
             "webqsp", max_steps=7, history="paper", context_budget=4090,
             on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-webqsp", relation_filter="webqsp",
+            prompt="paper-webqsp", exclude_topic="answer", relation_filter="webqsp",
             sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/webqsp_src/WebQSP.py:40",
                      "context_budget": "ag_src/webqsp_src/WebQSP.py:46",
                      "on_stop": "ag_src/webqsp_src/WebQSP.py:116-130",
                      "prompt": "ag_src/agent_utils/prompt_list.py:190-248",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:170-175"}),
+                     "relation_filter": "ag_src/agent_utils/ag_utils.py:170-175",
+                     "exclude_topic": "ag_src/webqsp_src/wikienv_webqsp.py:534-540"}),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
-            prompt="paper-metaqa", exclude_topic=True,
+            prompt="paper-metaqa", exclude_topic="nodes", walk=True,
             sources={"max_steps": "ag_src/meta_src/META.py:59",
                      "history": "ag_src/agent_utils/ag_utils.py:297-327",
                      "on_stop": "ag_src/meta_src/META.py:109",
                      "exclude_topic": "ag_src/meta_src/wikienv_meta.py:129",
+                     "walk": "ag_src/meta_src/wikienv_meta.py:67-90",
                      "temperature": "ag_src/agent_utils/ag_utils.py:141",
                      "prompt": "ag_src/agent_utils/prompt_list.py:250-328"}),
         "wikisql": _paper(

@@ -194,7 +194,10 @@ class QueryAgent:
     ranker (``"bm25"`` by default), the argmax semantics (``extremum_mode``: ``"ties"`` or
     ``"limit"``), and how the loop shows its history, bounds the prompt and ends without
     ``execute()`` — ``preset="paper"`` is the original code's setting for the dataset
-    (``docs/paper_preset.md``).
+    (``docs/paper_preset.md``). On a KB the preset also sets the original environment's silent
+    semantics (:class:`~pyql.session.KBSession` options ``exclude_topic`` and
+    ``relation_filter``); ``exclude_topic=`` / ``relation_filter=`` override it (``"off"``
+    turns either off), and ``session_options`` override everything.
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -234,6 +237,8 @@ class QueryAgent:
         preset: str | Preset | None = None,
         dataset: str | None = None,
         extremum_mode: str | None = None,
+        exclude_topic: str | None = None,
+        relation_filter: str | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -247,8 +252,19 @@ class QueryAgent:
         if isinstance(ranker, _Default):
             ranker = self.preset.ranker
         extremum_mode = extremum_mode or self.preset.extremum_mode
-        if extremum_mode != "ties" and isinstance(backend, KB):
-            session_options = {"extremum_mode": extremum_mode, **(session_options or {})}
+        if isinstance(backend, KB):  # the preset's KB semantics; session_options still win
+            preset_options: dict[str, Any] = {}
+            if extremum_mode != "ties":
+                preset_options["extremum_mode"] = extremum_mode
+            exclude_topic = exclude_topic or self.preset.exclude_topic
+            if exclude_topic != "off":
+                preset_options["exclude_topic"] = exclude_topic
+            relation_filter = relation_filter or self.preset.relation_filter
+            if relation_filter not in (None, "off"):
+                preset_options["relation_filter"] = relation_filter
+            if self.preset.walk:
+                preset_options["walk"] = True
+            session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend
         self.mode: Mode = mode
@@ -294,7 +310,7 @@ class QueryAgent:
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """The LLM stand-in of ``--llm spec`` for one evaluation item (an
         :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
         program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
@@ -302,7 +318,9 @@ class QueryAgent:
         all) injected at ``RATE``
         (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
         question's seed). An item without a program gets an LLM that fails when asked (the
-        question's error). Both read each step's record through their ``observe(step)``."""
+        question's error). Both read each step's record through their ``observe(step)``.
+        Under ``preset="paper"``, ``gold`` replays the item's program in the original's own
+        spelling when it has one (``meta["paper_program"]``: MetaQA's ``relate`` walk)."""
         from pyql.agent.evaluation.specs import (
             GoldLLM,
             LLMSpecError,
@@ -317,7 +335,8 @@ class QueryAgent:
         if item.program is None:
             return GoldLLM(None, tools=item.tools, model=kind, reason=no_program_reason(item))
         if kind == "gold":
-            return GoldLLM(item.program, tools=item.tools)
+            paper = item.meta.get("paper_program") if preset == "paper" else None
+            return GoldLLM(paper or item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
         rate, types = noisy_spec(arg)
@@ -411,6 +430,7 @@ class QueryAgent:
                 self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
         usage = Usage()
+        labels_before = getattr(backend, "label_query_count", None)
         prompt_tokens: _PromptTokens | None = None
         steps: list[Step] = []
         finished = False
@@ -497,7 +517,11 @@ class QueryAgent:
         program = getattr(session, "program", None)
         if program is None:
             program = Program(tools=self.profile.tools)
-        usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
+        labels_after = getattr(backend, "label_query_count", None)
+        label_queries = (labels_after - labels_before if isinstance(labels_after, int)
+                         and isinstance(labels_before, int) else 0)
+        usage = usage.model_copy(update={"seconds": time.perf_counter() - started,
+                                         "label_queries": label_queries})
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name,
             profile=self.profile.name, mode=self.mode,

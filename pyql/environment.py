@@ -58,7 +58,7 @@ from pyql.errors import (
 )
 from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.memory import Memory, Relations, VariableValues
-from pyql.program import TOOLSETS, Call, Program, Toolset, parse_call
+from pyql.program import TOOLSETS, Alias, Call, Program, Toolset, parse_call
 
 __all__ = [
     "Environment",
@@ -325,11 +325,26 @@ class Environment(ABC):
 
     # -- one step -------------------------------------------------------------------------------
     def parse(self, action: str | Call) -> Call:
-        """The action as a call of this environment's toolset (raises an InputError)."""
-        if isinstance(action, Call):
-            action.validate_against(self.toolset)
-            return action
-        return parse_call(action, self.toolset)
+        """The action as a call of this environment's toolset (raises an InputError).
+
+        An alias spelling (:class:`~pyql.program.Alias`) becomes the canonical call it stands
+        for; contextual aliases are expanded by :meth:`_expand_alias` from this environment's
+        state, so the program records (and replays) canonical calls only.
+        """
+        if isinstance(action, str):
+            action = parse_call(action, self.toolset, contextual=True)
+        alias = self.toolset.alias(action.name, len(action.args))
+        if alias is not None and alias.contextual:
+            action = self._expand_alias(alias, action)
+        elif alias is not None:
+            assert alias.expand is not None
+            action = alias.expand(action.args)
+        action.validate_against(self.toolset)
+        return action
+
+    def _expand_alias(self, alias: Alias, call: Call) -> Call:
+        """The canonical call a contextual alias stands for here (InputError if none)."""
+        raise UnknownFunctionError(call.name, list(self.toolset))
 
     def run(self, action: str | Call) -> Observation:
         """Run one action; never raises for bad input or backend failure (see Observation)."""

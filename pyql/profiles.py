@@ -27,7 +27,17 @@ from urllib.parse import quote, unquote
 from pyql.errors import ProfileError, TermError
 from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
 
-__all__ = ["Profile", "FREEBASE", "GENERIC", "METAQA", "get_profile", "PROFILES"]
+__all__ = [
+    "Profile",
+    "FREEBASE",
+    "GENERIC",
+    "METAQA",
+    "get_profile",
+    "PROFILES",
+    "RelationFilter",
+    "RELATION_FILTERS",
+    "get_relation_filter",
+]
 
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
@@ -230,3 +240,54 @@ def get_profile(profile: str | Profile) -> Profile:
         raise ProfileError(
             f"unknown KB profile {profile!r}; known: {', '.join(sorted(PROFILES))}"
         ) from None
+
+
+@dataclass(frozen=True)
+class RelationFilter:
+    """Relations that ``get_relation`` does not list (by their short name): administrative ones
+    the original QueryAgent environment hid from the model.
+
+    >>> get_relation_filter("grailqa").hides("type.object.type")
+    True
+    >>> get_relation_filter("webqsp").hides("type.type.instance"), get_relation_filter("webqsp").hides("owl#sameAs")
+    (False, True)
+    """
+
+    name: str
+    exact: frozenset[str] = frozenset()
+    prefixes: tuple[str, ...] = ()
+    contains: tuple[str, ...] = ()
+    #: where the list comes from
+    source: str = ""
+
+    def hides(self, relation: str) -> bool:
+        return (relation in self.exact or relation.startswith(self.prefixes)
+                or any(part in relation for part in self.contains))
+
+
+#: the original's per-dataset lists: ``abandon_rels`` in cdhx/QueryAgent
+#: ag_src/agent_utils/ag_utils.py:168-185 (WebQSP and GraphQ share one, GrailQA hides ``type.*``)
+RELATION_FILTERS: dict[str, RelationFilter] = {
+    "webqsp": RelationFilter(
+        "webqsp", exact=frozenset({"type.object.type", "type.object.name"}),
+        prefixes=("common.", "freebase."), contains=("sameAs",),
+        source="ag_src/agent_utils/ag_utils.py:170-175"),
+    "grailqa": RelationFilter(
+        "grailqa", prefixes=("type.", "common.", "freebase."),
+        source="ag_src/agent_utils/ag_utils.py:176-178"),
+    "graphq": RelationFilter(
+        "graphq", exact=frozenset({"type.object.type", "type.object.name"}),
+        prefixes=("common.", "freebase."), contains=("sameAs",),
+        source="ag_src/agent_utils/ag_utils.py:179-183"),
+}
+
+
+def get_relation_filter(name: str | RelationFilter) -> RelationFilter:
+    """A relation filter by name (``webqsp``, ``grailqa``, ``graphq``) or as given."""
+    if isinstance(name, RelationFilter):
+        return name
+    try:
+        return RELATION_FILTERS[name]
+    except KeyError:
+        raise ProfileError(f"unknown relation filter {name!r}; known: "
+                           f"{', '.join(sorted(RELATION_FILTERS))}") from None

@@ -54,6 +54,9 @@ __all__ = [
     "parse_call",
     "register_replay",
     "COMPARISON_OPS",
+    "Alias",
+    "PAPER_ALIASES",
+    "paper_time_constrain",
 ]
 
 #: comparison operators accepted by add_filter / add_condition (``<>`` is read as ``!=``)
@@ -105,18 +108,60 @@ class Signature:
     def __str__(self) -> str:
         return f"{self.name}({', '.join(p.name for p in self.params)})"
 
+    def accepts(self, arity: int) -> bool:
+        lo, hi = self.arity
+        return lo <= arity <= hi
+
     def check_arity(self, got: int) -> None:
         lo, hi = self.arity
         if not lo <= got <= hi:
             raise ArityError(self.name, lo if lo == hi else (lo, hi), got, str(self))
 
 
-class Toolset(Mapping[str, Signature]):
-    """An ordered, named set of signatures (the SPARQL or the SQL version of PyQL)."""
+@dataclass(frozen=True)
+class Alias:
+    """Another spelling of a call, read as the canonical call it stands for.
 
-    def __init__(self, name: str, signatures: Iterable[Signature]) -> None:
+    The original QueryAgent prompts write some tools differently (WebQSP's 3-argument
+    ``add_time_constrain(var, relation, year)``, MetaQA's ``relate(relation)`` and
+    ``get_relation()``). An alias is keyed by name and argument count. ``expand`` turns the
+    arguments into the canonical call; contextual aliases (no ``expand``) need the environment's state
+    (the current entity of a walk), so only a Session expands them
+    (:meth:`pyql.environment.Environment.parse`), and parsing them elsewhere is an error.
+    """
+
+    name: str
+    arity: int
+    doc: str
+    #: the original code the spelling comes from
+    source: str
+    expand: Callable[[tuple[Atom, ...]], Call] | None = None
+
+    @property
+    def contextual(self) -> bool:
+        return self.expand is None
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.arity}"
+
+
+class Toolset(Mapping[str, Signature]):
+    """An ordered, named set of signatures (the SPARQL or the SQL version of PyQL), and the
+    :class:`Alias` spellings it also reads."""
+
+    def __init__(self, name: str, signatures: Iterable[Signature],
+                 aliases: Iterable[Alias] = ()) -> None:
         self.name = name
         self._by_name = {s.name: s for s in signatures}
+        self.aliases = {(a.name, a.arity): a for a in aliases}
+
+    def alias(self, name: str, arity: int) -> Alias | None:
+        """The alias a call of ``name`` with ``arity`` arguments is, if any: a spelling the
+        toolset's own signatures do not accept."""
+        alias = self.aliases.get((name, arity)) if self.aliases else None
+        if alias is None or (name in self._by_name and self._by_name[name].accepts(arity)):
+            return None
+        return alias
 
     def __getitem__(self, key: str) -> Signature:
         return self._by_name[key]
@@ -142,6 +187,47 @@ def _term(name: str, slot: Slot, doc: str, optional: bool = False) -> Param:
 
 
 _OP = Param("op", ParamKind.OP, "one of =, !=, >, <, >=, <=", choices=COMPARISON_OPS)
+
+#: add_time_constrain(var, relation, year) of the original WebQSP environment: the relation
+#: names one end of the period, the other end is derived from it (sparql_generator.py:100-122)
+_PERIOD_ENDS = ((".from", ".to"), (".start_date", ".end_date"), (".from_date", ".to_date"))
+
+
+def paper_time_constrain(args: tuple[Atom, ...]) -> Call:
+    """``add_time_constrain(var, relation, year)`` as the 5-argument call it means.
+
+    The original (ag_src/webqsp_src/sparql_generator.py:100-135) pairs the relation with its
+    other end (``.from``/``.to``, ``.start_date``/``.end_date``, ``.from_date``/``.to_date``; a
+    single-date relation such as ``.year`` or ``.release_date`` is both ends) and keeps ``var``
+    whose period contains the year: start <= year and end >= year, compared at the year's
+    precision.
+
+    >>> print(paper_time_constrain(Call.of("x", "?team", "sports.sports_team_roster.to", "2010").args))
+    add_time_constrain(?team, sports.sports_team_roster.from, sports.sports_team_roster.to, "2010", "2010")
+    """
+    var, relation, year = args
+    start = end = relation.value
+    for first, last in _PERIOD_ENDS:
+        if relation.value.endswith(first):
+            end = relation.value[: -len(first)] + last
+            break
+        if relation.value.endswith(last):
+            start = relation.value[: -len(last)] + first
+            break
+    when = Atom(AtomKind.STRING, year.value)  # 2010 is a date here, not a number
+    return Call(name="add_time_constrain",
+                args=(var, Atom(relation.kind, start), Atom(relation.kind, end), when, when))
+
+
+#: the spellings of the original prompts (the paper's demos), read as SPARQL calls
+PAPER_ALIASES = (
+    Alias("add_time_constrain", 3, "add_time_constrain(var, relation, year)",
+          "ag_src/webqsp_src/wikienv_webqsp.py:184-197", paper_time_constrain),
+    Alias("relate", 1, "relate(relation): walk from the current entity along the relation",
+          "ag_src/meta_src/wikienv_meta.py:84-90"),
+    Alias("get_relation", 0, "get_relation(): the relations of the current entity",
+          "ag_src/meta_src/wikienv_meta.py:67-82"),
+)
 
 SPARQL_TOOLS = Toolset(
     "sparql",
@@ -213,6 +299,7 @@ SPARQL_TOOLS = Toolset(
                   "Set the variable that the query returns."),
         Signature("execute", (), "Execute the query and return the answers.", role="terminal"),
     ],
+    aliases=PAPER_ALIASES,
 )
 
 _COLUMN = Param("column", ParamKind.COLUMN, "a column name (quote it if it has commas or parentheses)")
@@ -497,7 +584,23 @@ def _python_arg(piece: str, offset: int, source: str) -> Atom:
     return atom
 
 
-def _parse_calls(text: str, tools: Toolset) -> list[Call]:
+def _call(name: str, atoms: tuple[Atom, ...], tools: Toolset, contextual: bool) -> Call:
+    """The canonical call for a parsed function name and arguments (aliases expanded)."""
+    alias = tools.alias(name, len(atoms))
+    if alias is not None:
+        if not alias.contextual:
+            assert alias.expand is not None
+            call = alias.expand(atoms)
+            name, atoms = call.name, call.args
+        elif contextual:  # expanded by the environment (Environment.parse)
+            return Call(name=name, args=atoms)
+        # else: without an environment it is an unknown function / an arity error as written
+    sig = tools.signature(name)
+    sig.check_arity(len(atoms))
+    return Call(name=name, args=tuple(_canonical(a, p) for a, p in zip(atoms, sig.params)))
+
+
+def _parse_calls(text: str, tools: Toolset, contextual: bool = False) -> list[Call]:
     scanner = _Scanner(text)
     receivers: set[str] = set()
     calls: list[Call] = []
@@ -533,10 +636,7 @@ def _parse_calls(text: str, tools: Toolset) -> list[Call]:
             atoms = [_python_arg(p, off, text) for p, off in pieces]
         else:
             atoms = [lex_atom(p, offset=off, source=text) for p, off in pieces]
-        sig = tools.signature(name)
-        sig.check_arity(len(atoms))
-        atoms = [_canonical(a, p) for a, p in zip(atoms, sig.params)]
-        calls.append(Call(name=name, args=tuple(atoms)))
+        calls.append(_call(name, tuple(atoms), tools, contextual))
         scanner.pos = close_at + 1
         rest = _CALL_END.match(text, scanner.pos)
         if not rest:
@@ -544,9 +644,14 @@ def _parse_calls(text: str, tools: Toolset) -> list[Call]:
     return calls
 
 
-def parse_call(text: str, tools: str | Toolset = "sparql") -> Call:
-    """Parse exactly one call; raises ParseError / UnknownFunctionError / ArityError."""
-    calls = _parse_calls(text, _toolset(tools))
+def parse_call(text: str, tools: str | Toolset = "sparql", *, contextual: bool = False) -> Call:
+    """Parse exactly one call; raises ParseError / UnknownFunctionError / ArityError.
+
+    Alias spellings (:class:`Alias`) are read as their canonical call. A contextual alias
+    (``relate(r)``) needs an environment: with ``contextual=True`` it is returned as written for
+    the environment to expand; otherwise it is an :class:`~pyql.errors.UnknownFunctionError`.
+    """
+    calls = _parse_calls(text, _toolset(tools), contextual)
     if len(calls) != 1:
         raise ParseError(f"expected one call, found {len(calls)}", text, 0,
                          kind="no_action" if not calls else "multiple_actions", found=len(calls))

@@ -54,11 +54,13 @@ from pyql.errors import QueryError
 from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
-from pyql.program import Call
+from pyql.profiles import RelationFilter, get_relation_filter
+from pyql.program import Alias, Call, Program
 from pyql.resolve import Context
 from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_counts, compile_labels, compile_relations
+from pyql.syntax import Atom, AtomKind
 from pyql.terms import BlankNode, Entity, Literal, Var
 
 __all__ = [
@@ -99,10 +101,33 @@ def _session_class(backend: Any) -> type[Session]:
 @dataclass
 class _KBOutcome(Outcome):
     query: Sparql | None = None
+    #: calls the step implies before it (recorded in the program, e.g. a walk's set_answer)
+    implied: tuple[Call, ...] = ()
 
 
 class KBSession(Session):
-    """A KB environment for one question. See the module docstring."""
+    """A KB environment for one question. See the module docstring.
+
+    Options beyond the module docstring's: ``max_values`` values shown per variable,
+    ``row_cap`` rows read per observation, ``max_relations`` relations per direction,
+    ``timeout`` per query, ``extremum_mode`` (``ties`` | ``limit``: the original's
+    ``ORDER BY ... LIMIT 1``), ``functions`` (the tool names the agent was offered, for the
+    guidelines), and two silent semantics of the original QueryAgent environment
+    (off by default, on in the ``paper`` preset; docs/paper_preset.md):
+
+    - ``exclude_topic``: ``answer`` keeps the answer variable apart from the linked entities
+      (the original's ``set_answer`` added ``FILTER(?ans != mid)`` on Freebase); ``nodes``
+      keeps every variable apart from them (the original MetaQA walk dropped the topic entity
+      at every hop).
+    - ``relation_filter``: a :data:`~pyql.profiles.RELATION_FILTERS` name (``webqsp``,
+      ``grailqa``, ``graphq``): the administrative relations the original hid from
+      ``get_relation``.
+
+    ``walk=True`` reads ``get_relation()`` (no argument) as the relations of the current node of
+    a walk, as the original MetaQA environment did, from the first step on; otherwise it means
+    that only once a ``relate()`` walk has started (before, it is an arity error, as on
+    Freebase). ``relate(r)`` is always read (:meth:`_expand_alias`).
+    """
 
     tools = "sparql"
 
@@ -118,6 +143,9 @@ class KBSession(Session):
         timeout: float | None = None,
         extremum_mode: str = "ties",
         functions: Sequence[str] | None = None,
+        exclude_topic: str = "off",
+        relation_filter: str | RelationFilter | None = None,
+        walk: bool = False,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -129,6 +157,10 @@ class KBSession(Session):
         self.timeout = timeout
         self._extremum_mode = extremum_mode
         self.functions = tuple(functions or ())
+        self._exclude_topic = exclude_topic
+        self.relation_filter = (get_relation_filter(relation_filter)
+                                if relation_filter is not None else None)
+        self.walk = walk
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
@@ -136,7 +168,10 @@ class KBSession(Session):
     # -- state ----------------------------------------------------------------------------------
     def _reset_state(self) -> None:
         self.query = Sparql(profile=self.profile, entities=self.entities,
-                            extremum_mode=self._extremum_mode)  # type: ignore[arg-type]
+                            extremum_mode=self._extremum_mode,  # type: ignore[arg-type]
+                            exclude_topic=self._exclude_topic)  # type: ignore[arg-type]
+        #: relate() was used: execute() then answers with the node the walk reached
+        self._walking = False
 
     def _initial_memory(self) -> Memory:
         return Memory(entities=dict(self.entities))
@@ -155,6 +190,70 @@ class KBSession(Session):
     def _query_text(self) -> str:
         return self.query.to_sparql() if not self.query.is_empty else ""
 
+    # -- the original MetaQA walk (relate / get_relation()) ---------------------------------------
+    def _expand_alias(self, alias: Alias, call: Call) -> Call:
+        """``relate(r)`` and ``get_relation()`` of the original MetaQA environment
+        (ag_src/meta_src/wikienv_meta.py:67-90) as canonical calls from the *current node*: the
+        first linked entity, then the node the last ``add_fact`` reached.
+
+        ``relate(r)`` is ``add_fact(current, r, ?eN)``, or ``add_fact(?eN, r, current)`` when
+        the current node has ``r`` only backward (the original walks a relation in both
+        directions: from the writers back to their films). When the node has ``r`` both ways,
+        the walk goes on away from where it came from: backward from a node reached forward (as
+        a tail), forward otherwise. A relation the node does not have is written forward, so it
+        gets the KB's usual feedback (an empty result, the ERASER hint).
+        """
+        if call.name == "get_relation" and not (self.walk or self._walking):
+            self.toolset["get_relation"].check_arity(len(call.args))  # the arity error
+        current = self.current_node()
+        if current is None:
+            raise QueryError(f"{call.name}(): no current entity (no entity was linked)",
+                             code="no_current_entity")
+        if call.name == "get_relation":
+            return Call(name="get_relation", args=(current,))
+        relation = call.args[0]
+        new = Atom(AtomKind.VAR, self._fresh_walk_var())
+        relations, _ = self._get_relation(resolve_args(Call(name="get_relation", args=(current,)),
+                                                       self.context)[0])
+        assert relations.relations is not None
+        forward = relation.value in relations.relations.forward
+        backward = relation.value in relations.relations.backward
+        if forward and backward:
+            # both ways (MetaQA names entities by label: a few names are both a person and a
+            # film): walk on through the node, away from where the walk came from
+            backward = self._reached_as_tail()
+        self._walking = True
+        args = (new, relation, current) if backward else (current, relation, new)
+        return Call(name="add_fact", args=args)
+
+    def current_node(self) -> Atom | None:
+        """Where a walk stands: the first linked entity, then the node the last ``add_fact`` of
+        the program reached (its newest variable)."""
+        return self._walk_position()[0]
+
+    def _reached_as_tail(self) -> bool:
+        return self._walk_position()[1]
+
+    def _walk_position(self) -> tuple[Atom | None, bool]:
+        """The current node, and whether the walk reached it as a tail (forward)."""
+        topic = next(iter(self.entities.values()), None)
+        node = Atom(AtomKind.NAME, topic) if topic is not None else None
+        as_tail = False
+        seen: set[str] = set()
+        for call in self.program.calls:
+            if call.name != "add_fact":
+                continue
+            head, _, tail = call.args
+            new = [a for a in (head, tail) if a.kind is AtomKind.VAR and a.value not in seen]
+            seen.update(a.value for a in new)
+            if new:
+                node, as_tail = new[-1], new[-1] == tail
+        return node, as_tail
+
+    def _fresh_walk_var(self) -> str:
+        taken = {v.name for v in self.query.variables}
+        return next(f"e{i}" for i in range(1, len(taken) + 2) if f"e{i}" not in taken)
+
     # -- the step hooks -------------------------------------------------------------------------
     def _resolve(self, call: Call) -> tuple[tuple[Any, ...], list[str]]:
         resolved = resolve_args(call, self.context)
@@ -166,6 +265,10 @@ class KBSession(Session):
             kb, memory = self._get_relation(resolved[0])
             return _KBOutcome(kb=kb, memory=memory)
         if name == "execute":
+            implied = self._walk_answer()
+            if implied is not None:  # the original MetaQA: the answer is where the walk stands
+                query = self.query.set_answer(Var(implied.args[0].value))
+                return _KBOutcome(kb=self._execute(query), query=query, implied=(implied,))
             return _KBOutcome(kb=self._execute())
         query = getattr(self.query, name)(*resolved)
         kb = self._observe(query)
@@ -178,10 +281,25 @@ class KBSession(Session):
         )
         return _KBOutcome(kb=kb, memory=memory, query=query)
 
+    def _walk_answer(self) -> Call | None:
+        """``set_answer(current)`` when a relate() walk ends in execute() with no answer set."""
+        query = self.query
+        if not self._walking or query.answer is not None or query.aggregate is not None:
+            return None
+        node = self.current_node()
+        if node is None or node.kind is not AtomKind.VAR:
+            return None
+        return Call(name="set_answer", args=(node,))
+
     def _commit(self, call: Call, outcome: Outcome) -> None:
         query = getattr(outcome, "query", None)
         if query is not None:
             self.query = query
+        implied = getattr(outcome, "implied", ())
+        if implied:  # recorded before the call, so that the program replays as it ran
+            self.program = Program(calls=(*self.program.calls, *implied), tools=self.tools)
+            self.memory = self.memory.with_(calls=(*self.memory.calls, *implied),
+                                            answer=str(query.answer) if query else None)
 
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
         kb = feedback.kb
@@ -232,9 +350,12 @@ class KBSession(Session):
                     found[side].add(cell.iri)
         hidden = self.profile.hidden_relations
         compact = self.profile.compact
-        relations = Relations(
-            forward=tuple(compact(iri) for iri in sorted(found["forward"] - hidden)),
-            backward=tuple(compact(iri) for iri in sorted(found["backward"] - hidden)))
+        drop = self.relation_filter
+        forward, backward = (
+            tuple(name for name in map(compact, sorted(found[side] - hidden))
+                  if drop is None or not drop.hides(name))
+            for side in ("forward", "backward"))
+        relations = Relations(forward=forward, backward=backward)
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))
@@ -290,8 +411,8 @@ class KBSession(Session):
         row = rs.rows[0] if rs.rows else ()
         return {v.name: int(c.lexical) for v, c in zip(shown, row) if isinstance(c, Literal)}
 
-    def _execute(self) -> KBFeedback:
-        query = self.query
+    def _execute(self, query: Sparql | None = None) -> KBFeedback:
+        query = self.query if query is None else query
         if query.is_empty:
             raise QueryError("execute: the query is empty; add facts first", code="empty_query")
         answer = query.aggregate.new_var if query.aggregate else query.answer
@@ -358,7 +479,7 @@ class KBSession(Session):
         if missing and profile.label_predicates:
             text = compile_labels(missing, profile)
             found: dict[str, str] = {}
-            for e, label in self.kb.select(text, timeout=self.timeout).rows:
+            for e, label in self.kb.select(text, timeout=self.timeout, purpose="label").rows:
                 if not isinstance(label, Literal) or not isinstance(e, Entity):
                     continue
                 if profile.label_lang and label.lang and not label.lang.lower().startswith(profile.label_lang):

@@ -68,6 +68,7 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("finished (execute accepted)", metrics.get("finished"), 3),
         ("TPQ: seconds / question", metrics.get("tpq"), 3),
         ("QPQ: KB/DB queries / question", metrics.get("qpq"), 2),
+        ("QPQ as the paper counts it (no label lookups)", metrics.get("qpq_paper"), 2),
         ("CPQ: US$ / question", metrics.get("cpq"), 5),
         ("LLM calls / question", metrics.get("llm_calls"), 2),
         ("tokens / question", metrics.get("tokens"), 0),

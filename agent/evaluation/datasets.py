@@ -326,7 +326,8 @@ class MetaQADataset(EvalDataset):
             out.append(EvalItem(
                 id=q.id, question=raw[index], entities={q.topic: q.topic}, answers=q.answers,
                 program=str(metaqa.gold_program(q)), tools="sparql",
-                meta={"qtype": q.qtype, "hops": q.hops},
+                meta={"qtype": q.qtype, "hops": q.hops,
+                      "paper_program": metaqa.paper_walk(q)},
             ))
         return out
 

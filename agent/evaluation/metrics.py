@@ -32,7 +32,8 @@ failed, not the answer) are left out of the scores and counted in ``outages`` (p
 failed with an error of its own scores 0 and counts):
 ``hit@1``, ``top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
 them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
-question), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
+question, every query pyql ran), ``qpq_paper`` (the paper's count: SPARQL queries per question
+without the label lookups, ``usage.label_queries``), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
 ``completion_tokens``, ``tokens``, ``steps`` (per question); totals ``cost`` and ``seconds``; ``errors``,
 ``finished`` (share that ended with an accepted ``execute()``), ``stop_reasons``;
 ``guidelines`` (see :func:`guideline_stats`), and ``by``: the same scores per value of the meta
@@ -312,6 +313,9 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     out["outage_total"] = sum(outages.values())
     for name, key in _USAGE_MEANS:
         out[name] = _mean([float(r.usage.get(key, 0.0)) for r in rows]) if n else None
+    # the paper's QPQ: SPARQL queries per question without the label lookups
+    out["qpq_paper"] = _mean([float(r.usage.get("kb_queries", 0.0))
+                              - float(r.usage.get("label_queries", 0.0)) for r in rows]) if n else None
     out["tokens"] = (None if not n else _mean([
         float(r.usage.get("prompt_tokens", 0.0)) + float(r.usage.get("completion_tokens", 0.0))
         for r in rows]))

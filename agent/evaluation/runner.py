@@ -600,7 +600,8 @@ class _Session:
                 "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_tokens, "cost": usage.cost,
-                "kb_queries": usage.kb_queries, "seconds": usage.seconds,
+                "kb_queries": usage.kb_queries, "label_queries": usage.label_queries,
+                "seconds": usage.seconds,
                 "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
             },
@@ -894,7 +895,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
             provider = build_provider(config.llm, base_url=config.base_url, seed=config.seed,
                                       strategy=config.strategy, gate=gate, llm_cache=llm_cache,
                                       openai_options=_client_options(config),
-                                      max_retries=config.max_retries)
+                                      max_retries=config.max_retries, preset=config.preset)
         except (LLMAuthError, LLMModelNotFoundError, LLMSpecError,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc

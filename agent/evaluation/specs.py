@@ -418,15 +418,17 @@ class StandInProvider:
     """A fresh stand-in LLM per question (``--llm gold``, ``--llm noisy-gold:RATE``), made by
     the strategy's own ``stand_in(spec, item, *, seed)`` classmethod: each strategy asks its LLM
     different questions, so each knows how to play its own gold model. ``seed`` is the run's
-    seed; each question gets :func:`~pyql.agent.evaluation.records.item_seed` of it."""
+    seed; each question gets :func:`~pyql.agent.evaluation.records.item_seed` of it. A
+    ``preset`` (other than ``default``) is passed as ``stand_in(..., preset=NAME)``."""
 
     def __init__(self, spec: str, *, strategy: str = "queryagent", seed: int = 0,
-                 llm_cache: Any = None) -> None:
+                 llm_cache: Any = None, preset: str | None = None) -> None:
         from pyql.agent.strategy import get_strategy
 
         self.spec = spec
         self.strategy = strategy
         self.seed = seed
+        self.preset = preset if preset not in (None, "default") else None
         kind = get_strategy(strategy)
         stand_in = getattr(kind, "stand_in", None)
         if not callable(stand_in):
@@ -436,7 +438,8 @@ class StandInProvider:
         self._wrap = _Wrapping(None, llm_cache)
 
     def for_item(self, item: EvalItem) -> LLM:
-        llm = self._stand_in(self.spec, item, seed=item_seed(self.seed, item.id))
+        extra = {"preset": self.preset} if self.preset is not None else {}
+        llm = self._stand_in(self.spec, item, seed=item_seed(self.seed, item.id), **extra)
         return self._wrap.wrap(llm, gated=False)
 
 
@@ -557,9 +560,12 @@ def build_provider(
     llm_cache: Any = None,
     openai_options: Mapping[str, Any] | None = None,
     max_retries: int | None = None,
+    preset: str | None = None,
 ) -> LLMProvider:
     """The provider of ``spec`` (see the module docstring). ``strategy`` makes the stand-ins
-    (``gold``, ``noisy-gold:RATE``); ``replay:`` and ``openai:`` do not depend on it.
+    (``gold``, ``noisy-gold:RATE``; a ``preset`` other than the default is passed on to them:
+    under ``paper`` the gold model writes the original's spelling); ``replay:`` and ``openai:``
+    do not depend on it.
     ``llm_cache`` is an :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies
     to API clients; ``openai_options`` go to :class:`~pyql.agent.llm.OpenAIChat` (``timeout``:
     seconds per call); ``max_retries`` bounds the retries of one call (the gate's; default 8).
@@ -568,7 +574,8 @@ def build_provider(
     if kind in ("gold", "noisy-gold"):
         if kind == "noisy-gold":
             noisy_spec(arg)
-        return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache)
+        return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache,
+                               preset=preset)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
     from pyql.agent.llm import OpenAIChat

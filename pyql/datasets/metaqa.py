@@ -56,6 +56,7 @@ __all__ = [
     "read_triples",
     "load_questions",
     "relation_path",
+    "paper_walk",
     "gold_program",
     "topic_atom",
 ]
@@ -360,6 +361,31 @@ def topic_atom(label: str) -> Atom:
     ):
         return bare
     return Atom(AtomKind.STRING, label)
+
+
+def paper_walk(item: MetaQAItem) -> str:
+    """The gold path in the original QueryAgent's MetaQA spelling (prompts/paper/metaqa.txt):
+    ``relate(relation)`` per hop with ``get_relation()`` between hops, then ``execute()``. No
+    topic filter: the original environment drops the topic entity at every hop itself (the
+    Session's ``exclude_topic="nodes"``). A Session reads it as canonical calls
+    (:class:`pyql.program.Alias`).
+
+    >>> item = MetaQAItem(id="1", question="q", topic="Kismet", answers=(), hops=2,
+    ...                   qtype="movie_to_director_to_movie")
+    >>> print(paper_walk(item))
+    relate(directed_by)
+    get_relation()
+    relate(directed_by)
+    execute()
+    """
+    _, steps = relation_path(item.qtype)
+    lines: list[str] = []
+    for i, step in enumerate(steps):
+        if i:
+            lines.append("get_relation()")
+        lines.append(f"relate({step.relation})")
+    lines.append("execute()")
+    return "\n".join(lines)
 
 
 def gold_program(item: MetaQAItem, *, topic_exclusion: TopicExclusion = "same_type") -> Program:

@@ -102,6 +102,9 @@ class KB(ABC):
         self.profile = get_profile(profile)
         #: how many queries this backend ran (for QPQ accounting)
         self.query_count = 0
+        #: how many of them only looked labels up (``purpose="label"``): the paper's QPQ does
+        #: not count them
+        self.label_query_count = 0
         #: seconds spent inside the engine (evaluating queries and reading their solutions), as
         #: far as the backend can tell them apart from pyql's own work (0 if it cannot)
         self.engine_seconds = 0.0
@@ -109,10 +112,16 @@ class KB(ABC):
         #: a benchmark on a busy machine prefers)
         self.engine_clock: Callable[[], float] = time.perf_counter
 
-    def select(self, query: str, *, timeout: float | None = None) -> ResultSet:
-        """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure."""
+    def select(self, query: str, *, timeout: float | None = None,
+               purpose: str = "query") -> ResultSet:
+        """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure.
+
+        ``purpose="label"`` marks a lookup of display labels (counted in
+        :attr:`label_query_count` too)."""
         ensure_read_only(query)
         self.query_count += 1
+        if purpose == "label":
+            self.label_query_count += 1
         return self._select(query, timeout=timeout)
 
     def ask(self, query: str, *, timeout: float | None = None) -> bool:

@@ -56,7 +56,7 @@ def replay(
     """``program`` replayed onto an empty query (what :meth:`Program.to_query` returns)."""
     prof = get_profile(profile)
     ctx = Context(prof, dict(entities or {}))
-    query = Sparql(profile=prof, **options)
+    query = Sparql(profile=prof, entities=ctx.entities, **options)
     for call in program.calls:
         query = apply_call(query, call, ctx)
     return query

@@ -148,6 +148,9 @@ def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
     lines += [f"FILTER ({_filter_expr(f, profile)})" for f in query.filters]
     for tc in query.time_constraints:
         lines += _time_lines(tc, profile, fresh)
+    if query.exclude_topic != "off" and query.topic_entities:
+        lines += [f"FILTER ({var} != {render_term(e, profile)})"
+                  for var in query.excluded for e in query.topic_entities]
     return lines
 
 
@@ -256,7 +259,8 @@ def compile_relations(
         raise ValueError(f"direction must be forward, backward or both, not {direction!r}")
     profile = query.profile
     plain = type(query)(profile=profile, triples=query.triples, types=query.types,
-                        filters=query.filters, time_constraints=query.time_constraints)
+                        filters=query.filters, time_constraints=query.time_constraints,
+                        exclude_topic=query.exclude_topic, entities=query.entities)
     fresh = _Fresh(plain)
     rel, other = fresh("r"), fresh("o")
     body = where_lines(plain, fresh) if isinstance(node, Var) else []

@@ -25,7 +25,7 @@ from pyql.errors import QueryError, TermError
 from pyql.profiles import Profile, get_profile
 from pyql.program import COMPARISON_OPS
 from pyql.resolve import Context, Slot, parse_term
-from pyql.terms import Literal, Node, Relation, Term, Var
+from pyql.terms import Entity, Literal, Node, Relation, Term, Var
 
 __all__ = [
     "Sparql",
@@ -38,6 +38,9 @@ __all__ = [
 ]
 
 ExtremumMode = TypingLiteral["ties", "limit"]
+#: which variables differ from the linked entities (the original environment's silent filters)
+ExcludeTopic = TypingLiteral["off", "answer", "nodes"]
+EXCLUDE_TOPIC = ("off", "answer", "nodes")
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,11 @@ class Sparql:
     answer: Var | None = None
     #: "ties": argmax/argmin keep every tied solution; "limit": ORDER BY ... LIMIT 1 (paper's)
     extremum_mode: ExtremumMode = "ties"
+    #: ``off``; ``answer``: the answer variable is none of the linked entities (the original's
+    #: set_answer on Freebase, ag_src/grail_src/wikienv.py:516-522); ``nodes``: no variable is
+    #: a linked entity (the original MetaQA walk drops the topic entity at every hop,
+    #: ag_src/meta_src/wikienv_meta.py:129). Compiled as ``FILTER (?v != entity)``.
+    exclude_topic: ExcludeTopic = "off"
     #: mention -> KB id, used when builder methods get text
     entities: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -114,6 +122,9 @@ class Sparql:
             object.__setattr__(self, "profile", get_profile(self.profile))
         if self.extremum_mode not in ("ties", "limit"):
             raise ValueError(f"extremum_mode must be 'ties' or 'limit', not {self.extremum_mode!r}")
+        if self.exclude_topic not in EXCLUDE_TOPIC:
+            raise ValueError(f"exclude_topic must be one of {', '.join(EXCLUDE_TOPIC)}, not "
+                             f"{self.exclude_topic!r}")
 
     # -- helpers --------------------------------------------------------------------------------
     def _evolve(self, **changes: object) -> Sparql:
@@ -133,6 +144,30 @@ class Sparql:
     @property
     def context(self) -> Context:
         return Context(self.profile, dict(self.entities))
+
+    @cached_property
+    def topic_entities(self) -> tuple[Entity, ...]:
+        """The linked entities that are KB entities (not literal values), in table order."""
+        profile = self.profile
+        out: dict[Entity, None] = {}
+        for kb_id in self.entities.values():
+            if profile.entity_id_pattern is not None and not profile.is_entity_id(kb_id):
+                continue
+            try:
+                out[profile.entity(kb_id)] = None
+            except TermError:  # not an entity of this profile (a value)
+                continue
+        return tuple(out)
+
+    @property
+    def excluded(self) -> tuple[Var, ...]:
+        """The variables ``exclude_topic`` keeps apart from :attr:`topic_entities`."""
+        if self.exclude_topic == "answer":
+            return (self.answer,) if self.answer is not None and self.aggregate is None else ()
+        if self.exclude_topic == "nodes":
+            bound = self.bound_variables
+            return tuple(v for v in self.variables if v in bound)
+        return ()
 
     def _term(self, value: Term | str, slot: Slot) -> Term:
         if isinstance(value, str):

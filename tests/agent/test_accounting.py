@@ -154,13 +154,25 @@ def test_the_directory_overrides_tiktoken(tiktoken_dir: Path, tmp_path: Path,
 
 
 def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pyql.agent.prompt_stats import ORIGINAL_TOKENS, main, prompt_stats
+    from pyql.agent.prompt_stats import main, prompt_stats
+    from pyql.agent.prompting import prompt_profiles
 
     rows = prompt_stats(str(tiktoken_dir))
+    # every prompt: ours in both modes, the verbatim originals in text mode
     assert {(r["profile"], r["mode"]) for r in rows} == {
-        (p, m) for p in ORIGINAL_TOKENS for m in ("text", "tools")}
+        (p, m) for p in prompt_profiles() for m in ("text", "tools")
+        if m == "text" or not p.startswith("paper-")}
     for row in rows:
         assert row["static_tokens"] == row["system_tokens"] + row["tool_schema_tokens"]
         assert (row["tool_schema_tokens"] > 0) == (row["mode"] == "tools")
+    original = {r["profile"]: r["original_tokens"] for r in rows}
+    # the original prompts' sizes (as the issue measured them), counted from the verbatim files
+    assert (original["freebase"], original["metaqa"], original["wikisql"]) == (1875, 932, 1647)
+    assert original["paper-graphq"] == 1807 and original["paper-webqsp"] == 1274
+    assert original["generic"] is None and original["spider"] is None
+    paper = [r for r in rows if r["profile"].startswith("paper-")]
+    assert len(paper) == 5 and all(abs(r["static_tokens"] - r["original_tokens"]) <= 1
+                                   for r in paper)  # the verbatim prompt is the original
     assert main(["--tiktoken-dir", str(tiktoken_dir)]) == 0
-    assert "GrailQA" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "GrailQA" in out and "paper-webqsp" in out

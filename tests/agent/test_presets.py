@@ -43,8 +43,10 @@ def test_paper_freebase_semantics() -> None:
         assert preset.on_stop == "choose_answer"
         assert preset.context_budget == 4090
         assert preset.ranker == "openai"
-        assert preset.relation_filter is not None
-    assert get_preset("paper", "metaqa").exclude_topic
+        assert preset.relation_filter == dataset  # a pyql.profiles.RELATION_FILTERS name
+        assert preset.exclude_topic == "answer"  # set_answer's FILTER(?ans != mid)
+    assert get_preset("paper", "metaqa").exclude_topic == "nodes"
+    assert get_preset("default", "metaqa").exclude_topic == "off"
     assert get_preset("paper", "metaqa").on_stop == "execute"
 
 

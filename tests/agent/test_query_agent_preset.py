@@ -133,3 +133,51 @@ def test_from_config_applies_the_preset(kb: OxigraphKB) -> None:
     plain = build_strategy("queryagent", ScriptedLLM([]), kb, StrategyConfig(profile="metaqa"))
     assert plain.max_steps == 20 and plain.profile.name == "metaqa"
     assert isinstance(plain.ranker, BM25Ranker)
+
+
+def test_paper_preset_sets_the_original_session_semantics(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([])
+    metaqa = QueryAgent(llm, kb, preset="paper", dataset="metaqa-3hop",
+                        ranker="bm25").new_session({"K": "Kismet"})
+    assert metaqa.query.exclude_topic == "nodes" and metaqa.relation_filter is None
+    assert metaqa.walk  # get_relation() is the current node's from the first step
+    fb = OxigraphKB(profile="freebase")
+    webqsp = QueryAgent(llm, fb, preset="paper", dataset="webqsp", ranker="bm25").new_session({})
+    assert webqsp.query.exclude_topic == "answer" and webqsp.relation_filter.name == "webqsp"
+    assert QueryAgent(llm, fb, preset="paper", dataset="grailqa", ranker="bm25").new_session(
+        {}).relation_filter.name == "grailqa"
+    # pyql's default: neither; each can be set or turned off on its own
+    plain = QueryAgent(llm, kb).new_session({})
+    assert plain.query.exclude_topic == "off" and plain.relation_filter is None
+    assert not plain.walk
+    off = QueryAgent(llm, fb, preset="paper", dataset="webqsp", exclude_topic="off",
+                     relation_filter="off", ranker="bm25").new_session({})
+    assert off.query.exclude_topic == "off" and off.relation_filter is None
+
+
+def test_paper_walk_runs_under_the_paper_preset(kb: OxigraphKB) -> None:
+    # the original MetaQA demo's spelling, the walk's execute() answers with the node reached
+    llm = ScriptedLLM([
+        "Thought 1 : the director.\nAction 1 : relate(directed_by)",
+        "Thought 2 : relations.\nAction 2 : get_relation()",
+        "Thought 3 : his films.\nAction 3 : relate(directed_by)",
+        "Thought 4 : done.\nAction 4 : execute()",
+    ])
+    agent = QueryAgent(llm, kb, guidelines=None, preset="paper", dataset="metaqa-2hop",
+                       ranker="bm25")
+    result = agent.run("films sharing the director of [Kismet]", {"Kismet": "Kismet"})
+    assert result.finished and result.answers == ("Juarez",)  # Kismet itself is dropped
+    assert str(result.program).splitlines()[-2:] == ["set_answer(?e2)", "execute()"]
+
+
+def test_gold_stand_in_speaks_the_paper_spelling_under_the_paper_preset() -> None:
+    from pyql.agent.evaluation.records import EvalItem
+
+    item = EvalItem(id="1", question="q", entities={"Kismet": "Kismet"}, answers=("Juarez",),
+                    program="add_fact(Kismet, directed_by, ?x1)\nset_answer(?x1)\nexecute()",
+                    tools="sparql", meta={"paper_program": "relate(directed_by)\nexecute()"})
+    ask = [{"role": "user", "content": "q"}]
+    paper = QueryAgent.stand_in("gold", item, preset="paper")
+    assert paper.complete(ask).text.endswith("relate(directed_by)")
+    ours = QueryAgent.stand_in("gold", item)
+    assert ours.complete(ask).text.endswith("add_fact(Kismet, directed_by, ?x1)")

@@ -9,7 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.prompt_stats import ORIGINAL_TOKENS, prompt_stats
+from pyql.agent.prompt_stats import prompt_stats
 from pyql.cli import app
 from tests.conftest import data_dir
 
@@ -30,8 +30,8 @@ def test_prompts_stats(tiktoken_dir: str) -> None:
     assert json.loads(result.stdout) == prompt_stats(tiktoken_dir)
     table = runner.invoke(app, ["prompts", "stats", "--tiktoken-dir", tiktoken_dir])
     assert table.stdout.splitlines()[0].split() == [
-        "dataset", "mode", "system", "tools", "static", "original", "ratio"]
-    assert len(table.stdout.splitlines()) == 2 + 2 * len(ORIGINAL_TOKENS)
+        "profile", "dataset", "mode", "system", "tools", "static", "original", "ratio"]
+    assert len(table.stdout.splitlines()) == 2 + len(prompt_stats(tiktoken_dir))
 
 
 def test_python_m_prompt_stats_is_the_same_command(tiktoken_dir: str) -> None:

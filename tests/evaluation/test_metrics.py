@@ -110,7 +110,8 @@ def test_aggregate_by_hand() -> None:
     results = [
         _result(1),
         _result(2, metrics={"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0},
-                usage={"seconds": 4.0, "kb_queries": 8, "cost": 0.03, "llm_calls": 7,
+                usage={"seconds": 4.0, "kb_queries": 8, "label_queries": 3, "cost": 0.03,
+                       "llm_calls": 7,
                        "prompt_tokens": 300, "completion_tokens": 30},
                 guidelines={"KB204": 2, "PY104": 1}, corrected={"KB204": 1, "PY104": 1},
                 meta={"hops": 2, "qtype": "a_to_c"}, finished=False, stop_reason="max_steps"),
@@ -125,6 +126,7 @@ def test_aggregate_by_hand() -> None:
     assert m["accuracy"] is None
     assert m["tpq"] == pytest.approx(6.5 / 3)
     assert m["qpq"] == pytest.approx(12 / 3)
+    assert m["qpq_paper"] == pytest.approx((12 - 3) / 3)  # without the label lookups
     assert m["cpq"] == pytest.approx(0.04 / 3)
     assert m["llm_calls"] == pytest.approx(4.0)
     assert m["tokens"] == pytest.approx(440 / 3)
