@@ -123,40 +123,41 @@ _FREEBASE_SOURCES = {
     "ranker": "ag_src/agent_utils/config.py:29 (openai_embedding: True)",
 }
 
+
+def _freebase(dataset: str, max_steps: int, **sources: str) -> Preset:
+    """The original's loop on a Freebase dataset: only the step cap and the files differ."""
+    return _paper(
+        dataset, max_steps=max_steps, history="paper", context_budget=4090,
+        on_stop="choose_answer", extremum_mode="limit", ranker="openai",
+        prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
+        sources={**_FREEBASE_SOURCES, **sources})
+
+
 #: the original's settings per dataset family
 PRESETS: dict[str, dict[str, Preset]] = {
     "default": {},
     "paper": {
-        "grailqa": _paper(
-            "grailqa", max_steps=7, history="paper", context_budget=4090,
-            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-grailqa", exclude_topic="answer", relation_filter="grailqa",
-            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/grail_src/GRAIL.py:41",
-                     "context_budget": "ag_src/grail_src/GRAIL.py:47",
-                     "on_stop": "ag_src/grail_src/GRAIL.py:112-126",
-                     "prompt": "ag_src/agent_utils/prompt_list.py:11-111",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:176-178",
-                     "exclude_topic": "ag_src/grail_src/wikienv.py:516-522"}),
-        "graphq": _paper(
-            "graphq", max_steps=8, history="paper", context_budget=4090,
-            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-graphq", exclude_topic="answer", relation_filter="graphq",
-            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/graphq_src/GRAPHQ.py:38",
-                     "context_budget": "ag_src/graphq_src/GRAPHQ.py:43",
-                     "on_stop": "ag_src/graphq_src/GRAPHQ.py:113-127",
-                     "prompt": "ag_src/agent_utils/prompt_list.py:113-187",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:179-183",
-                     "exclude_topic": "ag_src/graphq_src/wikienv_graphq.py:541-547"}),
-        "webqsp": _paper(
-            "webqsp", max_steps=7, history="paper", context_budget=4090,
-            on_stop="choose_answer", extremum_mode="limit", ranker="openai",
-            prompt="paper-webqsp", exclude_topic="answer", relation_filter="webqsp",
-            sources={**_FREEBASE_SOURCES, "max_steps": "ag_src/webqsp_src/WebQSP.py:40",
-                     "context_budget": "ag_src/webqsp_src/WebQSP.py:46",
-                     "on_stop": "ag_src/webqsp_src/WebQSP.py:116-130",
-                     "prompt": "ag_src/agent_utils/prompt_list.py:190-248",
-                     "relation_filter": "ag_src/agent_utils/ag_utils.py:170-175",
-                     "exclude_topic": "ag_src/webqsp_src/wikienv_webqsp.py:534-540"}),
+        "grailqa": _freebase(
+            "grailqa", 7, max_steps="ag_src/grail_src/GRAIL.py:41",
+            context_budget="ag_src/grail_src/GRAIL.py:47",
+            on_stop="ag_src/grail_src/GRAIL.py:112-126",
+            prompt="ag_src/agent_utils/prompt_list.py:11-111",
+            relation_filter="ag_src/agent_utils/ag_utils.py:176-178",
+            exclude_topic="ag_src/grail_src/wikienv.py:516-522"),
+        "graphq": _freebase(
+            "graphq", 8, max_steps="ag_src/graphq_src/GRAPHQ.py:38",
+            context_budget="ag_src/graphq_src/GRAPHQ.py:43",
+            on_stop="ag_src/graphq_src/GRAPHQ.py:113-127",
+            prompt="ag_src/agent_utils/prompt_list.py:113-187",
+            relation_filter="ag_src/agent_utils/ag_utils.py:179-183",
+            exclude_topic="ag_src/graphq_src/wikienv_graphq.py:541-547"),
+        "webqsp": _freebase(
+            "webqsp", 7, max_steps="ag_src/webqsp_src/WebQSP.py:40",
+            context_budget="ag_src/webqsp_src/WebQSP.py:46",
+            on_stop="ag_src/webqsp_src/WebQSP.py:116-130",
+            prompt="ag_src/agent_utils/prompt_list.py:190-248",
+            relation_filter="ag_src/agent_utils/ag_utils.py:170-175",
+            exclude_topic="ag_src/webqsp_src/wikienv_webqsp.py:534-540"),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
             prompt="paper-metaqa", exclude_topic="nodes", walk=True,
