@@ -124,10 +124,10 @@ _FREEBASE_SOURCES = {
 }
 
 
-def _freebase(dataset: str, max_steps: int, **sources: str) -> Preset:
+def _freebase(dataset: str, steps: int, /, **sources: str) -> Preset:
     """The original's loop on a Freebase dataset: only the step cap and the files differ."""
     return _paper(
-        dataset, max_steps=max_steps, history="paper", context_budget=4090,
+        dataset, max_steps=steps, history="paper", context_budget=4090,
         on_stop="choose_answer", extremum_mode="limit", ranker="openai",
         prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
         sources={**_FREEBASE_SOURCES, **sources})
