@@ -93,6 +93,10 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_DEADLINE = 60.0
 
 Message = Mapping[str, Any]
+#: the stop sequences of one call (None: the server's default)
+Stop = Sequence[str] | None
+#: the tool schemas offered to one call (None: text only)
+Tools = Sequence[Mapping[str, Any]] | None
 _T = TypeVar("_T")
 #: the budget of a call that has no deadline (the attempts and their timeouts bound it)
 _UNBOUNDED = 1e9
@@ -150,13 +154,8 @@ class LLM(Protocol):
 
     model: str
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply: ...
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply: ...
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -450,13 +449,8 @@ class OpenAIChat(_OpenAIBase):
             self._counter = TokenCounter(model=self.model)
         return self._counter
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         import openai
 
         start = time.perf_counter()
@@ -663,13 +657,8 @@ class ScriptedLLM:
     def remaining(self) -> int:
         return len(self._replies) - self._next
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         self.calls.append({"messages": [dict(m) for m in messages], "stop": list(stop or ()),
                            "tools": list(tools or ())})
         if self._next >= len(self._replies):
@@ -724,13 +713,8 @@ class ReplayLLM:
     def remaining(self) -> int:
         return len(self._steps) - self._next
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         if self._next >= len(self._steps):
             if self._stop_reason == "context_length":
                 raise LLMContextLengthError("the recorded run outgrew the context window here",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyql.agent.accounting import TokenUsage
-from pyql.agent.llm import LLM, LLMReply
+from pyql.agent.llm import LLM, LLMReply, Message, Stop, Tools
 from pyql.agent.prompting import parse_reply, read_prompt
 from pyql.agent.query_agent import QueryAgent
 from pyql.agent.strategy import Result, StrategyConfig
@@ -82,9 +82,8 @@ class SelfCorrectingLLM:
     def __repr__(self) -> str:
         return f"SelfCorrectingLLM({self.base!r})"
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], *,
-                 stop: Sequence[str] | None = None,
-                 tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         first = self.base.complete(messages, stop=stop, tools=tools)
         parsed = parse_reply(first.text, self.functions)
         check = [*messages, {"role": "assistant", "content": first.text},

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyql.agent.llm import LLM, LLMReply, Message
+from pyql.agent.llm import LLM, LLMReply, Message, Stop, Tools
 from pyql.db.base import DB
 from pyql.kb.base import KB
 from pyql.results import ResultSet
@@ -189,13 +189,8 @@ class CachedLLM:
             return getattr(self.llm, name)
         raise AttributeError(name)
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         key = cache_key("llm", self.model, [dict(m) for m in messages], list(stop or ()),
                         list(tools or ()), self.params)
         hit = self.cache.load(key)

@@ -69,14 +69,14 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from pyql.agent.accounting import TokenUsage
-from pyql.agent.llm import LLMReply, Message, ToolCall, apply_stop
+from pyql.agent.llm import LLMReply, Message, Stop, ToolCall, Tools, apply_stop
 from pyql.errors import ParseError
 from pyql.program import TOOLSETS, Call, Program
 from pyql.syntax import Atom, AtomKind, lex_atom
@@ -267,13 +267,8 @@ class NoisyGoldLLM:
                 f"calls={len(self.calls)}, injections={len(self.injections)})")
 
     # -- the LLM protocol -----------------------------------------------------------------------
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         ctx = self._context(messages)
         call, thought = self._next_action(ctx)
         n = ctx.step

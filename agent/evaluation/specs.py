@@ -50,7 +50,7 @@ from pyql.agent.errors import (
     LLMTimeoutError,
 )
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
-from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, ToolCall
+from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, ToolCall, Tools
 from pyql.deadline import Deadline, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
@@ -183,13 +183,8 @@ class GatedLLM:
     def backoff(self, attempt: int) -> float:
         return self._policy.delay(attempt, self._rng)
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         start = self.gate.clock()
         deadline = earliest(current_deadline(),
                             None if self.deadline is None
@@ -320,13 +315,8 @@ class GoldLLM:
         """Read the record of the step just taken (:class:`~pyql.agent.trajectory.Step`)."""
         self._hinted = step.hint is not None
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
+                 ) -> LLMReply:
         if self.delay:
             self._sleep(self.delay)
         with self._lock:
