@@ -30,6 +30,8 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
@@ -68,6 +70,27 @@ AnswerMode = Literal["auto", "program", "llm"]
 
 # one vocabulary per KB (the relations of a whole KB are asked once)
 _VOCABULARIES: WeakKeyDictionary[Any, RelationVocabulary] = WeakKeyDictionary()
+
+
+# one binder (and its cache of bindings) per vocabulary, ranker and top_k: a run builds Readi
+# once per question
+_BINDERS: WeakKeyDictionary[RelationVocabulary, dict[tuple[str, int], RelationBinder]] = (
+    WeakKeyDictionary())
+
+
+@lru_cache(maxsize=8)
+def _vocabulary_file(path: str) -> RelationVocabulary:
+    return RelationVocabulary.from_file(path)
+
+
+def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> RelationBinder:
+    if ranker is not None and not isinstance(ranker, str):
+        return RelationBinder(vocabulary, ranker, top_k=top_k)  # a caller's own ranker object
+    binders = _BINDERS.setdefault(vocabulary, {})
+    key = (str(ranker), top_k)
+    if key not in binders:
+        binders[key] = RelationBinder(vocabulary, ranker, top_k=top_k)
+    return binders[key]
 
 
 def _vocabulary(kb: KB) -> RelationVocabulary:
@@ -192,14 +215,14 @@ class Readi:
             if self.profile not in prompts.PROFILES:
                 self.profile = "freebase"
             if isinstance(relations, str):
-                vocabulary = RelationVocabulary.from_file(relations)
+                vocabulary = _vocabulary_file(str(Path(relations).resolve()))
             elif isinstance(relations, RelationVocabulary):
                 vocabulary = relations
             elif relations is not None:
                 vocabulary = RelationVocabulary(relations)
             else:
                 vocabulary = _vocabulary(backend)
-            self.binder = RelationBinder(vocabulary, ranker, top_k=top_k)
+            self.binder = _binder(vocabulary, ranker, top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
                 exclude_topic=exclude_topic)

@@ -276,3 +276,23 @@ def test_table_count_and_llm_answer_over_rows(db):
         "which forwards")
     assert result.steps[-1].data["source"] == "llm" and result.answers == ("none",)
     assert '["Terrence Ross"]' in llm.calls[-1]["messages"][1]["content"]
+
+
+def test_evaluation_counts_from_the_step_records(kb):
+    from pyql.agent.evaluation.metrics import aggregate, step_usage
+    from pyql.agent.evaluation.records import QuestionResult
+
+    llm = ScriptedLLM(['Path: { "John Godey": [ John Godey → written_by → nothing ] }',
+                       "Final Path: John Godey → written_by → directed_by"])
+    result = readi(llm, kb).run(QUESTION, ENTITIES)
+    counts = step_usage(result.steps, GOLD)
+    assert counts == {"llm_calls.generate": 1.0, "llm_calls.edit": 1.0, "edits": 1.0,
+                      "instantiated": 1.0, "retrieved": counts["retrieved"],
+                      "answer_coverage": 1.0}
+    assert counts["retrieved"] > 0
+    assert step_usage(result.steps, ["Nobody"])["answer_coverage"] == 0.0
+    rows = [QuestionResult(id="a", usage={"llm_calls": 2, **counts}),
+            QuestionResult(id="b", usage={"llm_calls": 1, "llm_calls.generate": 1.0})]
+    metrics = aggregate(rows)
+    assert metrics["strategy"]["llm_calls.edit"] == 0.5
+    assert metrics["strategy"]["llm_calls.generate"] == 1.0
