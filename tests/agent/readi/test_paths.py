@@ -218,3 +218,46 @@ def test_unknown_topic_entity(instantiator):
     with pytest.raises(PathFormatError) as info:
         instantiator.instantiate(ReasoningPath.of({"Paris": ["x"]}), ENTITIES)
     assert info.value.reason == "unknown_entity"
+
+
+# -- directions: ^relation and backtracking ---------------------------------------------------
+def _metaqa(lines: str) -> OxigraphKB:
+    from tests.agent.conftest import metaqa_kb
+
+    return metaqa_kb(lines)
+
+
+AMBIGUOUS = """\
+Tom Jones|written_by|Henry Fielding
+Tom Jones|has_genre|Comedy
+What's New Pussycat|written_by|Tom Jones
+What's New Pussycat|has_genre|Musical
+Sands of Iwo Jima|written_by|Harry Brown
+Harry Brown|written_by|Daniel Barber
+Flying Leathernecks|written_by|Harry Brown
+"""
+
+
+def test_a_stuck_direction_is_backtracked():
+    kb = _metaqa(AMBIGUOUS)
+    inst = PathInstantiator(kb, RelationBinder(RelationVocabulary.from_kb(kb)))
+    entities = {"Tom Jones": "Tom Jones"}
+    # forward first: Tom Jones (the film) -> Henry Fielding, who has no genre: stuck, so the
+    # backward option is walked: the films Tom Jones wrote
+    result = inst.instantiate(ReasoningPath.of({"Tom Jones": ["written_by", "has_genre"]}),
+                              entities, "what genres are the films written by Tom Jones")
+    assert result.complete and result.answers == ("Musical",)
+    assert [h.forward for h in result.constraints[0].hops] == [False, True]
+
+
+def test_inverse_relations_follow_the_backward_direction_only():
+    kb = _metaqa(AMBIGUOUS)
+    inst = PathInstantiator(kb, RelationBinder(RelationVocabulary.from_kb(kb)))
+    entities = {"Sands of Iwo Jima": "Sands of Iwo Jima"}
+    loose = inst.instantiate(ReasoningPath.of({"Sands of Iwo Jima": ["written_by", "written_by"]}),
+                             entities)
+    assert loose.answers == ("Daniel Barber",)  # Harry Brown the film: forward first
+    strict = inst.instantiate(
+        ReasoningPath.of({"Sands of Iwo Jima": ["written_by", "^written_by"]}), entities)
+    assert strict.answers == ("Flying Leathernecks",)
+    assert "add_fact(?x2, written_by, ?x1)" in str(strict.program)

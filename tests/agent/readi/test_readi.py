@@ -296,3 +296,15 @@ def test_evaluation_counts_from_the_step_records(kb):
     metrics = aggregate(rows)
     assert metrics["strategy"]["llm_calls.edit"] == 0.5
     assert metrics["strategy"]["llm_calls.generate"] == 1.0
+
+
+def test_table_empty_path_is_stuck(db):
+    llm = ScriptedLLM(['Final Path: {"columns": ["Nationality", "Player"], '
+                       '"rows": [["Player", "=", "Jose Calderon"]], "answer": "Nationality"}'])
+    result = Readi(llm, db, table="players", token_counter=COUNTER, initial_path="empty").run(
+        "Where is Jose Calderon from")
+    instantiate = result.steps[1]
+    assert instantiate.data["stuck"]["reason"] == "empty_path"
+    assert set(instantiate.data["stuck"]["candidates"]) == {"Player", "No.", "Nationality",
+                                                           "Position"}
+    assert result.answers == ("Spain",)
