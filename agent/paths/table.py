@@ -226,19 +226,29 @@ def _value_atom(value: str | int | float) -> Atom:
 
 
 class TableInstantiator:
-    """Instantiates table paths with sessions from ``new_session`` (a fresh
-    :class:`~pyql.sql.session.SqlSession` per call); ``binder`` ranks candidates against the
+    """Instantiates table paths with a session from ``new_session`` (a
+    :class:`~pyql.sql.session.SqlSession`, reset between uses); ``binder`` ranks candidates against the
     question; ``max_rows`` bounds the retrieved rows, ``max_candidates`` the candidates listed."""
 
     def __init__(self, new_session: Callable[[], Any], binder: RelationBinder, *,
                  max_rows: int = 50, max_candidates: int = 35) -> None:
         self.new_session = new_session
+        self._session: Any = None
         self.binder = binder
         self.max_rows = max_rows
         self.max_candidates = max_candidates
 
+    def _fresh(self) -> Any:
+        """A session with no query: one made by ``new_session``, reset between uses (a new
+        SqlSession reads the schema again)."""
+        if self._session is None:
+            self._session = self.new_session()
+        else:
+            self._session.reset()
+        return self._session
+
     def columns(self, session: Any | None = None) -> tuple[str, ...]:
-        session = session or self.new_session()
+        session = session or self._fresh()
         return tuple(getattr(session.memory, "columns", ()) or ())
 
     def example_row(self, columns: Sequence[str]) -> tuple[Any, ...]:
@@ -249,7 +259,7 @@ class TableInstantiator:
         calls.append(Call.of("add_order", _column_atom(columns[0]), Atom(AtomKind.NAME, "asc"),
                              Atom(AtomKind.NUMBER, "1")))
         calls.append(Call.of("execute"))
-        session = self.new_session()
+        session = self._fresh()
         last = [_ok(o) for o in session.run_program(Program(calls=tuple(calls), tools="sql"))][-1]
         rows = list(last.answers or ())
         if not rows:
@@ -257,7 +267,7 @@ class TableInstantiator:
         return rows[0] if isinstance(rows[0], tuple) else (rows[0],)
 
     def instantiate(self, path: TablePath, question: str = "") -> TableInstantiation:
-        session = self.new_session()
+        session = self._fresh()
         queries = (session, _query_count(session))
         known = self.columns(session)
         by_fold = {c.casefold(): c for c in known}
@@ -301,7 +311,7 @@ class TableInstantiator:
         return Program(calls=tuple(calls), tools="sql")
 
     def _values(self, conditions: Sequence[RowCondition], column: str) -> list[str]:
-        session = self.new_session()
+        session = self._fresh()
         for c in conditions:
             _ok(session.run(Call.of("add_condition", _column_atom(c.column),
                                     Atom(AtomKind.NAME, c.op), _value_atom(c.value))))
@@ -318,13 +328,13 @@ class TableInstantiator:
         answers: tuple[Any, ...] = ()
         query = ""
         if answer is not None:
-            session = self.new_session()
+            session = self._fresh()
             last = [_ok(o) for o in session.run_program(program)][-1]
             answers, query = tuple(last.answers or ()), session.to_sql()
         rows: tuple[tuple[Any, ...], ...] = ()
         if columns:
             view = self.program(path, accepted, columns, None)
-            session = self.new_session()
+            session = self._fresh()
             last = [_ok(o) for o in session.run_program(view)][-1]
             got = list(last.answers or ())[: self.max_rows]
             rows = tuple(r if isinstance(r, tuple) else (r,) for r in got)
