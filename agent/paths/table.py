@@ -266,7 +266,11 @@ class TableInstantiator:
             return ()
         return rows[0] if isinstance(rows[0], tuple) else (rows[0],)
 
-    def instantiate(self, path: TablePath, question: str = "") -> TableInstantiation:
+    def instantiate(self, path: TablePath, question: str = "", *,
+                    allow_empty: bool = False) -> TableInstantiation:
+        """Instantiate ``path``; ``allow_empty`` accepts conditions that match no row (the model
+        insisted on them after a ``no_matching_row`` error: an empty result, or a count of 0, can
+        be the answer)."""
         session = self._fresh()
         queries = (session, _query_count(session))
         known = self.columns(session)
@@ -289,7 +293,7 @@ class TableInstantiator:
             real = RowCondition(by_fold[cond.column.casefold()], cond.op, cond.value)
             obs = _ok(session.run(Call.of("add_condition", _column_atom(real.column),
                                           Atom(AtomKind.NAME, real.op), _value_atom(real.value))))
-            if obs.status == "empty":
+            if obs.status == "empty" and not allow_empty:
                 values = self._values(accepted, real.column)
                 stuck = TableStuck("no_matching_row", path, real.column, cond, tuple(accepted),
                                    tuple(self.binder.rank(question or str(cond.value), values,

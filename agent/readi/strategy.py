@@ -447,6 +447,11 @@ class Readi:
                                "format_error": problem, "edit": edits})
             if new_path == path:
                 stop = "edit_unchanged"
+                if inst.stuck.reason == "no_matching_row":
+                    # the model insists on its rows: an empty result can be the answer (as a
+                    # result-based hint is given once, pyql.session.HintPolicy)
+                    inst = self._instantiate_table(run, inst_, path, allow_empty=True)
+                    stop = "insisted"
                 break
             path = new_path
         answers = self._answer_table(run, inst, edits)
@@ -475,10 +480,10 @@ class Readi:
                                           "format_error": problem, "source": "llm"})
         return path
 
-    def _instantiate_table(self, run: _Run, inst: TableInstantiator, path: TablePath
-                           ) -> TableInstantiation:
+    def _instantiate_table(self, run: _Run, inst: TableInstantiator, path: TablePath, *,
+                           allow_empty: bool = False) -> TableInstantiation:
         start = time.perf_counter()
-        result = inst.instantiate(path, run.question)
+        result = inst.instantiate(path, run.question, allow_empty=allow_empty)
         run.add(Step(
             n=run.next_n, kind="instantiate", action=str(path),
             observation=result.stuck.render() if result.stuck else "instantiated",
