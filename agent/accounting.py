@@ -2,12 +2,12 @@
 
 - Token counts come from the API's ``usage`` when the provider reports it; otherwise they are
   counted with tiktoken (:class:`TokenCounter`), and marked ``estimated``.
-- tiktoken encodings are built from local ``.tiktoken`` files (:func:`load_encoding`), so no
-  network is needed: set ``PYQL_TIKTOKEN_DIR`` to a directory holding ``cl100k_base.tiktoken``
-  and ``o200k_base.tiktoken`` (or files named by tiktoken's cache key, the sha1 of the URL).
-  Without it, tiktoken's own cache is read; nothing is downloaded unless asked
-  (``PYQL_TIKTOKEN_DOWNLOAD=1``).
-  Without tiktoken at all, a 4-characters-per-token estimate is used and a warning logged.
+- tiktoken encodings come from tiktoken itself (:func:`get_encoding`): its own cache
+  (``$TIKTOKEN_CACHE_DIR``), downloaded once when missing and online. A directory of
+  ``.tiktoken`` files overrides that (``directory=`` or ``$PYQL_TIKTOKEN_DIR``: no network at
+  all), and a ``fallback`` directory (a dataset's ``tiktoken/``) is used when tiktoken cannot get
+  the file (offline). Without tiktoken, or with no file anywhere, a 4-characters-per-token
+  estimate is used and a warning logged.
 - Cost comes from a :class:`PriceTable` (US$ per 1M input/output tokens; the paper's C.2 method).
   A model not in the table costs 0, with one warning per model.
 - :class:`Usage` sums one question: LLM calls, tokens, cost, KB/DB queries, seconds and the
@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pyql.deadline import call_within
+
 if TYPE_CHECKING:
     import tiktoken
 
@@ -48,6 +50,7 @@ __all__ = [
     "load_encoding",
     "get_encoding",
     "encoding_name_for_model",
+    "DOWNLOAD_TIMEOUT",
 ]
 
 log = logging.getLogger(__name__)
@@ -148,38 +151,34 @@ def load_encoding(name: str, directory: str | os.PathLike[str]) -> tiktoken.Enco
     return _load_encoding(name, str(Path(directory).resolve()))
 
 
-def _tiktoken_cache_dir() -> Path:
-    """Where tiktoken itself caches downloads."""
-    import tempfile
-
-    base = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
-    return Path(base) if base else Path(tempfile.gettempdir()) / "data-gym-cache"
+#: seconds tiktoken may take to fetch a rank file it has not cached (its download has no timeout)
+DOWNLOAD_TIMEOUT = 30.0
 
 
 def get_encoding(name: str = "cl100k_base", directory: str | os.PathLike[str] | None = None, *,
-                 download: bool | None = None) -> tiktoken.Encoding:
-    """The encoding from ``directory``, else ``$PYQL_TIKTOKEN_DIR``, else tiktoken's own cache.
+                 fallback: str | os.PathLike[str] | None = None,
+                 download_timeout: float = DOWNLOAD_TIMEOUT) -> tiktoken.Encoding:
+    """The encoding ``name`` the way tiktoken's users expect it, with an offline override.
 
-    Nothing is downloaded unless ``download=True`` (or ``$PYQL_TIKTOKEN_DOWNLOAD=1``), in which
-    case ``tiktoken.get_encoding`` fetches and caches the file. Raises FileNotFoundError when the
-    encoding is nowhere to be found.
+    ``directory`` (else ``$PYQL_TIKTOKEN_DIR``) overrides everything: the rank file is read from
+    there (:func:`load_encoding`), nothing else is tried. Otherwise ``tiktoken.get_encoding``
+    answers from its cache or downloads the file (bounded by ``download_timeout``); if that
+    fails (offline), the ``fallback`` directory is read. Raises OSError (or ValueError for a
+    corrupt file) when the encoding is nowhere to be had.
     """
-    directory = directory or os.environ.get("PYQL_TIKTOKEN_DIR") or None
-    if directory:
-        return load_encoding(name, directory)
-    try:
-        return load_encoding(name, _tiktoken_cache_dir())
-    except FileNotFoundError:
-        pass
-    if download is None:
-        download = os.environ.get("PYQL_TIKTOKEN_DOWNLOAD", "") not in ("", "0", "false", "no")
-    if not download:
-        raise FileNotFoundError(
-            f"no local {name} encoding: set PYQL_TIKTOKEN_DIR to a directory with {name}.tiktoken "
-            "(or PYQL_TIKTOKEN_DOWNLOAD=1 to let tiktoken download it)")
+    override = directory or os.environ.get("PYQL_TIKTOKEN_DIR") or None
+    if override:
+        return load_encoding(name, override)
     import tiktoken
 
-    return tiktoken.get_encoding(name)
+    try:
+        return call_within(lambda: tiktoken.get_encoding(name), download_timeout,
+                           name="pyql-tiktoken")
+    except (OSError, ValueError) as exc:  # requests' errors and DeadlineExceeded are OSErrors
+        if fallback is None:
+            raise
+        log.info("tiktoken could not get %s (%s); reading %s", name, exc, fallback)
+        return load_encoding(name, fallback)
 
 
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
@@ -194,9 +193,10 @@ def encoding_name_for_model(model: str) -> str:
 class TokenCounter:
     """Counts tokens of text and chat messages the way the OpenAI cookbook does.
 
-    ``encoding`` may be an encoding name; it is loaded lazily with :func:`get_encoding` (from
-    ``directory``, ``$PYQL_TIKTOKEN_DIR`` or tiktoken's cache). If tiktoken or the files are
-    missing, counts fall back to ``ceil(len(text) / 4)`` and :attr:`exact` is False.
+    ``encoding`` may be an encoding name; it is loaded lazily with :func:`get_encoding`
+    (``directory`` / ``$PYQL_TIKTOKEN_DIR`` as an override, else tiktoken's cache or download,
+    else ``fallback``). If tiktoken or the files are missing, counts fall back to
+    ``ceil(len(text) / 4)`` and :attr:`exact` is False.
     """
 
     #: per message overhead and reply priming of the chat format (gpt-3.5-turbo-0613 and later)
@@ -205,9 +205,11 @@ class TokenCounter:
     REPLY_PRIMING = 3
 
     def __init__(self, encoding: str | tiktoken.Encoding | None = None, *,
-                 model: str | None = None, directory: str | os.PathLike[str] | None = None) -> None:
+                 model: str | None = None, directory: str | os.PathLike[str] | None = None,
+                 fallback: str | os.PathLike[str] | None = None) -> None:
         self._spec = encoding or encoding_name_for_model(model or "")
         self._directory = directory
+        self._fallback = fallback
         self._encoding: Any = None if isinstance(self._spec, str) else self._spec
         self._failed = False
 
@@ -215,7 +217,8 @@ class TokenCounter:
     def encoding(self) -> tiktoken.Encoding | None:
         if self._encoding is None and not self._failed:
             try:
-                self._encoding = get_encoding(str(self._spec), self._directory)
+                self._encoding = get_encoding(str(self._spec), self._directory,
+                                              fallback=self._fallback)
             except (ImportError, OSError, ValueError) as exc:  # requests errors are OSErrors
                 self._failed = True
                 log.warning("token counts are estimated (4 characters per token): %s", exc)

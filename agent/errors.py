@@ -10,7 +10,8 @@ with structured fields, so callers decide on fields, not on message text:
     ├── LLMModelNotFoundError      404 / ``model_not_found``
     ├── LLMContextLengthError      the prompt is longer than the model's context window
     ├── LLMRateLimitError          429 after the retries (``retry_after`` in seconds, if given)
-    ├── LLMTimeoutError            the request timed out after the retries
+    ├── LLMTimeoutError            no reply in time (``timeout`` per attempt, ``attempts``, ``elapsed``,
+    │                              ``deadline``: the total budget, if one ran out)
     ├── LLMServerError             5xx or connection failure after the retries
     ├── LLMBadRequestError         any other 4xx (an invalid parameter, ...)
     ├── LLMResponseError           a malformed response (bad JSON, no choices, ...)
@@ -85,7 +86,30 @@ class LLMRateLimitError(LLMError):
 
 
 class LLMTimeoutError(LLMError):
-    """The request timed out and the retries ran out."""
+    """No reply in time: every attempt timed out, or the call's deadline ran out.
+
+    ``timeout`` is the seconds allowed per attempt, ``attempts`` how many were made, ``elapsed``
+    the seconds the call took in all, ``deadline`` the total budget (seconds) when that is what
+    ran out, else None. Fields are None when not known (an error from a stand-in client).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str = "",
+        status: int | None = None,
+        code: str | None = None,
+        timeout: float | None = None,
+        attempts: int | None = None,
+        elapsed: float | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.timeout = timeout
+        self.attempts = attempts
+        self.elapsed = elapsed
+        self.deadline = deadline
+        super().__init__(message, model=model, status=status, code=code)
 
 
 class LLMServerError(LLMError):

@@ -7,8 +7,11 @@ schemas (see :func:`pyql.agent.prompting.tool_schemas`).
 
 - :class:`OpenAIChat` talks to any OpenAI-compatible ``/v1/chat/completions`` server through the
   ``openai`` SDK (imported on first use). The SDK's own retries are off; this client retries
-  429/5xx/timeouts/connection errors itself, with exponential backoff and jitter, honouring
-  ``Retry-After``. Failures become typed :mod:`pyql.agent.errors`. Every call is kept in a bounded
+  429/5xx/timeouts/connection errors through :func:`pyql.retrying.retry_call`, with exponential
+  backoff and jitter, honouring ``Retry-After``. Time is bounded by the wall clock: ``timeout``
+  per attempt, ``deadline`` per call, and the context's deadline (:meth:`OpenAIChat.with_deadline`,
+  one per question in an evaluation); running out raises :class:`LLMTimeoutError` with the
+  attempts and the seconds spent. Failures become typed :mod:`pyql.agent.errors`. Every call is kept in a bounded
   :attr:`OpenAIChat.history` (no secrets: the key is never recorded).
 - :class:`OpenAIEmbeddings` is the same for ``/v1/embeddings`` (relation ranking).
 - :class:`ScriptedLLM` replays a fixed list of replies (like DSPy's ``DummyLM``) for tests.
@@ -31,6 +34,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -50,6 +54,9 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
+from pyql.deadline import Deadline, DeadlineExceeded, call_within, within
+from pyql.deadline import current as current_deadline
+from pyql.retrying import RetryPolicy, Transient, retry_call
 
 if TYPE_CHECKING:
     from pyql.agent.trajectory import Step, Trajectory
@@ -57,6 +64,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_EMBEDDING_MODEL",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_DEADLINE",
     "Message",
     "ToolCall",
     "LLMReply",
@@ -75,9 +85,17 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "gpt-4o-mini"
 #: the paper's relation-ranking embedding (appendix B.3: OpenAI embeddings, ada v2)
 DEFAULT_EMBEDDING_MODEL = "text-embedding-ada-002"
+#: seconds (wall clock) one attempt may take: an agent step's reply is short
+DEFAULT_TIMEOUT = 30.0
+#: retries of a failed or timed-out attempt (429, 5xx, timeouts, connection errors)
+DEFAULT_MAX_RETRIES = 2
+#: seconds one ``complete`` call may take in all, retries and backoff included
+DEFAULT_DEADLINE = 60.0
 
 Message = Mapping[str, Any]
 _T = TypeVar("_T")
+#: the budget of a call that has no deadline (the attempts and their timeouts bound it)
+_UNBOUNDED = 1e9
 
 
 class ToolCall(BaseModel):
@@ -191,7 +209,7 @@ def _is_context_length(code: str | None, message: str) -> bool:
 
 
 class _OpenAIBase:
-    """Configuration, lazy SDK client and the retry loop shared by chat and embeddings."""
+    """Configuration, lazy SDK client, time bounds and retries shared by chat and embeddings."""
 
     def __init__(
         self,
@@ -201,6 +219,7 @@ class _OpenAIBase:
         api_key: str | None,
         timeout: float,
         max_retries: int,
+        deadline: float | None,
         backoff_base: float,
         backoff_max: float,
         max_retry_after: float,
@@ -208,6 +227,12 @@ class _OpenAIBase:
         rng: random.Random | None,
         client: Any,
     ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must not be negative, got {max_retries!r}")
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be positive, got {deadline!r}")
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -215,11 +240,14 @@ class _OpenAIBase:
             if self.base_url is None:
                 raise LLMAuthError("no API key: pass api_key= or set OPENAI_API_KEY", model=model)
             self._api_key = "unused"  # local OpenAI-compatible servers often need none
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.max_retries = max_retries
+        self.deadline = deadline
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
+        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+                                   backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._client = client
@@ -236,10 +264,21 @@ class _OpenAIBase:
                                          timeout=self.timeout, max_retries=0)
         return self._client
 
+    def with_deadline(self, seconds: float | Deadline | None) -> AbstractContextManager[
+            Deadline | None]:
+        """A context in which every call (of any client, in this thread) ends by the deadline,
+        retries and backoff included — an evaluation's budget for one question::
+
+            with llm.with_deadline(120):
+                agent.run(question)
+
+        An enclosing deadline that ends sooner stays in force; ``None`` changes nothing.
+        """
+        return within(seconds)
+
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with "equal jitter": half fixed, half random."""
-        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return delay / 2 + self._rng.uniform(0, delay / 2)
+        return self._policy.delay(attempt, self._rng)
 
     def _translate(self, exc: Exception) -> tuple[LLMError, bool, float | None]:
         """(typed error, retryable?, server-advised delay) for an SDK exception."""
@@ -247,7 +286,8 @@ class _OpenAIBase:
 
         model = self.model
         if isinstance(exc, openai.APITimeoutError):
-            return LLMTimeoutError(f"{model}: request timed out", model=model), True, None
+            return (LLMTimeoutError(f"{model}: request timed out", model=model,
+                                    timeout=self.timeout), True, None)
         if isinstance(exc, openai.APIConnectionError):
             return LLMServerError(f"{model}: connection failed: {exc}", model=model), True, None
         if isinstance(exc, openai.APIResponseValidationError):
@@ -279,28 +319,58 @@ class _OpenAIBase:
             return LLMResponseError(f"{model}: malformed response: {exc}", model=model), False, None
         raise exc
 
-    def _call(self, fn: Callable[[], _T]) -> tuple[_T, int]:
-        """Run ``fn`` with bounded retries; returns (result, retries used)."""
+    def _call(self, fn: Callable[[float], _T]) -> tuple[_T, int]:
+        """``fn(seconds)`` with bounded retries and time; returns (result, retries used).
+
+        Each attempt gets ``timeout`` seconds of wall clock (cut to the time left), enforced
+        with :func:`~pyql.deadline.call_within`, so a server that never answers or sends its
+        reply a byte at a time cannot hold it longer. The whole call ends by the earlier of
+        ``deadline`` (this client's budget per call) and the context's deadline
+        (:meth:`with_deadline`).
+        """
         import openai
         import pydantic
 
-        attempt = 0
-        while True:
+        budget = self._budget()
+
+        def attempt() -> _T:
+            seconds = budget.bound(self.timeout)
             try:
-                return fn(), attempt
+                return call_within(lambda: fn(seconds), seconds, name="pyql-llm")
+            except DeadlineExceeded:
+                raise Transient(LLMTimeoutError(
+                    f"{self.model}: no reply within {seconds:.3g}s", model=self.model,
+                    timeout=self.timeout)) from None
             except (openai.OpenAIError, json.JSONDecodeError, pydantic.ValidationError) as exc:
                 error, retryable, advised = self._translate(exc)
-                if not retryable or attempt >= self.max_retries:
+                if not retryable:
                     raise error from exc
-                if advised is not None and advised > self.max_retry_after:
-                    log.warning("%s: server asks to wait %.0fs (more than %.0fs): giving up",
-                                self.model, advised, self.max_retry_after)
-                    raise error from exc
-                delay = advised if advised is not None else self.backoff(attempt)
-                log.warning("%s: %s; retry %d/%d in %.2fs", self.model, type(error).__name__,
-                            attempt + 1, self.max_retries, delay)
-                self._sleep(delay)
-                attempt += 1
+                raise Transient(error, retry_after=advised) from exc
+
+        def give_up(error: BaseException, attempts: int) -> BaseException:
+            if not isinstance(error, LLMTimeoutError):
+                return error
+            ran_out = budget.seconds < _UNBOUNDED and budget.remaining() <= 0
+            why = (f"the {budget.seconds:g}s deadline ran out" if ran_out
+                   else f"{self.timeout:g}s per attempt")
+            return LLMTimeoutError(
+                f"{self.model}: no reply after {attempts} attempt(s) ({why}, "
+                f"{budget.elapsed():.1f}s)", model=self.model, timeout=self.timeout,
+                attempts=attempts, elapsed=budget.elapsed(),
+                deadline=budget.seconds if ran_out else None)
+
+        if budget.expired:
+            raise give_up(LLMTimeoutError("", model=self.model), 0)
+        return retry_call(attempt, self._policy, sleep=self._sleep, rng=self._rng,
+                          deadline=budget, give_up=give_up, name=self.model)
+
+    def _budget(self) -> Deadline:
+        """The deadline of one call: the context's, cut to this client's ``deadline``."""
+        scope = current_deadline()
+        own = Deadline(self.deadline) if self.deadline is not None else None
+        if own is None:
+            return scope if scope is not None else Deadline(_UNBOUNDED)
+        return own if scope is None or own.end <= scope.end else scope
 
 
 def _error_message(exc: Any) -> str:
@@ -324,6 +394,12 @@ class OpenAIChat(_OpenAIBase):
     given (a wait longer than ``max_retry_after`` is not attempted), else exponential backoff
     with jitter. ``sleep`` and ``rng`` are injectable for tests.
 
+    Time bounds (wall clock, so a server that never answers or drips its reply a byte at a time
+    is cut off too): each attempt gets ``timeout`` seconds; one call ends after ``deadline``
+    seconds in all (``None``: only the attempts bound it); and inside
+    ``with llm.with_deadline(seconds):`` every call ends by that deadline. The defaults (30 s,
+    2 retries, 60 s) cap a hung server at about a minute per call.
+
     Stop sequences are sent (at most 4, the API's limit) and also applied to the returned text;
     a server that rejects ``stop`` (some reasoning models) is retried once without it and
     remembered.
@@ -335,8 +411,9 @@ class OpenAIChat(_OpenAIBase):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 4,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        deadline: float | None = DEFAULT_DEADLINE,
         price_table: PriceTable | Mapping[str, Any] | None = None,
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
@@ -355,8 +432,8 @@ class OpenAIChat(_OpenAIBase):
         super().__init__(
             model or os.environ.get("PYQL_MODEL") or DEFAULT_MODEL,
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
-            backoff_base=backoff_base, backoff_max=backoff_max, max_retry_after=max_retry_after,
-            sleep=sleep, rng=rng, client=client,
+            deadline=deadline, backoff_base=backoff_base, backoff_max=backoff_max,
+            max_retry_after=max_retry_after, sleep=sleep, rng=rng, client=client,
         )
         self.price_table = (price_table if isinstance(price_table, PriceTable)
                             else PriceTable(price_table))
@@ -401,8 +478,8 @@ class OpenAIChat(_OpenAIBase):
             kwargs["extra_body"] = self.extra_body
         stops = [s for s in (stop or ()) if s][:4]
 
-        def create() -> Any:
-            call = dict(kwargs)
+        def create(seconds: float) -> Any:
+            call = dict(kwargs, timeout=seconds)
             if stops and self._stop_supported:
                 call["stop"] = stops
             try:
@@ -500,8 +577,9 @@ class OpenAIEmbeddings(_OpenAIBase):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 4,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        deadline: float | None = DEFAULT_DEADLINE,
         batch_size: int = 512,
         backoff_base: float = 1.0,
         backoff_max: float = 30.0,
@@ -512,7 +590,7 @@ class OpenAIEmbeddings(_OpenAIBase):
     ) -> None:
         super().__init__(
             model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
-            backoff_base=backoff_base, backoff_max=backoff_max, max_retry_after=max_retry_after,
+            deadline=deadline, backoff_base=backoff_base, backoff_max=backoff_max, max_retry_after=max_retry_after,
             sleep=sleep, rng=rng, client=client,
         )
         self.batch_size = batch_size
@@ -524,9 +602,9 @@ class OpenAIEmbeddings(_OpenAIBase):
         for i in range(0, len(texts), self.batch_size):
             batch = [t if t else " " for t in texts[i:i + self.batch_size]]
 
-            def create(batch: list[str] = batch) -> Any:
+            def create(seconds: float, batch: list[str] = batch) -> Any:
                 return self.client.embeddings.create(input=batch, model=self.model,
-                                                     encoding_format="float")
+                                                     encoding_format="float", timeout=seconds)
 
             response, _ = self._call(create)
             try:

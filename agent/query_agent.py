@@ -33,9 +33,9 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
@@ -235,7 +235,8 @@ class QueryAgent:
         """The LLM stand-in of ``--llm spec`` for one evaluation item (an
         :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
         program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
-        ``noisy-gold:RATE`` replays it with the paper's hallucinations injected at ``RATE``
+        ``noisy-gold:RATE[:TYPES]`` replays it with the paper's hallucinations (of ``TYPES``, default
+        all) injected at ``RATE``
         (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
         question's seed). An item without a program gets an LLM that fails when asked (the
         question's error). Both read each step's record through their ``observe(step)``."""
@@ -243,7 +244,7 @@ class QueryAgent:
             GoldLLM,
             LLMSpecError,
             no_program_reason,
-            noisy_rate,
+            noisy_spec,
             parse_llm_spec,
         )
 
@@ -256,7 +257,8 @@ class QueryAgent:
             return GoldLLM(item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
-        return NoisyGoldLLM(item.program, rate=noisy_rate(arg), seed=seed, tools=item.tools)
+        rate, types = noisy_spec(arg)
+        return NoisyGoldLLM(item.program, rate=rate, seed=seed, tools=item.tools, types=types)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
@@ -325,6 +327,9 @@ class QueryAgent:
         notify = on_step if on_step is not None else self.on_step
         # a stand-in LLM (gold, noisy-gold) reads each step's record, not the prompt's wording
         observe = getattr(self.llm, "observe", None)
+        # the fingerprint lets a replay check it sees the recorded prompt; a stand-in that
+        # replays a gold program (prompts_matter = False) has no prompt worth checking
+        fingerprint = getattr(self.llm, "prompts_matter", True)
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -384,7 +389,7 @@ class QueryAgent:
                 prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
                 estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
                 env_latency=env_seconds, kb_queries=kb_queries, retries=reply.retries,
-                prompt_hash=prompt_fingerprint(messages, self.tools),
+                prompt_hash=prompt_fingerprint(messages, self.tools) if fingerprint else "",
             )
             steps.append(step)
             if observe is not None:

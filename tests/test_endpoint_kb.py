@@ -412,6 +412,100 @@ def test_server_stalling_mid_response_is_a_timeout(fake: FakeEndpoint) -> None:
 ROW = {"x": {"type": "uri", "value": EX + "kismet"}}
 
 
+class SlowSender:
+    """A loopback server that answers every request a few bytes at a time, ``interval`` seconds
+    apart (a full, valid SPARQL JSON reply if one waits long enough). Each connection gives up
+    after ``lifetime`` seconds, and :meth:`close` stops everything, so it always ends."""
+
+    def __init__(self, *, interval: float, chunk: int = 1, slow_headers: bool = False,
+                 lifetime: float = 20.0) -> None:
+        self.interval = interval
+        self.chunk = chunk
+        self.slow_headers = slow_headers
+        self.lifetime = lifetime
+        self.stop = threading.Event()
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/sparql"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        body = json.dumps(select_json(["x"], [ROW] * 20)).encode()
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/sparql-results+json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        end = time.monotonic() + self.lifetime
+        with conn:
+            conn.recv(65536)
+            if not self.slow_headers:
+                conn.sendall(head)
+            payload = (head if self.slow_headers else b"") + body
+            for i in range(0, len(payload), self.chunk):
+                if self.stop.wait(self.interval) or time.monotonic() > end:
+                    return
+                try:
+                    conn.sendall(payload[i:i + self.chunk])
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("slow_headers", [False, True], ids=["slow-body", "slow-headers"])
+def test_timeout_is_a_wall_clock_deadline_against_a_slow_sender(slow_headers: bool) -> None:
+    # Issue 15 item 2: a byte every 0.2 s never trips a 1 s socket timeout; the whole answer
+    # would take minutes. The deadline holds for the whole request, and the error says so.
+    server = SlowSender(interval=0.2, slow_headers=slow_headers)
+    try:
+        kb = SparqlEndpointKB(server.url, timeout=1.0, retries=2, backoff=0.01)
+        start = time.monotonic()
+        with pytest.raises(BackendTimeoutError, match=r"within 1s") as info:
+            kb.select(ALL_TRIPLES)
+        elapsed = time.monotonic() - start
+        assert 0.9 <= elapsed < 1.5
+        assert info.value.query == ALL_TRIPLES
+        assert server.connections == 1  # a timeout is not retried
+    finally:
+        server.close()
+
+
+def test_the_deadline_covers_the_retries(fake: FakeEndpoint) -> None:
+    # 503s with a 0.4 s backoff: the second retry would end after the 1 s budget, so it is not
+    # attempted; the call ends within its timeout with the last error.
+    fake.script(*[Reply(503, "down")] * 5)
+    start = time.monotonic()
+    with pytest.raises(BackendUnavailableError, match="503"):
+        fake_kb(fake, timeout=1.0, retries=5, backoff=0.4).select(ALL_TRIPLES)
+    assert time.monotonic() - start < 1.0
+    assert len(fake.requests) == 2
+
+
+def test_a_slow_but_timely_answer_is_read_whole() -> None:
+    server = SlowSender(interval=0.01, chunk=400)
+    try:
+        result = SparqlEndpointKB(server.url, timeout=10.0).select(ALL_TRIPLES)
+        assert result.column("x") == [Entity(EX + "kismet")] * 20
+    finally:
+        server.close()
+
+
+
+
 def test_500_then_200_is_retried_and_succeeds(fake: FakeEndpoint) -> None:
     fake.script(Reply(500, "temporary failure"), Reply(body=select_json(["x"], [ROW])))
     result = fake_kb(fake).select(ALL_TRIPLES)

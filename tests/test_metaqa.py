@@ -220,6 +220,7 @@ def test_fidelity_sample(
     h = report["hops"][hop]
     assert h["n"] == SAMPLE and h["errors"] == 0
     assert h["hit1"] == 1.0
+    assert h["gold_empty"] == 0 and f"0 of {SAMPLE} ({hop}-hop)" in gold.format_table(report)
     # every question's answers equal the plain-Python path following of kb.txt ...
     items = {i.id: i for i in metaqa.load_questions(*metaqa.paths(metaqa_dir, hop, "dev"))}
     expected = []

@@ -198,6 +198,11 @@ def test_wikisql_sample_agrees_with_wikisql_semantics(pyql_data: Path, wikisql_c
     assert report.coverage == 1.0
     assert report.residue() == []
     assert report.agreement == 1.0
+    # gold queries that match no row agree with a program that returns nothing: said apart
+    empty = sum(1 for r in report.items if fidelity.empty_result(r.want))
+    assert 0 < empty < 300 and report.gold_empty == report.empty_agree == empty
+    assert report.to_dict()["gold_empty"] == empty and report.nonempty_agreement == 1.0
+    assert f"gold result empty: {empty} of the 300 expressible" in report.render()
 
 
 def test_spider_sample_agrees_with_the_gold_sql(pyql_data: Path) -> None:

@@ -6,38 +6,37 @@
     pyql eval --dataset wikisql --llm openai:gpt-4o-mini --sample 200 --seed 1 \\
               --concurrency 8 --llm-cache ~/.cache/pyql/llm.sqlite --out runs/wikisql-4o-mini
     pyql eval --resume runs/wikisql-4o-mini          # after a crash or Ctrl-C
+    pyql eval --dataset metaqa-2hop --llm noisy-gold:0.3 --ablation --out runs/m2-ablation
+    pyql eval --dataset metaqa-1hop --strategy onefact --option key=value --llm gold --out r
+
+Questions that end in an outage (``backend_error``, ``llm_error``, ``llm_timeout``) are counted
+apart from wrong answers; after ``--max-outages`` in a row the run stops with a one-line reason,
+and ``--resume`` runs them again.
 
 At the end the metrics table is printed (``--json``: the metrics as JSON on stdout). Errors are
 one ``error:`` line on stderr (with a ``hint:``) and exit code 1; a run that stopped (an
 authentication error, an unknown model...) exits 1 too, and can be resumed once fixed.
 
-``register(app)`` adds the command to ``pyql`` (see ``pyql.cli.EXTENSION_MODULES``).
+``register(app)`` adds the command to ``pyql`` (the ``pyql.commands`` entry point ``eval``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pyql.cli import fail, print_json
+
 __all__ = ["register", "eval_command", "render_metrics"]
 
 log = logging.getLogger(__name__)
-
-
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text.assemble(("error: ", "bold red"), re.sub(r"\s*\n\s*", " ", message)))
-    if hint:
-        console.print(Text.assemble(("hint: ", "yellow"), hint))
-    raise typer.Exit(1)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -56,12 +55,16 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     rows: list[tuple[str, Any, int]] = [("questions", metrics.get("n"), 0)]
+    outages = metrics.get("outages") or {}
+    if metrics.get("outage_total"):
+        rows.append(("scored (outages left out)", metrics.get("scored"), 0))
     for name in ("hit@1", "f1", "em", "top1", "accuracy"):
         if metrics.get(name) is not None:
             label = f"{name} (primary)" if name == metrics.get("primary") else name
             rows.append((label, metrics[name], 4))
     rows += [
         ("errors", metrics.get("errors"), 0),
+        *((f"outages: {status}", count, 0) for status, count in outages.items() if count),
         ("finished (execute accepted)", metrics.get("finished"), 3),
         ("TPQ: seconds / question", metrics.get("tpq"), 3),
         ("QPQ: KB/DB queries / question", metrics.get("qpq"), 2),
@@ -111,6 +114,28 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
                            "done; resume with pyql eval --resume RUN_DIR", style="yellow"))
 
 
+def render_ablation(summary: dict[str, Any], console: Console) -> None:
+    """Print the combined table of an ablation run (ERASER on and off)."""
+    from pyql.agent.evaluation.ablation import format_table
+
+    console.print(format_table({summary.get("llm", "run"): summary}), markup=False)
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any]:
+    """``--option key=value`` pairs; values read as JSON when they are (numbers, booleans,
+    lists), else kept as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            fail(f"--option {pair!r} is not key=value", hint="e.g. --option max_edits=3")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
 def eval_command(
     dataset: Annotated[str | None, typer.Option(
         "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, webqsp")
@@ -151,6 +176,28 @@ def eval_command(
                            ] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bar")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
+    strategy: Annotated[str | None, typer.Option(
+        "--strategy", help="the reasoning strategy (pyql.strategies entry points; default "
+        "queryagent)")] = None,
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", help="a strategy option key=value (repeatable)")] = None,
+    ablation: Annotated[bool, typer.Option(
+        "--ablation", help="run ERASER on and off (sub-runs eraser_on/ and eraser_off/) and "
+        "print the combined table")] = False,
+    llm_timeout: Annotated[float | None, typer.Option(
+        "--llm-timeout", help="seconds per LLM call attempt", min=0.001)] = None,
+    max_retries: Annotated[int | None, typer.Option(
+        "--max-retries", help="retries per LLM call (rate limits, server errors)", min=0)
+    ] = None,
+    deadline: Annotated[float | None, typer.Option(
+        "--deadline", help="seconds per question for all its LLM calls (then llm_timeout)",
+        min=0.001)] = None,
+    max_outages: Annotated[int, typer.Option(
+        "--max-outages", help="stop after N questions in a row end in an outage (KB or LLM "
+        "down); 0 never stops", min=0)] = 5,
+    processes: Annotated[int | None, typer.Option(
+        "--processes", help="worker processes (default: the cores for a long gold/noisy-gold/"
+        "replay run, else 1)", min=1)] = None,
 ) -> None:
     """Evaluate the agent (or gold programs) on a dataset: metrics, progress, resumable results.
 
@@ -166,13 +213,18 @@ def eval_command(
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
         guidelines=not no_guidelines, mode=mode, max_steps=max_steps, llm_cache=llm_cache,
         kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
+        strategy=strategy, options=_options(option), ablation=ablation,
+        llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
+        max_outages=max_outages, processes=processes,
     )
     if json_output:
-        typer.echo(json.dumps(metrics, indent=2, ensure_ascii=False, default=str))
+        print_json(metrics)
+    elif "settings" in metrics:
+        render_ablation(metrics, Console(highlight=False))
     else:
         render_metrics(metrics, Console(highlight=False))
     run = metrics.get("run") or {}
-    if not run.get("complete", True):
+    if not run.get("complete", True) or not metrics.get("complete", True):
         raise typer.Exit(1)
 
 
@@ -180,43 +232,54 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          base_url: str | None, limit: int | None, sample: int | None, seed: int,
          concurrency: int | None, kb: str | None, db: str | None, guidelines: bool, mode: str,
          max_steps: int, llm_cache: Path | None, kb_cache: Path | None, out: Path | None,
-         resume_dir: Path | None, progress: bool) -> dict[str, Any]:
+         resume_dir: Path | None, progress: bool, strategy: str | None = None,
+         options: dict[str, Any] | None = None, ablation: bool = False,
+         llm_timeout: float | None = None, max_retries: int | None = None,
+         deadline: float | None = None, max_outages: int = 5,
+         processes: int | None = None) -> dict[str, Any]:
     from pyql import __version__
-    from pyql.agent.evaluation.datasets import DATASETS
+    from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
-    from pyql.agent.evaluation.specs import LLMSpecError, parse_llm_spec
+    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
+    from pyql.agent.strategy import UnknownStrategyError, get_strategy
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
 
     if mode not in ("text", "tools"):
-        _fail(f"--mode must be text or tools, not {mode!r}")
+        fail(f"--mode must be text or tools, not {mode!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
                 ("--dataset", dataset), ("--split", split), ("--data-dir", data_dir),
                 ("--llm", llm), ("--base-url", base_url), ("--limit", limit),
                 ("--sample", sample), ("--kb", kb), ("--db", db), ("--llm-cache", llm_cache),
-                ("--kb-cache", kb_cache), ("--out", out)) if value is not None]
+                ("--kb-cache", kb_cache), ("--out", out), ("--strategy", strategy),
+                ("--option", options or None), ("--ablation", ablation or None),
+                ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
+                ("--deadline", deadline)) if value is not None]
             if given:
-                _fail(f"--resume continues a run as it was configured; {', '.join(given)} "
+                fail(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
                       "(only --concurrency may differ when resuming)")
             return resume(resume_dir, progress=progress, concurrency=concurrency)
         missing = [name for name, value in (("--dataset", dataset), ("--llm", llm),
                                             ("--out", out)) if value is None]
         if missing:
-            _fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
+            fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
                   "--out RUN_DIR, or pyql eval --resume RUN_DIR")
         assert dataset is not None and llm is not None and out is not None
         if data_dir is None:
             try:
                 data_dir = default_data_dir()
             except FileNotFoundError as exc:
-                _fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
-        if dataset not in DATASETS:
-            _fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(DATASETS)}")
+                fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
+        if dataset not in dataset_names():
+            fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(dataset_names())}")
         parse_llm_spec(llm)
+        if llm.startswith("noisy-gold:"):
+            noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
+        get_strategy(strategy or "queryagent")
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
             dataset=dataset, split=split or default_split,
@@ -226,19 +289,22 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             max_steps=max_steps, mode=mode,  # type: ignore[arg-type]
             llm_cache=str(llm_cache.expanduser().resolve()) if llm_cache else None,
             kb_cache=str(kb_cache.expanduser().resolve()) if kb_cache else None,
+            strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
+            llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
+            max_outages=max_outages, processes=processes,
             pyql_version=__version__,
         )
         return evaluate(config, out, progress=progress)
     except EvalAbort as exc:
-        _fail(f"the run stopped: {exc}",
+        fail(f"the run stopped: {exc}",
               hint="fix the cause, then pyql eval --resume RUN_DIR (finished questions are kept)")
-    except LLMSpecError as exc:
-        _fail(str(exc))
+    except (LLMSpecError, UnknownStrategyError) as exc:
+        fail(str(exc))
     except (PyqlError, OSError) as exc:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-        _fail(f"{where}{exc}")
+        fail(f"{where}{exc}")
     except KeyboardInterrupt:
-        _fail("interrupted; questions in flight finish and are saved",
+        fail("interrupted; questions in flight finish and are saved",
               hint="pyql eval --resume RUN_DIR runs the rest")
 
 

@@ -22,6 +22,13 @@
   one), meta ``answer_sets`` (``different_answer``). Backend: a Freebase KB given with ``--kb``
   (a SPARQL endpoint URL, an Oxigraph store directory, or an RDF file); there is no default.
 
+Every dataset lists the splits its files hold (:meth:`EvalDataset.splits`: a MetaQA
+``qa_test.txt``, a WikiSQL ``test.jsonl`` ... make a ``test`` split); ``--split`` takes any of
+them, and an absent one is a :class:`DatasetError` naming those there are. More datasets join
+the registry with :func:`register_dataset` or an entry point in the group
+``pyql.eval_datasets`` (the value: an :class:`EvalDataset` subclass), e.g. GrailQA and CWQ over
+the loaders of :mod:`pyql.datasets.freebase`.
+
 Questions are selected by :func:`select_indices` (``--limit``, then ``--sample``/``--seed``)
 before their gold answers are computed (Spider: its gold SQL run).
 
@@ -67,6 +74,8 @@ __all__ = [
     "DATASETS",
     "get_dataset",
     "dataset_names",
+    "register_dataset",
+    "ENTRY_POINT_GROUP",
     "select_indices",
     "cache_dir",
     "open_kb",
@@ -267,6 +276,19 @@ class EvalDataset(ABC):
         """The backend the questions of ``split`` run on (``kb``/``db``: the ``--kb``/``--db``
         override)."""
 
+    def splits(self) -> list[str]:
+        """The splits whose files are in the data directory (``pyql eval --split``)."""
+        return [self.default_split]
+
+    def split(self, split: str | None) -> str:
+        """``split`` (default: :attr:`default_split`), checked against :meth:`splits`."""
+        split = split or self.default_split
+        found = self.splits()
+        if split not in found:
+            raise DatasetError(f"{self.name}: no {split!r} split in {self.data_dir}; the data has: "
+                               f"{', '.join(found) or 'none'}")
+        return split
+
     def _require(self, path: Path, what: str) -> Path:
         if not path.exists():
             raise DatasetError(f"{self.name}: {what} not found: {path}")
@@ -284,7 +306,7 @@ class MetaQADataset(EvalDataset):
               sample: int | None = None, seed: int = 0) -> list[EvalItem]:
         from pyql.datasets import metaqa
 
-        split = split or self.default_split
+        split = self.split(split)
         qa, qtype = metaqa.paths(self.data_dir, self.hops, split)
         self._require(qa, f"{split} questions")
         self._require(qtype, f"{split} question types")
@@ -300,6 +322,13 @@ class MetaQADataset(EvalDataset):
                 meta={"qtype": q.qtype, "hops": q.hops},
             ))
         return out
+
+    def splits(self) -> list[str]:
+        from pyql.datasets import metaqa
+
+        folder = metaqa.paths(self.data_dir, self.hops, "dev").qa.parent
+        return sorted(p.name[3:-4] for p in folder.glob("qa_*.txt")
+                      if not p.name.endswith("_qtype.txt"))
 
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
@@ -350,6 +379,10 @@ class WikiSQLDataset(EvalDataset):
         base = self.data_dir
         return base / "wikisql" if (base / "wikisql").is_dir() else base
 
+    def splits(self) -> list[str]:
+        return sorted(p.name[:-6] for p in self._folder().glob("*.jsonl")
+                      if not p.name.endswith(".tables.jsonl"))
+
     def _tables_path(self, split: str) -> Path:
         folder = self._folder()
         for name in (f"{split}.tables.jsonl.gz", f"{split}.tables.jsonl"):
@@ -361,7 +394,7 @@ class WikiSQLDataset(EvalDataset):
               sample: int | None = None, seed: int = 0) -> list[EvalItem]:
         from pyql.datasets import wikisql
 
-        split = split or self.default_split
+        split = self.split(split)
         questions_path = self._require(self._folder() / f"{split}.jsonl", f"{split} questions")
         tables = wikisql.load_tables(self._tables_path(split))
         questions = list(wikisql.load_questions(questions_path, tables))
@@ -415,7 +448,7 @@ class SpiderDataset(EvalDataset):
         from pyql.datasets import spider
         from pyql.sql.from_sql import Unsupported, to_program
 
-        split = split or self.default_split
+        split = self.split(split)
         folder = spider.spider_dir(self.data_dir)
         questions = list(spider.load_items(self._require(folder / f"{split}.json",
                                                          f"{split} questions")))
@@ -448,6 +481,15 @@ class SpiderDataset(EvalDataset):
                 program=text, tools="sql", db_id=q.db_id, meta=meta,
             ))
         return out
+
+    def splits(self) -> list[str]:
+        from pyql.datasets import spider
+
+        try:
+            folder = spider.spider_dir(self.data_dir)
+        except (FileNotFoundError, OSError):
+            return []
+        return sorted(p.stem for p in folder.glob("*.json") if p.stem != "tables")
 
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
@@ -482,9 +524,11 @@ class WebQSPDataset(EvalDataset):
     description = "WebQuestionsSP test over Freebase (needs --kb: a Freebase endpoint)"
     FILE: ClassVar[str] = "freebase_questions/WebQSP_test_processed.json.gz"
 
+    def splits(self) -> list[str]:
+        return ["test"] if (self.data_dir / self.FILE).exists() else []
+
     def _records(self, split: str) -> list[dict[str, Any]]:
-        if split != "test":
-            raise DatasetError(f"webqsp: only the test split is available, not {split!r}")
+        split = self.split(split)
         path = self._require(self.data_dir / self.FILE, "WebQSP questions")
         opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as handle:
@@ -533,20 +577,52 @@ class WebQSPDataset(EvalDataset):
         return KBBackend(*open_kb(kb, "freebase"))
 
 
-#: the datasets ``pyql eval --dataset`` knows
+#: the datasets ``pyql eval --dataset`` knows (the built-in ones; :func:`register_dataset` and
+#: the ``pyql.eval_datasets`` entry points add more)
 DATASETS: dict[str, type[EvalDataset]] = {
     cls.name: cls
     for cls in (MetaQA1Hop, MetaQA2Hop, MetaQA3Hop, WikiSQLDataset, SpiderDataset, WebQSPDataset)
 }
 
+#: the entry-point group of third-party datasets (the value: an :class:`EvalDataset` subclass)
+ENTRY_POINT_GROUP = "pyql.eval_datasets"
+_loaded_entry_points = False
+_registry_lock = threading.Lock()
+
+
+def register_dataset(cls: type[EvalDataset]) -> type[EvalDataset]:
+    """Add a dataset class to the registry (usable as a class decorator); its ``name`` must be
+    new. The one registry of ``pyql eval``, the ablation mode and the report."""
+    if not (isinstance(cls, type) and issubclass(cls, EvalDataset)) or not cls.name:
+        raise TypeError(f"{cls!r} is not an EvalDataset subclass with a name")
+    with _registry_lock:
+        if cls.name in DATASETS and DATASETS[cls.name] is not cls:
+            raise ValueError(f"a dataset called {cls.name!r} is already registered "
+                             f"({DATASETS[cls.name].__module__})")
+        DATASETS[cls.name] = cls
+    return cls
+
+
+def _load_entry_points() -> None:
+    global _loaded_entry_points
+    if _loaded_entry_points:
+        return
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        register_dataset(ep.load())  # a broken plugin raises: it must say so
+    _loaded_entry_points = True
+
 
 def dataset_names() -> list[str]:
+    _load_entry_points()
     return list(DATASETS)
 
 
 def get_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, *,
                 cache: str | os.PathLike[str] | None = None) -> EvalDataset:
     """The dataset called ``name`` (see :data:`DATASETS`)."""
+    _load_entry_points()
     try:
         cls = DATASETS[name]
     except KeyError:

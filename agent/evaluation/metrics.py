@@ -33,7 +33,7 @@ failed with an error of its own scores 0 and counts):
 ``hit@1``, ``top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
 them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
 question), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
-``completion_tokens``, ``tokens`` (per question); totals ``cost`` and ``seconds``; ``errors``,
+``completion_tokens``, ``tokens``, ``steps`` (per question); totals ``cost`` and ``seconds``; ``errors``,
 ``finished`` (share that ended with an accepted ``execute()``), ``stop_reasons``;
 ``guidelines`` (see :func:`guideline_stats`), and ``by``: the same scores per value of the meta
 keys in ``by`` (``hops``, ``qtype``, ...).
@@ -82,6 +82,7 @@ _USAGE_MEANS: tuple[tuple[str, str], ...] = (
     ("llm_calls", "llm_calls"),
     ("prompt_tokens", "prompt_tokens"),
     ("completion_tokens", "completion_tokens"),
+    ("steps", "steps"),
 )
 
 

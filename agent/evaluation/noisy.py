@@ -226,6 +226,9 @@ class NoisyGoldLLM:
     do not apply to a call or a toolset are skipped). The records are in :attr:`injections`.
     """
 
+    #: the agent need not fingerprint its prompts (see ``QueryAgent.run``)
+    prompts_matter = False
+
     def __init__(self, program_text: str, *, rate: float, seed: int, tools: str = "sparql",
                  types: Sequence[str] | None = None) -> None:
         if not 0.0 <= rate <= 1.0:

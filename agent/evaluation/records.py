@@ -126,6 +126,11 @@ class RunConfig(BaseModel):
     sample: int | None = None
     seed: int = 0
     concurrency: int = 1
+    #: worker processes (each answers one question at a time; started with ``spawn``, so a
+    #: script calling :func:`~pyql.agent.evaluation.runner.evaluate` needs the usual
+    #: ``if __name__ == "__main__":`` guard); None (``pyql eval``'s default): the machine's
+    #: cores for a long stand-in run (gold, noisy-gold, replay: CPU-bound), else 1
+    processes: int | None = 1
     guidelines: bool = True
     max_steps: int = 20
     mode: Literal["text", "tools"] = "text"

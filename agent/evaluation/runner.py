@@ -25,6 +25,10 @@
   ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
+The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
+shows it) of the last line of each question id (:func:`read_results`,
+:func:`recompute_metrics`).
+
 **Exactly once.** :func:`resume` reads the ids in ``results.jsonl`` and runs only the selected
 questions that are missing, each once. A killed run loses at most the questions in flight. After
 an abort or Ctrl-C the questions in flight finish and are written before the process exits.
@@ -37,11 +41,29 @@ over a per-question view of it, so query counts are exact. LLM calls go through 
 :class:`~pyql.agent.evaluation.specs.RateGate`: a 429 pauses every worker until its
 ``Retry-After``.
 
-**Errors.** A question that fails (the backend is down, the LLM fails after its retries, the
-replay has no recording...) is recorded with ``error`` and scored 0, and the run goes on.
-Authentication errors, an unknown model, an exhausted quota and a bad ``--llm`` spec abort the
-run (:class:`EvalAbort`) with the message; so do five first questions in a row that all fail
-with unexpected (non-pyql) exceptions, which means a bug, not a bad question.
+**Strategies.** Each question is answered by
+``get_strategy(config.strategy).from_config(llm, backend, StrategyConfig(...))`` (entry-point
+group ``pyql.strategies``; ``config.options`` are the strategy's own options); the runner knows
+no strategy by name. ``--llm gold`` / ``noisy-gold`` come from the strategy's ``stand_in``.
+``config.ablation`` runs ERASER on and off as two sub-runs (:mod:`.ablation`).
+
+**Worker processes.** A CPU-bound stand-in run (``config.processes``; ``None``: the cores for at
+least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker processes, each with its
+own backend handle; the parent alone writes the files, in the order answers arrive.
+
+**Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
+per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
+an LLM server or connection failure after its retries, a backend that failed (raised, or
+reported by a step's ``env_status`` on a question that did not finish) — ends as an *outage*
+(``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
+trajectory so far is kept, its error names the cause, it is left out of the scores and counted
+in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``
+outages in a row stop the run (:class:`OutageAbort`, a one-line reason). Any other failure of a
+question (a replay without a recording, a gold program that runs out) is ``error``: recorded,
+scored 0, and the run goes on. Authentication errors, an unknown model, an exhausted quota, an
+unknown strategy and a bad ``--llm`` spec abort the run (:class:`EvalAbort`) with the message;
+so do five first questions in a row that all fail with unexpected (non-pyql) exceptions, which
+means a bug, not a bad question.
 """
 
 from __future__ import annotations
@@ -54,7 +76,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -82,7 +104,6 @@ from pyql.agent.evaluation.records import (
     StepRecord,
 )
 from pyql.agent.evaluation.specs import (
-    DeadlineLLM,
     LLMProvider,
     LLMSpecError,
     RateGate,
@@ -90,6 +111,7 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
+from pyql.deadline import within
 from pyql.errors import BackendError, PyqlError
 
 __all__ = [
@@ -115,6 +137,10 @@ LOCK = ".lock"
 METRICS_INTERVAL = 5.0
 #: abort when this many first questions all fail with unexpected exceptions
 _BUG_THRESHOLD = 5
+#: a stand-in run of at least this many questions uses worker processes (``processes=None``)
+PROCESS_MIN_QUESTIONS = 2000
+#: at most this many worker processes when chosen automatically
+MAX_AUTO_PROCESSES = 4
 
 
 class RunDirError(PyqlError):
@@ -390,12 +416,12 @@ def _slim(result: QuestionResult) -> QuestionResult:
 
 
 class _MemoCounter(TokenCounter):
-    """A token counter that remembers the counts of long texts: the system prompt (and each
-    earlier turn) is counted again at every step of every question. Bounded: the memo is
-    emptied when full."""
+    """A token counter that remembers its counts: the system prompt is counted again for every
+    question, a stand-in's reply once as the completion and once as the next prompt's turn.
+    Bounded: the memo is emptied when full."""
 
-    _MAX = 4096
-    _MIN_CHARS = 256
+    _MAX = 8192
+    _MIN_CHARS = 16
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -457,6 +483,8 @@ class _Session:
         self.llm_cache = llm_cache
         self.kb_cache = kb_cache
         self.concurrency = concurrency
+        #: worker processes answering (1: this process, ``concurrency`` threads)
+        self.processes = 1
         self.results_log = ResultsLog(out_dir / RESULTS)
         self.trajectory_log = ResultsLog(out_dir / TRAJECTORIES, sync=False)
         self.stop = threading.Event()
@@ -483,6 +511,19 @@ class _Session:
     def run_item(self, item: EvalItem) -> QuestionResult:
         if self.stop.is_set():
             raise _Stopped
+        result, lines = self.answer(item)
+        return self.record(result, lines)
+
+    def record(self, result: QuestionResult, lines: list[str], line: str | None = None
+               ) -> QuestionResult:
+        """Write a question's result (``line``: its JSON when already made) and trajectory
+        lines; the circuit breaker; what stays in memory."""
+        self._write(result, lines, line)
+        self._breaker(result)
+        return _slim(result)
+
+    def answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
+        """Answer one question: its result and trajectory lines (never written here)."""
         start = time.perf_counter()
         steps: list[Step] = []
         lines: list[str] = []
@@ -510,9 +551,7 @@ class _Session:
         else:
             with self._write_lock:
                 self.clean += 1
-        self._write(result, lines)
-        self._breaker(result)
-        return _slim(result)
+        return result, lines
 
     def _breaker(self, result: QuestionResult) -> None:
         """Stop the run after ``max_outages`` questions in a row ended in an outage."""
@@ -536,12 +575,12 @@ class _Session:
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
         llm = self.provider.for_item(item)
-        if self.config.question_deadline is not None:
-            llm = DeadlineLLM(llm, self.config.question_deadline)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
-        res = strategy.run(item.question, item.entities, table=item.table, meta={"id": item.id},
-                           on_step=steps.append)
+        # the question's budget: every LLM call of it (retries, backoff) ends by the deadline
+        with within(self.config.question_deadline):
+            res = strategy.run(item.question, item.entities, table=item.table,
+                               meta={"id": item.id}, on_step=steps.append)
         trajectory = res.trajectory
         usage = res.usage
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
@@ -610,8 +649,9 @@ class _Session:
         lines = list(trajectory.lines())
         return result, lines
 
-    def _write(self, result: QuestionResult, trajectory: list[str]) -> None:
-        line = result.model_dump_json()
+    def _write(self, result: QuestionResult, trajectory: list[str],
+               line: str | None = None) -> None:
+        line = result.model_dump_json() if line is None else line
         with self._write_lock:
             if trajectory:
                 self.trajectory_log.append(*trajectory)
@@ -628,7 +668,8 @@ class _Session:
             "complete": done >= items_total,
             "this_session": {"questions": self.session_done,
                              "wall_seconds": round(time.perf_counter() - started, 3),
-                             "concurrency": self.concurrency},
+                             "concurrency": self.concurrency,
+                             "processes": self.processes},
             **self.gate.stats(),
         }
         if self.llm_cache is not None:
@@ -720,11 +761,58 @@ def _run_coroutine(coro: Any) -> Any:
     return box["value"]
 
 
+#: the answering session of a worker process (``processes > 1``)
+_WORKER: _Session | None = None
+
+
+def _worker_init(config: RunConfig, out_dir: Path) -> None:
+    global _WORKER
+    logging.getLogger("pyql").setLevel(logging.WARNING)
+    _WORKER = _open(config, out_dir, provider=None, gate=None, concurrency=1,
+                    with_items=False)[0]
+
+
+def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
+    """In a worker: the slim result (what the parent keeps), the trajectory lines and the
+    result's JSON line (made here: the parent only writes)."""
+    assert _WORKER is not None, "the worker process was not initialised"
+    result, lines = _WORKER.answer(item)
+    return _slim(result), lines, result.model_dump_json()
+
+
+def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
+    """Worker processes for this session: ``config.processes``, or (``None``) the cores for a
+    stand-in run of at least :data:`PROCESS_MIN_QUESTIONS` questions (gold, noisy-gold and
+    replays are CPU-bound: one process cannot use two cores), else 1. An injected provider
+    runs in this process."""
+    if provider is not None:
+        return 1
+    if config.processes is not None:
+        return max(1, config.processes)
+    kind = config.llm.partition(":")[0].strip().lower()
+    if kind == "openai" or todo < PROCESS_MIN_QUESTIONS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_AUTO_PROCESSES))
+
+
 async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
-                 started: float) -> None:
+                 started: float, processes: int = 1) -> None:
     loop = asyncio.get_running_loop()
-    workers_n = max(1, min(session.concurrency, len(todo)))
-    executor = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
+    pool: Any
+    if processes > 1:
+        import multiprocessing
+
+        # spawn: a fresh interpreter opens its own store (a forked RocksDB handle is unsafe)
+        pool = ProcessPoolExecutor(max_workers=processes,
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init,
+                                   initargs=(session.config, session.out_dir))
+        # a few questions queued per process keep every core busy
+        workers_n = max(1, min(processes * 4, len(todo)))
+    else:
+        workers_n = max(1, min(session.concurrency, len(todo)))
+        pool = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
+    executor = pool
     queue: asyncio.Queue[EvalItem] = asyncio.Queue()
     for item in todo:
         queue.put_nowait(item)
@@ -738,7 +826,13 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
             except asyncio.QueueEmpty:
                 return
             try:
-                result = await loop.run_in_executor(executor, session.run_item, item)
+                if processes > 1:
+                    if session.stop.is_set():
+                        return
+                    answered = await loop.run_in_executor(executor, _worker_answer, item)
+                    result = session.record(*answered)
+                else:
+                    result = await loop.run_in_executor(executor, session.run_item, item)
             except _Stopped:
                 return
             except EvalAbort as exc:
@@ -749,9 +843,14 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
             progress.add(result)
 
     async def ticker() -> None:
+        interval = METRICS_INTERVAL
         while True:
-            await asyncio.sleep(METRICS_INTERVAL)
+            await asyncio.sleep(interval)
+            cost = time.perf_counter()
             _write_running_metrics(session, started, total)
+            # a large run's aggregate takes a while: rewrite it less often, so the snapshot
+            # never costs more than a few percent of the time
+            interval = max(METRICS_INTERVAL, 30 * (time.perf_counter() - cost))
 
     tasks = [asyncio.create_task(worker()) for _ in range(workers_n)]
     tick = asyncio.create_task(ticker())
@@ -781,7 +880,7 @@ def _client_options(config: RunConfig) -> dict[str, Any]:
 
 
 def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
-          gate: RateGate | None, concurrency: int
+          gate: RateGate | None, concurrency: int, with_items: bool = True
           ) -> tuple[_Session, EvalDataset]:
     dataset = get_dataset(config.dataset, config.data_dir)
     gate = gate or getattr(provider, "gate", None) or RateGate()
@@ -797,7 +896,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc
     items = dataset.items(config.split, limit=config.limit, sample=config.sample,
-                          seed=config.seed)
+                          seed=config.seed) if with_items else []
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
@@ -836,8 +935,10 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             # questions that ended in an outage run again (their new line counts)
             todo = [item for item in session.items
                     if item.id not in session.done or session.done[item.id].status in OUTAGES]
-            log.info("%s: %d questions, %d done, %d to run (concurrency %d)", out_dir,
-                     len(session.items), len(session.items) - len(todo), len(todo), k)
+            session.processes = _processes(config, len(todo), provider)
+            log.info("%s: %d questions, %d done, %d to run (concurrency %d, processes %d)",
+                     out_dir, len(session.items), len(session.items) - len(todo), len(todo), k,
+                     session.processes)
             session.results_log.open()
             session.trajectory_log.open()
             _write_running_metrics(session, started, len(session.items))
@@ -847,7 +948,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                 for result in session.done.values():
                     bar.add(result, advance=False)
                 try:
-                    _run_coroutine(_drive(session, todo, bar, started))
+                    _run_coroutine(_drive(session, todo, bar, started, session.processes))
                 except BaseException:
                     _final_metrics(out_dir, session, started)  # what was done, before raising
                     raise
@@ -897,8 +998,39 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
         config = config.model_copy(update={"pyql_version": __version__})
     if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
         config = config.model_copy(update={"data_dir": str(_default_data_dir())})
+    if config.ablation:
+        _atomic_write_json(out / CONFIG, config.model_dump(mode="json"))
+        return _ablation(config, out, progress=progress, provider=provider, gate=gate,
+                         concurrency=None)
     return _execute(config, out, fresh=True, progress=progress, provider=provider, gate=gate,
                     concurrency=None)
+
+
+def _ablation(config: RunConfig, out: Path, *, progress: bool, provider: LLMProvider | None,
+              gate: RateGate | None, concurrency: int | None) -> dict[str, Any]:
+    """The ablation mode (:mod:`pyql.agent.evaluation.ablation`): ERASER on and off as two
+    sub-runs (started, or resumed where they exist), then their combined summary and table."""
+    from pyql.agent.evaluation.ablation import (
+        ABLATION_TABLE,
+        format_table,
+        side_configs,
+        summarise_ablation,
+    )
+
+    for name, side in side_configs(config).items():
+        where = out / name
+        if (where / CONFIG).exists():
+            resume(where, progress=progress, concurrency=concurrency, provider=provider,
+                   gate=gate)
+        else:
+            where.mkdir(exist_ok=True)
+            _execute(side, where, fresh=True, progress=progress, provider=provider, gate=gate,
+                     concurrency=concurrency)
+    summary = summarise_ablation(config, out)
+    _atomic_write_json(out / METRICS, summary)
+    (out / ABLATION_TABLE).write_text(format_table({config.llm: summary}) + "\n",
+                                      encoding="utf-8")
+    return summary
 
 
 def resume(out_dir: str | os.PathLike[str], *, progress: bool = True,
@@ -908,5 +1040,8 @@ def resume(out_dir: str | os.PathLike[str], *, progress: bool = True,
     (``concurrency`` overrides the configured one for this session) and return the metrics."""
     out = Path(out_dir)
     config = load_config(out)
+    if config.ablation:
+        return _ablation(config, out, progress=progress, provider=provider, gate=gate,
+                         concurrency=concurrency)
     return _execute(config, out, fresh=False, progress=progress, provider=provider, gate=gate,
                     concurrency=concurrency)

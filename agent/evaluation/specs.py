@@ -49,10 +49,12 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.agent.evaluation.records import EvalItem, item_seed
+from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
 from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
+from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
+from pyql.retrying import RetryPolicy, Transient, retry_call
 
 __all__ = [
     "LLMSpecError",
@@ -62,12 +64,11 @@ __all__ = [
     "LLMProvider",
     "SharedLLMProvider",
     "StandInProvider",
-    "DeadlineLLM",
     "ReplayProvider",
     "parse_llm_spec",
     "build_provider",
     "no_program_reason",
-    "noisy_rate",
+    "noisy_spec",
     "TEST_DELAY_ENV",
 ]
 
@@ -144,6 +145,9 @@ class GatedLLM:
 
     ``max_retries`` bounds the retries of one call (rate limits and server errors together);
     a ``retry_after`` longer than ``max_retry_after`` is not waited for (the error is raised).
+    Retries go through :func:`pyql.retrying.retry_call` and stop at the context's deadline
+    (:func:`pyql.deadline.within`: the question's budget), so a failing server costs a question
+    seconds, not minutes.
     """
 
     def __init__(
@@ -151,9 +155,9 @@ class GatedLLM:
         llm: LLM,
         gate: RateGate,
         *,
-        max_retries: int = 8,
+        max_retries: int = 4,
         backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
+        backoff_max: float = 30.0,
         max_retry_after: float = 600.0,
         rng: random.Random | None = None,
     ) -> None:
@@ -164,14 +168,15 @@ class GatedLLM:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
+        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+                                   backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._rng = rng or random.Random()
 
     def __repr__(self) -> str:
         return f"GatedLLM({self.llm!r})"
 
     def backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return delay / 2 + self._rng.uniform(0, delay / 2)
+        return self._policy.delay(attempt, self._rng)
 
     def complete(
         self,
@@ -181,36 +186,37 @@ class GatedLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> LLMReply:
         start = self.gate.clock()
-        attempt = 0
-        while True:
+        deadline = current_deadline()
+        if deadline is not None and deadline.expired:
+            raise LLMTimeoutError(f"{self.model}: the {deadline.seconds:g}s deadline has passed",
+                                  model=self.model, attempts=0, elapsed=deadline.elapsed(),
+                                  deadline=deadline.seconds)
+
+        def attempt() -> LLMReply:
             self.gate.wait()
             try:
-                reply = self.llm.complete(messages, stop=stop, tools=tools)
+                return self.llm.complete(messages, stop=stop, tools=tools)
             except LLMRateLimitError as exc:
-                if exc.code == "insufficient_quota" or attempt >= self.max_retries:
+                if exc.code == "insufficient_quota":
                     raise
-                delay = exc.retry_after if exc.retry_after is not None else self.backoff(attempt)
-                if delay > self.max_retry_after:
-                    log.warning("%s: the server asks to wait %.0fs (more than %.0fs): giving up",
-                                self.model, delay, self.max_retry_after)
-                    raise
-                log.warning("%s: rate limited; every worker pauses %.1fs (retry %d/%d)",
-                            self.model, delay, attempt + 1, self.max_retries)
-                self.gate.trip(delay)
+                raise Transient(exc, retry_after=exc.retry_after) from None
             except (LLMServerError, LLMTimeoutError) as exc:
-                if attempt >= self.max_retries:
-                    raise
-                delay = self.backoff(attempt)
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.model, type(exc).__name__,
-                            attempt + 1, self.max_retries, delay)
-                self.gate.sleep(delay)
+                raise Transient(exc) from None
+
+        def pause(seconds: float, error: BaseException) -> None:
+            if isinstance(error, LLMRateLimitError):
+                log.warning("%s: rate limited; every worker pauses %.1fs", self.model, seconds)
+                self.gate.trip(seconds)
             else:
-                if attempt == 0:
-                    return reply
-                elapsed = self.gate.clock() - start
-                return reply.model_copy(update={"retries": reply.retries + attempt,
-                                                "latency": max(reply.latency, elapsed)})
-            attempt += 1
+                self.gate.sleep(seconds)
+
+        reply, retries = retry_call(attempt, self._policy, rng=self._rng, pause=pause,
+                                    deadline=deadline, name=self.model)
+        if retries == 0:
+            return reply
+        elapsed = self.gate.clock() - start
+        return reply.model_copy(update={"retries": reply.retries + retries,
+                                        "latency": max(reply.latency, elapsed)})
 
 
 # -- the gold stand-in --------------------------------------------------------------------------
@@ -246,6 +252,9 @@ class GoldLLM:
     Thought 1 : Step 1 of 3 of the gold program.
     Action 1 : add_fact(Kismet, directed_by, ?d)
     """
+
+    #: the agent need not fingerprint its prompts (see ``QueryAgent.run``)
+    prompts_matter = False
 
     def __init__(
         self,
@@ -432,16 +441,30 @@ def no_program_reason(item: EvalItem) -> str:
     return "no gold program" + (f" (unsupported: {why})" if why else "")
 
 
-def noisy_rate(arg: str) -> float:
-    """The ``RATE`` of ``noisy-gold:RATE``: a number between 0 and 1, else :class:`LLMSpecError`.
+def noisy_spec(arg: str) -> tuple[float, tuple[str, ...] | None]:
+    """``(rate, types)`` of ``noisy-gold:RATE[:TYPE,TYPE...]``: a rate between 0 and 1 and the
+    injection types allowed (None: all); else :class:`LLMSpecError`.
+
+    >>> noisy_spec("0.3"), noisy_spec("1:wrong_arity,invalid_action")
+    ((0.3, None), (1.0, ('wrong_arity', 'invalid_action')))
     """
+    from pyql.agent.evaluation.noisy import INJECTION_TYPES
+
+    text, _, kinds = arg.partition(":")
     try:
-        rate = float(arg)
+        rate = float(text)
     except ValueError:
-        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {text!r}") from None
     if not 0.0 <= rate <= 1.0:
         raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
-    return rate
+    if not kinds.strip():
+        return rate, None
+    types = tuple(t.strip() for t in kinds.split(",") if t.strip())
+    unknown = [t for t in types if t not in INJECTION_TYPES]
+    if unknown:
+        raise LLMSpecError(f"noisy-gold: unknown injection type(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(INJECTION_TYPES)}")
+    return rate, types
 
 
 class ReplayProvider:
@@ -449,8 +472,9 @@ class ReplayProvider:
 
     ``path`` is a trajectories JSONL file (or a run directory holding ``trajectories.jsonl``);
     trajectories are matched by ``meta["id"]`` (or ``meta["qid"]``). When a question was
-    recorded more than once, the last complete recording counts. A question without one gets an
-    LLM that fails (recorded as the question's error).
+    recorded more than once, the last complete recording counts (one cut short by an outage is
+    not complete). A question without one gets an LLM that fails (recorded as the question's
+    error).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, spec: str = "", check_prompts: bool = False,
@@ -472,7 +496,9 @@ class ReplayProvider:
                 key = trajectory.meta.get("id", trajectory.meta.get("qid"))
                 if key is None:
                     continue
-                complete = bool(trajectory.stop_reason)
+                # a question cut short by an outage is no recording of the model's answer
+                complete = (bool(trajectory.stop_reason)
+                            and trajectory.meta.get("status") not in OUTAGES)
                 if complete or str(key) not in self.trajectories:
                     self.trajectories[str(key)] = trajectory
         except ValueError as exc:
@@ -493,7 +519,7 @@ class ReplayProvider:
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE"
+_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
 
 
 def parse_llm_spec(spec: str) -> tuple[str, str]:
@@ -532,7 +558,7 @@ def build_provider(
     kind, arg = parse_llm_spec(spec)
     if kind in ("gold", "noisy-gold"):
         if kind == "noisy-gold":
-            noisy_rate(arg)
+            noisy_spec(arg)
         return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
@@ -543,51 +569,3 @@ def build_provider(
     return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache,
                              max_retries=max_retries)
 
-
-class DeadlineLLM:
-    """An LLM with a deadline for the whole question: a call asked after ``seconds`` (from
-    construction, i.e. the question's start) raises :class:`~pyql.agent.errors.LLMTimeoutError`,
-    so a question against a slow or failing server ends as ``llm_timeout`` instead of running
-    on. A call in flight is bounded by the client's own timeout (``--llm-timeout``).
-
-    >>> from pyql.agent.llm import ScriptedLLM
-    >>> now = [0.0]
-    >>> llm = DeadlineLLM(ScriptedLLM(["a", "b"]), 10, clock=lambda: now[0])
-    >>> llm.complete([]).text
-    'a'
-    >>> now[0] = 11.0
-    >>> llm.complete([])
-    Traceback (most recent call last):
-    ...
-    pyql.agent.errors.LLMTimeoutError: the question's deadline of 10s has passed
-    """
-
-    def __init__(self, llm: LLM, seconds: float, *, clock: Clock = time.monotonic) -> None:
-        if seconds <= 0:
-            raise ValueError("a question deadline must be positive")
-        self.llm = llm
-        self.model = getattr(llm, "model", "")
-        self.seconds = seconds
-        self._clock = clock
-        self._deadline = clock() + seconds
-
-    def __repr__(self) -> str:
-        return f"DeadlineLLM({self.llm!r}, {self.seconds:g}s)"
-
-    def __getattr__(self, name: str) -> Any:
-        # a stand-in's step hook and records stay reachable
-        if name in ("observe", "reconcile"):
-            return getattr(self.llm, name)
-        raise AttributeError(name)
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        stop: Sequence[str] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> LLMReply:
-        if self._clock() >= self._deadline:
-            raise LLMTimeoutError(f"the question's deadline of {self.seconds:g}s has passed",
-                                  model=self.model)
-        return self.llm.complete(messages, stop=stop, tools=tools)

@@ -160,6 +160,8 @@ def _summarise(results: list[GoldResult], seconds: float) -> dict[str, Any]:
         "f1": mean(r.f1 for r in results),
         "exact": mean(1.0 if r.exact else 0.0 for r in results),
         "errors": sum(1 for r in results if r.error is not None),
+        # an empty prediction is "exact" against an empty gold set (score())
+        "gold_empty": sum(1 for r in results if not r.gold),
         "misses": sum(1 for r in results if not r.hit1),
         "imperfect": len(imperfect),
         "failures": listed,
@@ -259,6 +261,11 @@ def format_table(report: Mapping[str, Any]) -> str:
             f"{h['exact']:>6.3f} {h['errors']:>6} {h['misses']:>6} {h['steps']:>7} "
             f"{h['seconds']:>7.1f} {per_q:>6.2f}"
         )
+    empty = {hop: h.get("gold_empty", 0) for hop, h in report["hops"].items()}
+    lines.append("Gold answers empty: " + ", ".join(f"{n} of {report['hops'][hop]['n']} "
+                                                    f"({hop}-hop)" for hop, n in empty.items())
+                 + "; an empty prediction is exact against an empty gold set (Hit@1 and F1 "
+                 "are 0 there).")
     lines.append(f"KB: {report['kb_triples']} triples, loaded in {report['load_seconds']:.2f}s; "
                  f"total {report['seconds']:.1f}s")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from pyql.kb.oxigraph import OxigraphKB
 __all__ = ["KB", "OxigraphKB", "SparqlEndpointKB", "ensure_read_only", "open_kb"]
 
 
-def __getattr__(name: str):  # SPARQLWrapper is imported only when an endpoint is used
+def __getattr__(name: str):  # httpx2 is imported only when an endpoint is used
     if name == "SparqlEndpointKB":
         from pyql.kb.endpoint import SparqlEndpointKB
 

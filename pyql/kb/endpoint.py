@@ -1,8 +1,12 @@
 """A KB backed by a remote SPARQL 1.1 endpoint (Virtuoso, Fuseki, GraphDB, QLever, Wikidata).
 
-Requests are built with SPARQLWrapper (JSON results; GET for short queries, URL-encoded POST for
-long ones; HTTP basic or digest auth; an optional default graph) and sent through a private
-``urllib`` opener, so credentials never leak into the process-wide opener.
+Requests follow the SPARQL 1.1 protocol (JSON results; GET for short queries, URL-encoded POST
+for long ones; HTTP basic or digest auth; an optional default graph) and are sent with ``httpx2``
+(the HTTP client the ``openai`` SDK is built on). ``timeout`` is a wall-clock deadline for the
+whole call — connecting, sending, a server that sends its answer a byte at a time, retries and
+backoff included — enforced with :func:`pyql.deadline.call_within`, because socket timeouts
+bound only one read. SPARQLWrapper is not used: its public API sends through urllib's
+process-wide opener and offers only a per-read socket timeout (see docs/architecture.md).
 
 Failures are exceptions from :mod:`pyql.errors`, never an empty result:
 
@@ -11,8 +15,8 @@ what happened                                          raised (after retries whe
 =====================================================  ========================================
 connection refused, DNS failure, TLS failure           ``BackendUnavailableError``
 connection reset / server closed the connection *      ``BackendUnavailableError``
-socket timeout, HTTP 408, HTTP 504, engine timeout      ``BackendTimeoutError``
-Virtuoso "anytime" partial result (``X-SQL-State``)    ``BackendTimeoutError``
+no full answer within ``timeout``, HTTP 408, HTTP 504  ``BackendTimeoutError``
+engine timeout; Virtuoso "anytime" partial result      ``BackendTimeoutError``
 HTTP 400 and other 4xx (syntax error, query too long)  ``BackendQueryError``
 HTTP 401/403 (credentials), 404 (no endpoint there)    ``BackendUnavailableError``
 HTTP 429, 502, 503 and other 5xx *                     ``BackendUnavailableError``
@@ -21,9 +25,9 @@ HTTP 500 without one *                                 ``BackendQueryError``
 a body that is not SPARQL JSON results                 ``BackendQueryError``
 =====================================================  ========================================
 
-Retries use exponential backoff: ``backoff * 2**attempt`` seconds (or the server's
-``Retry-After``, capped at 60 s), at most ``retries`` times. Timeouts are not retried: the
-budget was spent.
+Retries (:func:`pyql.retrying.retry_call`) use exponential backoff, ``backoff * 2**n``
+seconds, or the server's ``Retry-After`` (a longer wait than 60 s is not attempted), at most
+``retries`` times and never past the deadline. Timeouts are not retried: the budget was spent.
 
 >>> kb = SparqlEndpointKB("http://localhost:8890/sparql", graph="http://example.org/g")
 >>> kb.timeout, kb.retries
@@ -37,18 +41,14 @@ import logging
 import re
 import socket
 import ssl
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Mapping
-from email.message import Message
-from http.client import HTTPException, HTTPResponse, IncompleteRead
+from collections.abc import Iterator, Mapping
 from typing import Any
 from typing import Literal as LiteralType
 from urllib.parse import quote
 
-from SPARQLWrapper import ASK, BASIC, GET, JSON, POST, SELECT, URLENCODED, SPARQLWrapper
+import httpx2
 
+from pyql.deadline import Deadline, DeadlineExceeded, call_within
 from pyql.errors import (
     BackendError,
     BackendQueryError,
@@ -59,17 +59,18 @@ from pyql.errors import (
 from pyql.kb.base import KB
 from pyql.profiles import Profile
 from pyql.results import ResultSet
+from pyql.retrying import RetryPolicy, Transient, retry_call
 from pyql.terms import RDF_LANG_STRING, XSD, BlankNode, Entity, Literal
 
 __all__ = ["SparqlEndpointKB"]
 
 logger = logging.getLogger(__name__)
 
-_AGENT = "pyql (SPARQLWrapper; +https://github.com/pyql)"
+_AGENT = "pyql (+https://github.com/pyql)"
+_ACCEPT = "application/sparql-results+json,application/json;q=0.9"
 #: longest URL sent with GET; longer queries go by POST (many servers stop at 2-8 KB)
 _MAX_GET_URL = 2000
 _MAX_RETRY_AFTER = 60.0
-_CHUNK = 1 << 16
 _BODY_SNIPPET = 2000
 #: a Virtuoso error line: "Virtuoso 37000 Error SP030: SPARQL compiler, line 1: ..."
 _VIRTUOSO_ERROR = re.compile(r"Virtuoso\s+(?P<state>[0-9A-Z]{5})\s+Error\b")
@@ -88,15 +89,6 @@ _RESERVED_PARAMS = frozenset(
 )
 
 
-class _Retry(Exception):
-    """A transient failure: try again, or raise ``final`` when the retries are used up."""
-
-    def __init__(self, final: BackendError, retry_after: float | None = None) -> None:
-        super().__init__(str(final))
-        self.final = final
-        self.retry_after = retry_after
-
-
 class SparqlEndpointKB(KB):
     """A read-only KB over a SPARQL 1.1 endpoint reached by HTTP(S).
 
@@ -105,8 +97,8 @@ class SparqlEndpointKB(KB):
         profile: the KB profile (name or :class:`~pyql.profiles.Profile`).
         graph: IRI sent as ``default-graph-uri``; ``None`` leaves the endpoint's default (on
             Virtuoso: the union of all graphs).
-        timeout: seconds for one HTTP request (connecting and reading), unless a call gives its
-            own.
+        timeout: wall-clock seconds for one query (connecting, reading the whole answer,
+            retries and backoff), unless a call gives its own.
         retries: how many times a transient failure (connection reset, HTTP 429/5xx) is retried.
         backoff: first retry delay in seconds; doubled on each further retry.
         user, password: credentials for HTTP authentication (``auth``: ``"basic"`` or
@@ -159,22 +151,31 @@ class SparqlEndpointKB(KB):
         self.method = method
         self.headers = dict(headers or {})
         self.params = params
-        self._password = password or ""
-        handlers: list[urllib.request.BaseHandler] = []
-        if user is not None and auth == "digest":
-            passwords = urllib.request.HTTPPasswordMgrWithDefaultRealm()
-            passwords.add_password(None, url, user, self._password)
-            handlers.append(urllib.request.HTTPDigestAuthHandler(passwords))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._policy = RetryPolicy(retries=self.retries, backoff=self.backoff,
+                                   backoff_max=float("inf"), jitter=False,
+                                   max_retry_after=_MAX_RETRY_AFTER)
+        credentials: httpx2.Auth | None = None
+        if user is not None:
+            kind = httpx2.DigestAuth if auth == "digest" else httpx2.BasicAuth
+            credentials = kind(user, password or "")
+        self._client = httpx2.Client(
+            auth=credentials,
+            headers={"Accept": _ACCEPT, "User-Agent": _AGENT, **self.headers},
+            follow_redirects=True,
+        )
 
     def __repr__(self) -> str:
         graph = f", graph={self.graph!r}" if self.graph else ""
         return f"SparqlEndpointKB({self.url!r}, profile={self.profile.name!r}{graph})"
 
+    def close(self) -> None:
+        """Close the pooled HTTP connections (the KB stays usable: they reopen on demand)."""
+        self._client.close()
+
     # -- KB contract -------------------------------------------------------------------------
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
-        start = time.perf_counter()
-        data = self._run(query, SELECT, timeout)
+        deadline = self._deadline(query, timeout)
+        data = self._run(query, deadline)
         try:
             columns = tuple(str(v) for v in data["head"]["vars"])
             bindings = data["results"]["bindings"]
@@ -185,12 +186,12 @@ class SparqlEndpointKB(KB):
         rows = tuple(
             tuple(self._term(binding.get(name), query) for name in columns) for binding in bindings
         )
-        elapsed = time.perf_counter() - start
+        elapsed = deadline.elapsed()
         logger.debug("%s: %d rows in %.3fs", self.url, len(rows), elapsed)
         return ResultSet(columns=columns, rows=rows, elapsed=elapsed, query=query)
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
-        data = self._run(query, ASK, timeout)
+        data = self._run(query, self._deadline(query, timeout))
         if isinstance(data.get("boolean"), bool):
             return data["boolean"]
         # Virtuoso answers ASK with a one-column SELECT result named __ASK_RETVAL (1 or 0).
@@ -210,76 +211,58 @@ class SparqlEndpointKB(KB):
         raise self._error(BackendQueryError, "the endpoint did not return an ASK result", query)
 
     # -- HTTP --------------------------------------------------------------------------------
-    def _run(self, query: str, form: str, timeout: float | None) -> dict[str, Any]:
-        """The decoded JSON of a successful request, retrying transient failures."""
+    def _deadline(self, query: str, timeout: float | None) -> Deadline:
         budget = self.timeout if timeout is None else float(timeout)
         if budget <= 0:
             raise self._error(BackendTimeoutError, "no time left for the query", query)
-        attempt = 0
-        while True:
+        return Deadline(budget)
+
+    def _run(self, query: str, deadline: Deadline) -> dict[str, Any]:
+        """The decoded JSON of a successful request, retrying transient failures."""
+
+        def attempt() -> dict[str, Any]:
+            left = deadline.remaining()
             try:
-                return self._attempt(query, form, budget)
-            except _Retry as retry:
-                if attempt >= self.retries:
-                    raise retry.final from None
-                delay = self.backoff * 2**attempt
-                if retry.retry_after is not None:
-                    delay = max(delay, min(retry.retry_after, _MAX_RETRY_AFTER))
-                attempt += 1
-                logger.warning(
-                    "%s: %s; retry %d/%d in %.2fs",
-                    self.url,
-                    retry.final,
-                    attempt,
-                    self.retries,
-                    delay,
-                )
-                time.sleep(delay)
+                if left <= 0:
+                    raise DeadlineExceeded(deadline.seconds)
+                return call_within(lambda: self._attempt(query, left), left, name="pyql-sparql")
+            except DeadlineExceeded:
+                raise self._error(
+                    BackendTimeoutError,
+                    f"the endpoint did not send its results within {deadline.seconds:g}s",
+                    query,
+                ) from None
 
-    def _request(self, query: str, form: str) -> urllib.request.Request:
-        wrapper = SPARQLWrapper(self.url, agent=_AGENT)
-        wrapper.setQuery(query)
-        # Force the form: the read-only check already ran, and this keeps SPARQLWrapper's own
-        # query-type sniffing from ever choosing the update path.
-        wrapper.queryType = form
-        wrapper.setReturnFormat(JSON)
-        if self.graph:
-            wrapper.addDefaultGraph(self.graph)
-        if self.user is not None and self.auth == "basic":
-            wrapper.setHTTPAuth(BASIC)
-            wrapper.setCredentials(self.user, self._password)
-        for name, value in self.headers.items():
-            wrapper.addCustomHttpHeader(name, value)
-        for name, value in self.params.items():
-            wrapper.addParameter(name, str(value))
-        wrapper.setMethod(POST if self.method == "POST" else GET)
-        # SPARQLWrapper exposes no public way to get the request without sending it through the
-        # process-wide urllib opener (and it installs a global opener for digest auth).
-        request = wrapper._createRequest()
-        if self.method == "auto" and len(request.full_url) > _MAX_GET_URL:
-            wrapper.setMethod(POST)
-            wrapper.setRequestMethod(URLENCODED)
-            request = wrapper._createRequest()
-        return request
+        data, _ = retry_call(attempt, self._policy, deadline=deadline, name=self.url)
+        return data
 
-    def _attempt(self, query: str, form: str, budget: float) -> dict[str, Any]:
-        request = self._request(query, form)
-        deadline = time.monotonic() + budget
+    def _request(self, query: str) -> httpx2.Request:
+        params = [("default-graph-uri", self.graph)] if self.graph else []
+        params += [(name, str(value)) for name, value in self.params.items()]
+        if self.method != "POST":
+            request = self._client.build_request(
+                "GET", self.url, params=[("query", query), *params]
+            )
+            if self.method == "GET" or len(str(request.url)) <= _MAX_GET_URL:
+                return request
+        return self._client.build_request("POST", self.url, data=dict([("query", query), *params]))
+
+    def _attempt(self, query: str, budget: float) -> dict[str, Any]:
+        """One request (run in a worker thread; every socket read is bounded by ``budget``)."""
+        request = self._request(query)
+        request.extensions["timeout"] = httpx2.Timeout(budget).as_dict()
         try:
-            response: HTTPResponse = self._opener.open(request, timeout=budget)
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc, query) from None
-        except urllib.error.URLError as exc:
-            raise self._network_error(exc.reason, query, budget) from None
-        except (OSError, HTTPException) as exc:
+            response = self._client.send(request)
+        except httpx2.TransportError as exc:
             raise self._network_error(exc, query, budget) from None
-        with response:
-            self._check_partial(response.headers, query)
-            body = self._read(response, deadline, query, budget)
-            content_type = response.headers.get("Content-Type", "")
+        if response.status_code >= 400:
+            raise self._http_error(response, query)
+        self._check_partial(response.headers, query)
+        body = response.content
         try:
             data = json.loads(body.decode("utf-8"), strict=False)
         except (UnicodeDecodeError, json.JSONDecodeError):
+            content_type = response.headers.get("Content-Type", "")
             raise self._error(
                 BackendQueryError,
                 f"the endpoint did not return SPARQL JSON results (Content-Type {content_type!r}):"
@@ -290,32 +273,7 @@ class SparqlEndpointKB(KB):
             raise self._error(BackendQueryError, "the endpoint returned malformed JSON", query)
         return data
 
-    def _read(self, response: HTTPResponse, deadline: float, query: str, budget: float) -> bytes:
-        chunks: list[bytes] = []
-        try:
-            while True:
-                if time.monotonic() > deadline:
-                    raise self._error(
-                        BackendTimeoutError,
-                        f"the endpoint did not send its results within {budget:g}s",
-                        query,
-                    )
-                chunk = response.read(_CHUNK)
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        except (OSError, HTTPException) as exc:
-            if isinstance(exc, IncompleteRead):
-                raise _Retry(
-                    self._error(
-                        BackendUnavailableError,
-                        "the endpoint closed the connection mid-result",
-                        query,
-                    )
-                ) from None
-            raise self._network_error(exc, query, budget) from None
-
-    def _check_partial(self, headers: Message, query: str) -> None:
+    def _check_partial(self, headers: httpx2.Headers, query: str) -> None:
         state = (headers.get("X-SQL-State") or "").strip()
         if state in _VIRTUOSO_TIMEOUT_STATES:
             message = (headers.get("X-SQL-Message") or "").strip()
@@ -330,11 +288,14 @@ class SparqlEndpointKB(KB):
     def _error(self, kind: type[BackendError], message: str, query: str) -> BackendError:
         return kind(f"{self.url}: {message}", backend=self.url, query=query)
 
-    def _network_error(self, reason: object, query: str, budget: float) -> BackendError | _Retry:
-        if isinstance(reason, TimeoutError):  # socket.timeout is TimeoutError since 3.10
+    def _network_error(
+        self, exc: httpx2.TransportError, query: str, budget: float
+    ) -> BackendError | Transient:
+        if isinstance(exc, httpx2.TimeoutException):
             return self._error(
                 BackendTimeoutError, f"no answer within {budget:g}s (timed out)", query
             )
+        reason = next((c for c in _causes(exc) if isinstance(c, OSError)), None)
         if isinstance(reason, socket.gaierror):
             return self._error(
                 BackendUnavailableError, f"cannot resolve the endpoint host ({reason})", query
@@ -343,30 +304,24 @@ class SparqlEndpointKB(KB):
             return self._error(
                 BackendUnavailableError, "connection refused (is the server running?)", query
             )
-        if isinstance(
-            reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, HTTPException)
-        ):
-            # includes http.client.RemoteDisconnected: often a restarting server or a proxy
-            return _Retry(
-                self._error(
-                    BackendUnavailableError, f"the connection was dropped ({reason!r})", query
-                )
-            )
         if isinstance(reason, ssl.SSLError):
             return self._error(BackendUnavailableError, f"TLS failure ({reason})", query)
-        return self._error(BackendUnavailableError, f"cannot reach the endpoint ({reason})", query)
+        if isinstance(exc, (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError)):
+            # a reset, or a server that closed the connection (mid-result): often a restarting
+            # server or a proxy
+            return Transient(
+                self._error(
+                    BackendUnavailableError, f"the connection was dropped ({exc!r})", query
+                )
+            )
+        return self._error(BackendUnavailableError, f"cannot reach the endpoint ({exc})", query)
 
-    def _http_error(self, exc: urllib.error.HTTPError, query: str) -> BackendError | _Retry:
-        status = exc.code
-        try:
-            body = exc.read()
-        except (OSError, HTTPException):
-            body = b""
-        finally:
-            exc.close()
-        detail = _snippet(body) or str(exc.reason or "")
+    def _http_error(self, response: httpx2.Response, query: str) -> BackendError | Transient:
+        status = response.status_code
+        detail = _snippet(response.content) or response.reason_phrase
         message = f"HTTP {status}: {detail}"
         engine = _VIRTUOSO_ERROR.search(detail)
+        after = _retry_after(response.headers)
         if status == 400:
             return self._error(
                 BackendQueryError, f"the endpoint rejected the query ({message})", query
@@ -384,9 +339,9 @@ class SparqlEndpointKB(KB):
         if status in (408, 504):
             return self._error(BackendTimeoutError, f"the query timed out ({message})", query)
         if status == 429:
-            return _Retry(
+            return Transient(
                 self._error(BackendUnavailableError, f"rate limited ({message})", query),
-                _retry_after(exc.headers),
+                retry_after=after,
             )
         if status == 500:
             # Virtuoso answers runtime errors (and its own time limits) with 500 and a message
@@ -401,13 +356,13 @@ class SparqlEndpointKB(KB):
             failed = self._error(
                 BackendQueryError, f"the engine failed the query ({message})", query
             )
-            return failed if engine is not None else _Retry(failed, _retry_after(exc.headers))
+            return failed if engine is not None else Transient(failed, retry_after=after)
         if status >= 500:
-            return _Retry(
+            return Transient(
                 self._error(
                     BackendUnavailableError, f"the endpoint is unavailable ({message})", query
                 ),
-                _retry_after(exc.headers),
+                retry_after=after,
             )
         return self._error(
             BackendQueryError, f"the endpoint refused the request ({message})", query
@@ -449,9 +404,17 @@ def _snippet(body: bytes) -> str:
     return text[:_BODY_SNIPPET] + ("..." if len(text) > _BODY_SNIPPET else "")
 
 
-def _retry_after(headers: Message | None) -> float | None:
-    if headers is None:
-        return None
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (httpx2 wraps the socket's OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
     value = headers.get("Retry-After")
     try:
         return max(0.0, float(value)) if value is not None else None

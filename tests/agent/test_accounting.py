@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -108,17 +109,48 @@ def test_usage_adds_up() -> None:
     assert a.guideline_triggers == {"RM202": 1}  # values are immutable
 
 
-def test_get_encoding_never_downloads_unless_asked(tiktoken_dir: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def _offline(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """tiktoken with an empty cache and every download refused at once (a proxy nobody runs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     monkeypatch.delenv("PYQL_TIKTOKEN_DIR", raising=False)
-    monkeypatch.delenv("PYQL_TIKTOKEN_DOWNLOAD", raising=False)
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="PYQL_TIKTOKEN_DIR"):
-        get_encoding("o200k_base")
-    # tiktoken's own cache (files named by the sha1 of the download URL) is used when present
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    for proxy in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(proxy, f"http://127.0.0.1:{port}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    import tiktoken.registry
+
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})  # tiktoken's in-process cache
+
+
+def test_get_encoding_uses_tiktokens_own_cache(tiktoken_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _offline(monkeypatch, tmp_path)
+    # tiktoken's own cache (files named by the sha1 of the download URL) answers, no network
     url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
     shutil.copy(tiktoken_dir / "o200k_base.tiktoken", tmp_path / hashlib.sha1(url.encode()).hexdigest())
     assert get_encoding("o200k_base").encode("hello world") == [24912, 2375]
+
+
+def test_offline_without_a_cache_uses_the_fallback_or_estimates(
+        tiktoken_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _offline(monkeypatch, tmp_path)
+    with pytest.raises(OSError):
+        get_encoding("cl100k_base")  # tiktoken tried to download, and could not
+    assert get_encoding("cl100k_base", fallback=tiktoken_dir).encode("hello world") == [15339, 1917]
+    assert TokenCounter("cl100k_base", fallback=tiktoken_dir).exact
+    estimate = TokenCounter("cl100k_base")
+    assert not estimate.exact and estimate.count("12345678") == 2
+
+
+def test_the_directory_overrides_tiktoken(tiktoken_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _offline(monkeypatch, tmp_path)
+    monkeypatch.setenv("PYQL_TIKTOKEN_DIR", str(tiktoken_dir))
+    assert get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+    assert list(tmp_path.iterdir()) == []  # tiktoken was not asked
 
 
 def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

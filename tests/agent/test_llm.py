@@ -4,6 +4,7 @@ scripted/replay clients."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -28,10 +29,13 @@ from pyql.agent.llm import (
     apply_stop,
     prompt_fingerprint,
 )
+from pyql.deadline import Deadline, within
 from pyql.errors import PyqlError
 from tests.support.fake_openai import (
     ContextTooLong,
+    Drip,
     FakeOpenAI,
+    Hang,
     Malformed,
     RateLimit,
     ServerError,
@@ -159,6 +163,77 @@ def test_timeout_exhausts_retries(fake_openai: FakeOpenAI) -> None:
     fake_openai.push(Slow(5.0), Slow(5.0))
     with pytest.raises(LLMTimeoutError):
         chat(fake_openai, timeout=0.2, max_retries=1).complete(MESSAGES)
+
+
+# -- time bounds (issue 14, issue 15 item 3): a hung or dripping server costs bounded time --------
+
+
+def test_a_hung_server_costs_the_attempts_and_no_more(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(Hang(), Hang(), Hang())
+    llm = chat(fake_openai, timeout=0.4, max_retries=2, deadline=None)
+    start = time.monotonic()
+    with pytest.raises(LLMTimeoutError) as info:
+        llm.complete(MESSAGES)
+    elapsed = time.monotonic() - start
+    assert 1.1 <= elapsed < 2.0
+    error = info.value
+    assert (error.timeout, error.attempts, error.deadline) == (0.4, 3, None)
+    assert error.elapsed == pytest.approx(elapsed, abs=0.2)
+    assert len(fake_openai.chat_requests) == 3
+
+
+def test_a_slow_drip_is_cut_at_the_timeout(fake_openai: FakeOpenAI) -> None:
+    # a byte every 0.1 s never trips a per-read timeout; the wall-clock bound does
+    fake_openai.push(Drip(interval=0.1, then=Text("a reply that would take a minute to arrive")))
+    start = time.monotonic()
+    with pytest.raises(LLMTimeoutError) as info:
+        chat(fake_openai, timeout=0.5, max_retries=0).complete(MESSAGES)
+    assert time.monotonic() - start < 1.0
+    assert info.value.attempts == 1 and info.value.timeout == 0.5
+
+
+def test_a_timely_drip_is_read_whole(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(Drip(interval=0.01, chunk=64, then=Text("slow but in time")))
+    assert chat(fake_openai, timeout=10).complete(MESSAGES).text == "slow but in time"
+
+
+def test_the_deadline_of_the_context_bounds_every_retry(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(*[Hang()] * 6)
+    llm = chat(fake_openai, timeout=0.4, max_retries=5, deadline=None, backoff_base=0.01)
+    start = time.monotonic()
+    with llm.with_deadline(1.0), pytest.raises(LLMTimeoutError) as info:
+        llm.complete(MESSAGES)
+    elapsed = time.monotonic() - start
+    assert 0.9 <= elapsed < 1.4
+    assert info.value.deadline == 1.0 and info.value.attempts == 3  # 0.4 + 0.4 + 0.2
+    # an exhausted deadline sends nothing more
+    requests = len(fake_openai.chat_requests)
+    with within(Deadline(0.01)):
+        time.sleep(0.02)
+        with pytest.raises(LLMTimeoutError) as late:
+            llm.complete(MESSAGES)
+    assert late.value.attempts == 0 and len(fake_openai.chat_requests) == requests
+
+
+def test_the_client_deadline_bounds_one_call(fake_openai: FakeOpenAI) -> None:
+    fake_openai.push(Hang(), Hang(), Text("never reached"))
+    llm = chat(fake_openai, timeout=0.4, max_retries=5, deadline=0.6, backoff_base=0.01)
+    start = time.monotonic()
+    with pytest.raises(LLMTimeoutError) as info:
+        llm.complete(MESSAGES)
+    assert time.monotonic() - start < 1.0
+    assert info.value.deadline == 0.6 and info.value.attempts == 2
+
+
+def test_a_shorter_outer_deadline_stays_in_force() -> None:
+    with within(1.0) as outer, within(100.0) as inner:
+        assert inner is outer
+
+
+def test_time_bound_configuration_is_checked(fake_openai: FakeOpenAI) -> None:
+    for bad in ({"timeout": 0}, {"max_retries": -1}, {"deadline": 0}):
+        with pytest.raises(ValueError):
+            chat(fake_openai, **bad)
 
 
 @pytest.mark.parametrize(

@@ -253,3 +253,24 @@ def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> No
     config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=20)
     with pytest.raises(EvalAbort, match="unexpected errors"):
         evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+
+
+def test_worker_processes_give_the_same_results(tmp_path: Path, mini_metaqa: Path) -> None:
+    """A CPU-bound stand-in run in two worker processes (spawned, each with its own KB handle)
+    writes the same results as one process; the parent alone writes the files."""
+    from pyql.agent.evaluation.runner import TRAJECTORIES, _processes
+    from pyql.agent.trajectory import load_trajectories
+
+    runs = {}
+    for processes in (1, 2):
+        config = RunConfig(dataset="metaqa-1hop", llm="noisy-gold:0.3", seed=3,
+                           data_dir=str(mini_metaqa), limit=16, processes=processes)
+        metrics = evaluate(config, tmp_path / str(processes), progress=False)
+        assert metrics["run"]["this_session"]["processes"] == processes
+        runs[processes] = {r.id: (r.predicted, r.metrics, [s.action for s in r.steps])
+                           for r in read_results(tmp_path / str(processes))}
+        assert len(load_trajectories(tmp_path / str(processes) / TRAJECTORIES)) == 16
+    assert runs[1] == runs[2] and len(runs[2]) == 16
+    auto = RunConfig(dataset="metaqa-1hop", llm="gold", processes=None)
+    assert _processes(auto, 10, None) == 1  # a short run stays in this process
+    assert _processes(auto.model_copy(update={"llm": "openai:m"}), 10**5, None) == 1

@@ -116,7 +116,7 @@ def test_items_of_each_dataset(mini_wikisql: Path) -> None:
     webqsp = get_dataset("webqsp").items(limit=50)
     assert any(i.program is None for i in webqsp)
     assert all(i.program is None or i.program.endswith("execute()") for i in webqsp)
-    with pytest.raises(DatasetError, match="only the test split"):
+    with pytest.raises(DatasetError, match="no .dev. split .* the data has: test"):
         get_dataset("webqsp").items("dev")
     with pytest.raises(DatasetError, match="unknown dataset"):
         get_dataset("nope")

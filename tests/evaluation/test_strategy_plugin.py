@@ -1,6 +1,7 @@
 """A third-party strategy (``examples/strategy_plugin``), installed with pip from a temporary
 copy and discovered through the ``pyql.strategies`` entry points, runs in :func:`evaluate` with
-its own gold stand-in (``stand_in``), exactly like the built-in QueryAgent.
+its own gold stand-in (``stand_in``), exactly like the built-in QueryAgent — through the API and
+``pyql eval --strategy onefact``.
 
 pip builds a wheel from a copy of the sources (cached in pytest's cache by content) and installs
 it with ``--target`` into a temporary directory put on ``PYTHONPATH`` of a subprocess: the shared
@@ -39,7 +40,14 @@ config = RunConfig(dataset="metaqa-1hop", llm="gold", strategy="onefact", data_d
                    limit=12)
 metrics = evaluate(config, sys.argv[2], progress=False)
 results = read_results(sys.argv[2])
-print(json.dumps({"strategies": list(available_strategies()), "n": metrics["n"],
+from typer.testing import CliRunner
+from pyql.cli import app
+cli = CliRunner().invoke(app, ["eval", "--dataset", "metaqa-1hop", "--data-dir", sys.argv[1],
+                               "--llm", "gold", "--strategy", "onefact", "--limit", "4",
+                               "--out", sys.argv[2] + "-cli", "--json", "--no-progress"])
+assert cli.exit_code == 0, cli.output
+cli_metrics = json.loads(cli.stdout)
+print(json.dumps({"cli": [cli_metrics["run"]["strategy"], cli_metrics["hit@1"]],"strategies": list(available_strategies()), "n": metrics["n"],
                   "hit@1": metrics["hit@1"], "errors": metrics["errors"],
                   "strategy": metrics["run"]["strategy"],
                   "steps": [len(r.steps) for r in results],
@@ -106,6 +114,7 @@ def test_an_installed_strategy_runs_in_the_evaluation(tmp_path: Path, mini_metaq
     assert out["hit@1"] == 1.0  # the gold fact answers every 1-hop question
     assert set(out["steps"]) == {3}  # add_fact, set_answer, execute: its own steps
     assert json.loads(out["trajectory"])["strategy"] == "onefact"
+    assert out["cli"] == ["onefact", 1.0]  # pyql eval --strategy onefact
 
 
 def test_an_unknown_strategy_stops_the_run_with_the_installed_names(tmp_path: Path,

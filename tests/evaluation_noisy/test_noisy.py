@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from pyql.agent import QueryAgent
-from pyql.agent.evaluation.ablation import format_table, run_ablation
 from pyql.agent.evaluation.noisy import (
     ADDRESSED_BY,
     INJECTION_TYPES,
@@ -16,7 +15,7 @@ from pyql.agent.evaluation.noisy import (
     NoisyGoldLLM,
     summarise,
 )
-from pyql.agent.evaluation.records import EvalItem, item_seed
+from pyql.agent.evaluation.records import item_seed
 from pyql.program import TOOLSETS, Call
 from tests.guidelines.support import builtin
 
@@ -266,29 +265,6 @@ def test_summarise_rates() -> None:
     assert rows["wrong_relation"]["n"] == 2 and rows["wrong_relation"]["detected"] == 1
     assert rows["wrong_relation"]["kept"] == 1 and rows["wrong_relation"]["codes"] == {"KB201": 1}
     assert rows["invalid_action"]["corrected"] == 1
-
-
-def test_run_ablation_small(movies: Any) -> None:
-    items = [
-        EvalItem(id="q1", question=QUESTION, entities=ENTITIES, answers=tuple(DIRECTORS),
-                 program=TWO_HOP),
-        EvalItem(id="q2", question="what did John Godey write", entities=ENTITIES,
-                 answers=tuple(MOVIES), program=ONE_HOP),
-    ]
-    result = run_ablation("metaqa-2hop", 1.0, None, 0, backend=movies, items=items,
-                          types=["reversed_direction", "invalid_action"])
-    on = result["injections"]["eraser_on"]
-    off = result["injections"]["eraser_off"]
-    assert on["reversed_direction"]["detection_rate"] == 1.0
-    assert on["reversed_direction"]["correction_rate"] == 1.0
-    assert off["reversed_direction"]["kept"] == off["reversed_direction"]["n"] > 0
-    assert on["all"]["n"] == on["all"]["detected"] + on["all"]["kept"] + on["all"]["ended"]
-    acc = result["accuracy"]
-    assert acc["clean_on"]["hit1"] == acc["clean_off"]["hit1"] == 1.0
-    assert acc["eraser_on"]["hit1"] == 1.0 and acc["eraser_off"]["hit1"] == 0.0
-    table = format_table(result)
-    assert "This measures the environment and guidelines, not an LLM." in table
-    assert "| reversed_direction |" in table
 
 
 def test_every_type_is_mapped() -> None:

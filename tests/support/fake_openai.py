@@ -9,7 +9,10 @@ queue of scripted behaviours (:meth:`FakeOpenAI.push`):
 - :class:`RateLimit` (429 with ``Retry-After``), :class:`ServerError` (500 by default),
   :class:`Slow` (sleep, then another behaviour), :class:`Malformed` (a 200 whose body is not
   JSON), :class:`ContextTooLong` (400 ``context_length_exceeded``), :class:`Status` (any status
-  and error body).
+  and error body);
+- :class:`Hang` (read the request, never answer: the connection stays open until the server
+  stops or ``seconds`` pass) and :class:`Drip` (send the headers of another behaviour's reply,
+  then its body ``chunk`` bytes every ``interval`` seconds — no socket timeout ever trips).
 
 Independently of the queue, a wrong ``Authorization`` header gets 401 (``invalid_api_key``) and a
 model not in ``models`` gets 404 (``model_not_found``). An empty queue answers 400
@@ -48,6 +51,8 @@ __all__ = [
     "RateLimit",
     "ServerError",
     "Slow",
+    "Hang",
+    "Drip",
     "Malformed",
     "ContextTooLong",
     "Status",
@@ -59,6 +64,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EMBEDDING_DIM = 64
+#: what the handler sends: status, headers, body
+_Reply = tuple[int, dict[str, str], bytes]
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,19 @@ class ServerError:
 class Slow:
     seconds: float
     then: Any = field(default_factory=lambda: Text("(slow reply)"))
+
+
+@dataclass(frozen=True)
+class Hang:
+    #: seconds before the connection is closed without a reply (bounded by the server lifetime)
+    seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Drip:
+    interval: float = 0.5
+    chunk: int = 1
+    then: Any = field(default_factory=lambda: Text("(dripped reply)"))
 
 
 @dataclass(frozen=True)
@@ -211,7 +231,7 @@ class FakeOpenAI:
             return self._queue.popleft() if self._queue else None
 
     def handle(self, path: str, headers: dict[str, str], raw: bytes
-               ) -> tuple[int, dict[str, str], bytes]:
+               ) -> _Reply | Hang | tuple[Drip, _Reply]:
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
@@ -237,13 +257,19 @@ class FakeOpenAI:
             return self._behave(self._next(), body)
         return self._json(404, _error(f"unknown path {path}", "invalid_request_error", None))
 
-    def _behave(self, behaviour: Any, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    def _behave(self, behaviour: Any, body: dict[str, Any]) -> _Reply | Hang | tuple[Drip, _Reply]:
         if behaviour is None:
             return self._json(400, _error("fake server: no scripted reply left",
                                           "invalid_request_error", "script_exhausted"))
         if isinstance(behaviour, Slow):
             self._stopping.wait(behaviour.seconds)
             return self._behave(behaviour.then, body)
+        if isinstance(behaviour, Hang):
+            return behaviour
+        if isinstance(behaviour, Drip):
+            reply = self._behave(behaviour.then, body)
+            assert isinstance(reply, tuple) and isinstance(reply[0], int), "Drip needs a reply"
+            return behaviour, reply  # type: ignore[return-value]
         if isinstance(behaviour, RateLimit):
             headers = {} if behaviour.retry_after is None else {
                 "Retry-After": f"{behaviour.retry_after:g}"}
@@ -315,16 +341,33 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, out_headers, payload = self.fake.handle(self.path, headers, raw)
+        answer = self.fake.handle(self.path, headers, raw)
+        if isinstance(answer, Hang):
+            self.fake._stopping.wait(min(answer.seconds, self.fake.lifetime))
+            self.close_connection = True
+            return
+        drip = None
+        if isinstance(answer[0], Drip):
+            drip, answer = answer
+        status, out_headers, payload = answer
         try:
             self.send_response(status)
             for key, value in out_headers.items():
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if drip is None:
+                self.wfile.write(payload)
+                return
+            self.wfile.flush()
+            for i in range(0, len(payload), drip.chunk):
+                if self.fake._stopping.wait(drip.interval):
+                    self.close_connection = True
+                    return
+                self.wfile.write(payload[i:i + drip.chunk])
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-            pass
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("fake-openai: " + format, *args)
