@@ -172,9 +172,12 @@ def _table_json(path: TablePath) -> str:
 
 
 def stand_in(spec: str, item: Any, *, seed: int = 0) -> ReadiStandIn:
-    """The stand-in for ``--llm gold`` / ``--llm noisy-gold:R`` and an evaluation item;
+    """The stand-in for ``--llm gold`` / ``--llm noisy-gold:R`` and an evaluation item (an
+    unknown spec, or noisy-gold on a table item, is :class:`LLMSpecError`);
     ``seed`` is the question's own seed (the runner derives it from the run's seed and the
     item id)."""
+    from pyql.agent.evaluation.specs import LLMSpecError
+
     kind, _, arg = spec.strip().partition(":")
     kind = kind.strip().lower()
     if kind == "gold" and not arg:
@@ -183,12 +186,12 @@ def stand_in(spec: str, item: Any, *, seed: int = 0) -> ReadiStandIn:
         try:
             rate = float(arg)
         except ValueError:
-            raise ValueError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
     else:
-        raise ValueError(f"Readi stand-ins are 'gold' and 'noisy-gold:R', not {spec!r}")
+        raise LLMSpecError(f"Readi stand-ins are 'gold' and 'noisy-gold:R', not {spec!r}")
     gold = gold_path(item)
     if rate and isinstance(gold, TablePath):
-        raise ValueError("noisy-gold is not available for table paths (gold only)")
+        raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)")
     vocabulary = _vocabulary(item, gold) if isinstance(gold, ReasoningPath) else ()
     return ReadiStandIn(gold, rate=rate, seed=seed,
                         vocabulary=vocabulary, answers=getattr(item, "answers", ()),

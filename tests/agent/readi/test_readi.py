@@ -10,6 +10,7 @@ from pyql.agent.accounting import TokenCounter
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.llm import OpenAIChat, ScriptedLLM
+from pyql.agent.paths.table import TablePath
 from pyql.agent.readi import Readi
 from pyql.agent.readi.prompts import parse_answers, task_of
 from pyql.agent.readi.standin import ReadiStandIn, corrupt_path, gold_path
@@ -308,3 +309,16 @@ def test_table_empty_path_is_stuck(db):
     assert set(instantiate.data["stuck"]["candidates"]) == {"Player", "No.", "Nationality",
                                                            "Position"}
     assert result.answers == ("Spain",)
+
+
+def test_stand_in_specs():
+    from pyql.agent.evaluation.specs import LLMSpecError
+
+    assert Readi.stand_in("noisy-gold:0.5", ITEM, seed=3).rate == 0.5
+    table_item = EvalItem(id="t", question="q", tools="sql", table="players",
+                          program='add_condition(Player, =, "A")\nset_answer(Nationality)')
+    assert isinstance(Readi.stand_in("gold", table_item).gold, TablePath)
+    for bad, item in (("noisy-gold:x", ITEM), ("openai:gpt", ITEM),
+                      ("noisy-gold:0.3", table_item)):
+        with pytest.raises(LLMSpecError):
+            Readi.stand_in(bad, item)
