@@ -322,3 +322,15 @@ def test_stand_in_specs():
                       ("noisy-gold:0.3", table_item)):
         with pytest.raises(LLMSpecError):
             Readi.stand_in(bad, item)
+
+
+def test_forced_llm_answer_and_a_vocabulary_file(kb, tmp_path):
+    vocab = tmp_path / "relations.txt"
+    vocab.write_text("written_by\ndirected_by\n", encoding="utf-8")
+    llm = ScriptedLLM([GOOD, "So, the answer is {Walter Hill}."])
+    strategy = build_strategy("readi", llm, kb, StrategyConfig(
+        token_counter=COUNTER, options={"answer": "llm", "relations": str(vocab)}))
+    assert strategy.binder.vocabulary.relations == ("written_by", "directed_by")
+    result = strategy.run(QUESTION, ENTITIES)
+    assert result.answers == ("Walter Hill",) and result.finished  # complete, read by the LLM
+    assert result.steps[-1].data["source"] == "llm" and result.usage.llm_calls == 2
