@@ -92,7 +92,7 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
-from pyql.agent.evaluation.metrics import aggregate, corrections
+from pyql.agent.evaluation.metrics import aggregate, corrections, step_usage
 from pyql.agent.evaluation.records import (
     CONFIG,
     METRICS,
@@ -604,6 +604,7 @@ class _Session:
                 "seconds": usage.seconds,
                 "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
+                **step_usage(trajectory.steps, item.answers),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,
