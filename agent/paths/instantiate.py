@@ -1,0 +1,413 @@
+"""Path instantiation on a KB (Readi §4.3, appendix B.1): path-connecting, hop by hop, from each
+topic entity, through a :class:`pyql.Session` (every query comes from the compiler).
+
+At each hop the relations around the current node (the topic entity, then the variable the
+previous hops bound) are asked with ``get_relation``; the first candidate of the NL relation's
+binding that is one of them (forward before backward) is followed with ``add_fact``, which binds
+the next variable. When no candidate connects, the constraint is *stuck*
+(:class:`PathStuck`, reason ``irrelevant_relation``); a constraint without relations is stuck
+with ``empty_path``; a path whose last node is a compound (CVT) node, all of its values unnamed,
+with ``cvt_end``. The structured error carries the position, the half-way instances and the
+relations around the stuck node, ranked against the question and capped (35, as the paper).
+
+**The frontier cap** (the paper's threshold for "big" entities): each hop fetches at most
+``max_frontier`` rows of instances (the Session's ``row_cap``); the count shown is exact and the
+program that results is exact (the engine joins the whole chain).
+
+**The result is a PyQL program**: the fully instantiated constraints become one ``add_fact``
+chain each, joined on the answer variable (so the program's answers are the intersection of
+the constraints' instances), with ``add_filter(?v, !=, topic)`` on every hop variable (a path
+does not come back to its own topic entity), ``set_answer`` and ``execute()``. The program is run
+on a fresh Session: its answers and SPARQL are part of the :class:`Instantiation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyql.agent.paths.binding import RelationBinder
+from pyql.agent.paths.path import ARROW, Constraint, PathFormatError, ReasoningPath
+from pyql.errors import PyqlError
+from pyql.kb.base import KB
+from pyql.program import Call, Program
+from pyql.session import Observation, Session
+from pyql.syntax import Atom, AtomKind
+
+__all__ = [
+    "COMPOUND_NODE",
+    "MAX_CANDIDATES",
+    "ConstraintInstance",
+    "Hop",
+    "Instantiation",
+    "InstantiationBackendError",
+    "PathInstantiator",
+    "PathStuck",
+    "StuckReason",
+]
+
+#: how many relations around a stuck node the error lists (appendix B.2)
+MAX_CANDIDATES = 35
+#: how the paper writes a CVT node in messages
+COMPOUND_NODE = "<compound node>"
+
+StuckReason = Literal["irrelevant_relation", "empty_path", "cvt_end"]
+
+
+class InstantiationBackendError(PyqlError):
+    """The KB failed while a path was instantiated (never reported as a stuck path)."""
+
+    def __init__(self, action: str, status: str, message: str) -> None:
+        self.action = action
+        self.status = status
+        super().__init__(f"{action}: {status}: {message}")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One NL relation instantiated: the KB relation it was bound to and the values reached."""
+
+    relation: str
+    bound: str
+    forward: bool
+    var: str
+    total: int
+    sample: tuple[str, ...] = ()
+    unnamed: int = 0
+
+    @property
+    def compound(self) -> bool:
+        """Every value reached is an unnamed compound node (Freebase CVT, blank node)."""
+        return self.total > 0 and self.unnamed == self.total
+
+    def end(self) -> str:
+        if self.compound:
+            return COMPOUND_NODE
+        shown = self.sample[0] if self.sample else "?"
+        return shown if self.total <= 1 else f"{shown} (and {self.total - 1} more)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"relation": self.relation, "bound": self.bound, "forward": self.forward,
+                "var": self.var, "total": self.total, "sample": list(self.sample),
+                "unnamed": self.unnamed}
+
+
+@dataclass(frozen=True)
+class PathStuck:
+    """Why and where a constraint could not be instantiated (the paper's error message, as data).
+
+    ``position`` is the index of the first relation not instantiated (``len(relations)`` for
+    ``cvt_end``); ``relation`` is that NL relation (None for ``empty_path``/``cvt_end``);
+    ``tried`` its bound candidates; ``hops`` the half-way instances; ``candidates`` the relations
+    around the stuck node, ranked against the question, at most :data:`MAX_CANDIDATES`;
+    ``at_compound`` says the stuck node is a compound node.
+    """
+
+    reason: StuckReason
+    constraint: Constraint
+    position: int
+    relation: str | None
+    tried: tuple[str, ...]
+    hops: tuple[Hop, ...]
+    candidates: tuple[str, ...]
+    at_compound: bool = False
+
+    @property
+    def entity(self) -> str:
+        return self.constraint.entity
+
+    def instantiated_chain(self) -> str:
+        """``Miley Cyrus → film.actor.film → <compound node>``."""
+        parts = [self.entity]
+        for hop in self.hops:
+            parts += [hop.bound, hop.end()]
+        return f" {ARROW} ".join(parts)
+
+    def messages(self) -> list[str]:
+        """The numbered lines of the paper's "Error Message"."""
+        out = []
+        if self.at_compound:
+            out.append(f"{COMPOUND_NODE} in the end.")
+        if self.reason == "irrelevant_relation":
+            out.append(f'relation "{self.relation}" not instantiated.')
+        elif self.reason == "empty_path":
+            out.append("empty reasoning path.")
+        return out
+
+    def render(self) -> str:
+        """The error block of the edit prompt (appendix F)."""
+        lines = [f"Initial Path: {self.constraint.chain()}", "Error Message"]
+        lines += [f"{i}. {m}" for i, m in enumerate(self.messages(), 1)]
+        lines += ["Instantiation Context", f"Instantiate Paths: {self.instantiated_chain()}",
+                  "Candidate Relations", _json_list(self.candidates)]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason, "entity": self.entity,
+                "relations": list(self.constraint.relations), "position": self.position,
+                "relation": self.relation, "tried": list(self.tried),
+                "hops": [h.to_dict() for h in self.hops], "candidates": list(self.candidates),
+                "at_compound": self.at_compound}
+
+
+def _json_list(items: Sequence[str]) -> str:
+    import json
+
+    return json.dumps(list(items), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ConstraintInstance:
+    """One constraint on the KB: the hops instantiated (all of them, or a prefix when stuck)."""
+
+    constraint: Constraint
+    entity_id: str
+    hops: tuple[Hop, ...]
+    stuck: PathStuck | None = None
+    #: (head, relation, tail) labels of sampled instances, hop by hop
+    triples: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.stuck is None
+
+    def calls(self, topic: Atom, vars_: Sequence[str]) -> list[Call]:
+        """The ``add_fact`` chain of the hops, with the given variable names (``?`` omitted)."""
+        calls: list[Call] = []
+        node = topic
+        for hop, name in zip(self.hops, vars_, strict=False):
+            var = Atom(AtomKind.VAR, name)
+            rel = _relation_atom(hop.bound)
+            calls.append(Call.of("add_fact", node, rel, var) if hop.forward
+                         else Call.of("add_fact", var, rel, node))
+            node = var
+        return calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entity": self.constraint.entity, "entity_id": self.entity_id,
+                "relations": list(self.constraint.relations),
+                "hops": [h.to_dict() for h in self.hops],
+                "stuck": self.stuck.to_dict() if self.stuck else None}
+
+
+@dataclass(frozen=True)
+class Instantiation:
+    """A whole path on the KB: each constraint, the program joining what was instantiated, its
+    answers and SPARQL, and the retrieved knowledge (sampled triples)."""
+
+    path: ReasoningPath
+    constraints: tuple[ConstraintInstance, ...]
+    program: Program
+    query: str = ""
+    answers: tuple[Any, ...] = ()
+    kb_queries: int = 0
+    #: the program joins every constraint, each fully instantiated (no CVT end)
+    complete: bool = False
+    triples: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def stuck(self) -> tuple[PathStuck, ...]:
+        return tuple(c.stuck for c in self.constraints if c.stuck is not None)
+
+    @property
+    def instantiated_length(self) -> int:
+        return sum(len(c.hops) for c in self.constraints)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "complete": self.complete,
+                "constraints": [c.to_dict() for c in self.constraints],
+                "program": str(self.program), "query": self.query,
+                "answers": [str(a) for a in self.answers[:50]], "answer_count": len(self.answers),
+                "triples": len(self.triples), "kb_queries": self.kb_queries}
+
+
+def _relation_atom(name: str) -> Atom:
+    if name.startswith("http://") or name.startswith("https://"):
+        return Atom(AtomKind.IRI, name)
+    return Atom(AtomKind.NAME, name)
+
+
+def _entity_atom(mention: str) -> Atom:
+    return Atom(AtomKind.STRING, mention)
+
+
+class PathInstantiator:
+    """Instantiates reasoning paths on ``kb`` with a :class:`RelationBinder` (see the module
+    docstring). ``max_frontier`` caps the instances fetched per hop, ``max_candidates`` the
+    relations an error lists, ``max_triples`` the sampled triples kept per constraint;
+    ``exclude_topic`` adds ``add_filter(?v, !=, topic)`` on every hop variable of the program."""
+
+    def __init__(self, kb: KB, binder: RelationBinder, *, max_frontier: int = 2000,
+                 max_candidates: int = MAX_CANDIDATES, max_triples: int = 50,
+                 exclude_topic: bool = True, timeout: float | None = None) -> None:
+        if max_frontier < 1:
+            raise ValueError("max_frontier must be at least 1")
+        self.kb = kb
+        self.binder = binder
+        self.max_frontier = max_frontier
+        self.max_candidates = max_candidates
+        self.max_triples = max_triples
+        self.exclude_topic = exclude_topic
+        self.timeout = timeout
+
+    def session(self, entities: Mapping[str, str]) -> Session:
+        return Session(self.kb, dict(entities), row_cap=self.max_frontier, timeout=self.timeout)
+
+    # -- one constraint ---------------------------------------------------------------------------
+    def instantiate_constraint(self, constraint: Constraint, entities: Mapping[str, str],
+                               question: str = "", *, prefix: str = "x") -> ConstraintInstance:
+        """Connect ``constraint`` hop by hop; variables are ``?{prefix}1``, ``?{prefix}2``, ..."""
+        mention = _mention(constraint.entity, entities)
+        session = self.session(entities)
+        node = _entity_atom(mention)
+        hops: list[Hop] = []
+        for i, relation in enumerate(constraint.relations):
+            around = _ok(session.run(Call.of("get_relation", node))).relations
+            forward = around.forward if around else ()
+            backward = around.backward if around else ()
+            tried = self.binder.bind(relation)
+            choice = next(((b, True) for b in tried if b in forward), None) or next(
+                ((b, False) for b in tried if b in backward), None)
+            if choice is None:
+                return self._stuck(session, constraint, mention, entities, hops, question,
+                                   "irrelevant_relation", i, relation, tried,
+                                   (*forward, *(r for r in backward if r not in forward)))
+            bound, is_forward = choice
+            var = Atom(AtomKind.VAR, f"{prefix}{i + 1}")
+            rel = _relation_atom(bound)
+            obs = _ok(session.run(Call.of("add_fact", node, rel, var) if is_forward
+                                  else Call.of("add_fact", var, rel, node)))
+            values = obs.values.get(str(var))
+            hops.append(Hop(relation=relation, bound=bound, forward=is_forward, var=str(var),
+                            total=values.total if values else 0,
+                            sample=tuple(values.values) if values else (),
+                            unnamed=values.unnamed if values else 0))
+            node = var
+        if not hops:
+            around = _ok(session.run(Call.of("get_relation", node))).relations
+            return self._stuck(session, constraint, mention, entities, hops, question,
+                               "empty_path", 0, None, (), around.all if around else ())
+        if hops[-1].compound:
+            around = _ok(session.run(Call.of("get_relation", node))).relations
+            return self._stuck(session, constraint, mention, entities, hops, question,
+                               "cvt_end", len(hops), None, (), around.all if around else ())
+        return ConstraintInstance(constraint, entities[mention], tuple(hops),
+                                  triples=self._triples(session, mention, hops))
+
+    def _stuck(self, session: Session, constraint: Constraint, mention: str,
+               entities: Mapping[str, str], hops: list[Hop], question: str, reason: StuckReason,
+               position: int, relation: str | None, tried: tuple[str, ...],
+               around: Sequence[str]) -> ConstraintInstance:
+        ranked = self.binder.rank(question or " ".join(constraint.relations), list(around),
+                                  limit=self.max_candidates)
+        stuck = PathStuck(reason=reason, constraint=constraint, position=position,
+                          relation=relation, tried=tried, hops=tuple(hops),
+                          candidates=tuple(ranked), at_compound=bool(hops) and hops[-1].compound)
+        return ConstraintInstance(constraint, entities[mention], tuple(hops), stuck,
+                                  triples=self._triples(session, mention, hops))
+
+    def _triples(self, session: Session, mention: str, hops: Sequence[Hop]
+                 ) -> tuple[tuple[str, str, str], ...]:
+        """Sampled instances of the chain, as labelled (head, relation, tail) triples."""
+        if not hops:
+            return ()
+        from pyql.terms import Var
+
+        query = session.query
+        variables = tuple(Var(h.var[1:]) for h in hops)
+        rs = self.kb.select(query.to_sparql(select=variables, limit=self.max_triples),
+                            timeout=self.timeout)
+        cells = [c for row in rs.rows for c in row if c is not None]
+        labels = dict(zip(map(str, cells), _display(session, cells), strict=True))
+        out: dict[tuple[str, str, str], None] = {}
+        for row in rs.rows:
+            head = mention
+            for hop, cell in zip(hops, row, strict=False):
+                tail = labels.get(str(cell), str(cell)) if cell is not None else "?"
+                if hop.compound or tail == session.profile.unnamed_label:
+                    tail_shown = COMPOUND_NODE
+                else:
+                    tail_shown = tail
+                out.setdefault((head, hop.bound, tail_shown) if hop.forward
+                               else (tail_shown, hop.bound, head), None)
+                head = tail_shown
+        return tuple(out)
+
+    # -- a whole path -----------------------------------------------------------------------------
+    def instantiate(self, path: ReasoningPath, entities: Mapping[str, str],
+                    question: str = "") -> Instantiation:
+        """Every constraint, then the program that joins the instantiated ones (see the module
+        docstring); when none is complete, the program follows the longest instantiated prefix
+        (the paper's "w/o edit": the longest path is kept)."""
+        before = self.kb.query_count
+        many = len(path.constraints) > 1
+        instances = tuple(
+            self.instantiate_constraint(c, entities, question, prefix=f"c{k}x" if many else "x")
+            for k, c in enumerate(path.constraints, 1))
+        complete = bool(instances) and all(c.complete for c in instances)
+        joined = [c for c in instances if c.complete]
+        if not joined:
+            longest = max(instances, key=lambda c: len(c.hops), default=None)
+            joined = [longest] if longest is not None and longest.hops else []
+        program, answers, query = self._run(joined, entities)
+        triples = tuple(dict.fromkeys(t for c in instances for t in c.triples))
+        return Instantiation(path=path, constraints=instances, program=program, query=query,
+                             answers=answers, kb_queries=self.kb.query_count - before,
+                             complete=complete, triples=triples)
+
+    def program(self, joined: Sequence[ConstraintInstance]) -> Program:
+        """The PyQL program of instantiated constraints, joined on the answer variable."""
+        if not joined:
+            return Program(tools="sparql")
+        many = len(joined) > 1
+        calls: list[Call] = []
+        answer = "x" if many else joined[0].hops[-1].var[1:]
+        for k, inst in enumerate(joined, 1):
+            n = len(inst.hops)
+            names = [f"c{k}x{i}" if many else f"x{i}" for i in range(1, n + 1)]
+            if many:
+                names[-1] = answer
+            topic = _entity_atom(inst.constraint.entity)
+            calls += inst.calls(topic, names)
+            if self.exclude_topic:
+                calls += [Call.of("add_filter", Atom(AtomKind.VAR, v), Atom(AtomKind.NAME, "!="),
+                                  topic) for v in names]
+        calls += [Call.of("set_answer", Atom(AtomKind.VAR, answer)), Call.of("execute")]
+        return Program(calls=tuple(calls), tools="sparql")
+
+    def _run(self, joined: Sequence[ConstraintInstance], entities: Mapping[str, str]
+             ) -> tuple[Program, tuple[Any, ...], str]:
+        program = self.program(joined)
+        if not program.calls:
+            return program, (), ""
+        session = Session(self.kb, dict(entities), timeout=self.timeout)
+        observations = session.run_program(program)
+        last = observations[-1]
+        for obs in observations:
+            _ok(obs)
+        return program, tuple(last.answers or ()), last.query
+
+
+def _mention(written: str, entities: Mapping[str, str]) -> str:
+    """The entity-table mention a constraint starts from (case-insensitive; an id works too)."""
+    if written in entities:
+        return written
+    folded = written.casefold()
+    for mention, kb_id in entities.items():
+        if mention.casefold() == folded or kb_id == written:
+            return mention
+    raise PathFormatError("unknown_entity", f"{written!r} is not a topic entity of the question "
+                          f"(topic entities: {', '.join(entities) or 'none'})", written, 0)
+
+
+def _ok(obs: Observation) -> Observation:
+    """The observation, unless the KB failed or the call was refused (framework errors)."""
+    if obs.status in ("backend_error", "timeout", "error"):
+        raise InstantiationBackendError(obs.action, obs.status, obs.error or "")
+    return obs
+
+
+def _display(session: Session, cells: Sequence[Any]) -> list[str]:
+    # the Session's own labelling (batched label lookups, CVT display); no public name yet
+    return session._display(list(cells))  # noqa: SLF001
