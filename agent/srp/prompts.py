@@ -70,6 +70,9 @@ __all__ = [
     "parse_edit",
     "answer_messages",
     "parse_answer",
+    "STAGES",
+    "stage_of",
+    "read_triples",
 ]
 
 Triple = tuple[str, str, str]
@@ -78,6 +81,8 @@ Message = dict[str, Any]
 
 #: the KB families with a demonstration per stage
 PROFILES = ("freebase", "metaqa")
+#: the LLM calls of SRP, in the order they happen
+STAGES: tuple[Stage, ...] = ("relation_check", "plan", "judge", "edit", "answer")
 HAVE_ANSWER = "HAVE_ANSWER"
 NO_ANSWER = "NO_ANSWER"
 #: answers of a reference shown in the judge prompt
@@ -113,6 +118,18 @@ def _system(stage: str, profile: str, **values: Any) -> Message:
     instruction = Template(_read(f"srp_{stage}.md")).substitute(**values)
     demo = _read(f"srp_{stage}_{profile}.md")
     return {"role": "system", "content": f"{instruction}\n\nDemonstration Example\n{demo}"}
+
+
+def stage_of(messages: Sequence[Mapping[str, Any]]) -> Stage | None:
+    """Which SRP stage a prompt is (by its system message), or None (stand-ins read it)."""
+    system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
+    if not isinstance(system, str):
+        return None
+    for stage in STAGES:
+        head = _read(f"srp_{stage}.md").split("$", 1)[0]
+        if system.startswith(head):
+            return stage
+    return None
 
 
 def render_triple(triple: Triple) -> str:
@@ -328,6 +345,8 @@ class Judgement:
     retained: tuple[tuple[Triple, ...], ...]
     #: retained triples that were not in the sequence shown (dropped)
     unknown: tuple[Triple, ...] = ()
+    #: the verdict is not the model's (nothing to judge, or an unreadable reply)
+    auto: bool = False
 
     @property
     def have_answer(self) -> bool:
@@ -363,9 +382,13 @@ _VERDICT = re.compile(r"<\s*(HAVE_ANSWER|NO_ANSWER)\s*>|\b(HAVE_ANSWER|NO_ANSWER
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'')
 
 
-def _triples(text: str) -> list[Triple] | None:
+def read_triples(text: str) -> list[Triple] | None:
     """The triples of one written sequence ``[("h", "r", "t"), ...]``: as a Python/JSON literal,
-    else as groups of three quoted strings; None when unreadable."""
+    else as groups of three quoted strings; None when unreadable.
+
+    >>> read_triples('[("Kismet", "directed_by", "William Dieterle")]')
+    [('Kismet', 'directed_by', 'William Dieterle')]
+    """
     plain = text.strip().translate(str.maketrans({"“": '"', "”": '"'}))
     try:
         value = ast.literal_eval(plain)
@@ -413,7 +436,7 @@ def parse_judge(text: str, sequences: Sequence[Sequence[Triple]]) -> Judgement:
             if not m:
                 continue
             index = int(m.group(1)) - 1
-            triples = _triples(m.group(2))
+            triples = read_triples(m.group(2))
             if triples is None:
                 raise SRPParseError("judge", "bad_sequence", text, f"line {line.strip()!r}")
             if not 0 <= index < len(sequences):
