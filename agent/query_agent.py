@@ -33,6 +33,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -108,8 +109,27 @@ def _resolve_guidelines(spec: Any, tools: str) -> Any:
     except ImportError as exc:
         raise ImportError("guidelines=True needs pyql.guidelines.default_registry "
                           f"(ERASER is not available: {exc})") from exc
-    params = inspect.signature(default_registry).parameters
-    return default_registry(tools=tools) if "tools" in params else default_registry()
+    return default_registry(tools=tools) if _takes_tools(default_registry) else default_registry()
+
+
+@lru_cache(maxsize=8)
+def _takes_tools(function: Callable[..., Any]) -> bool:
+    return "tools" in inspect.signature(function).parameters
+
+
+#: (id of the profile, mode) -> (the profile, kept so that its id is not reused; the prompt)
+_SYSTEM_PROMPTS: dict[tuple[int, str], tuple[PromptProfile, str]] = {}
+
+
+def _system_prompt(profile: PromptProfile, mode: str) -> str:
+    """The system prompt of (profile, mode), rendered once: every question shares it."""
+    key = (id(profile), mode)
+    found = _SYSTEM_PROMPTS.get(key)
+    if found is None or found[0] is not profile:
+        if len(_SYSTEM_PROMPTS) >= 64:
+            _SYSTEM_PROMPTS.clear()
+        found = _SYSTEM_PROMPTS[key] = (profile, system_prompt(profile, mode))
+    return found[1]
 
 
 def _query_count(backend: Any) -> int | None:
@@ -188,7 +208,7 @@ class QueryAgent:
         self.price_table = (price_table if isinstance(price_table, PriceTable)
                             else PriceTable(price_table))
         self._counter = token_counter
-        self.system = system_prompt(self.profile, mode)
+        self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
         self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
@@ -209,6 +229,34 @@ class QueryAgent:
             kwargs["top_k"] = config.top_k
         kwargs.update(config.options)
         return cls(llm, backend, **kwargs)
+
+    @classmethod
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+        """The LLM stand-in of ``--llm spec`` for one evaluation item (an
+        :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
+        program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
+        ``noisy-gold:RATE`` replays it with the paper's hallucinations injected at ``RATE``
+        (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
+        question's seed). An item without a program gets an LLM that fails when asked (the
+        question's error). Both read each step's record through their ``observe(step)``."""
+        from pyql.agent.evaluation.specs import (
+            GoldLLM,
+            LLMSpecError,
+            no_program_reason,
+            noisy_rate,
+            parse_llm_spec,
+        )
+
+        kind, arg = parse_llm_spec(spec)
+        if kind not in ("gold", "noisy-gold"):
+            raise LLMSpecError(f"{cls.name} has no stand-in for --llm {spec}")
+        if item.program is None:
+            return GoldLLM(None, tools=item.tools, model=kind, reason=no_program_reason(item))
+        if kind == "gold":
+            return GoldLLM(item.program, tools=item.tools)
+        from pyql.agent.evaluation.noisy import NoisyGoldLLM
+
+        return NoisyGoldLLM(item.program, rate=noisy_rate(arg), seed=seed, tools=item.tools)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
@@ -275,6 +323,8 @@ class QueryAgent:
         :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
         notify = on_step if on_step is not None else self.on_step
+        # a stand-in LLM (gold, noisy-gold) reads each step's record, not the prompt's wording
+        observe = getattr(self.llm, "observe", None)
         started = time.perf_counter()
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -291,6 +341,7 @@ class QueryAgent:
                 self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
         usage = Usage()
+        prompt_tokens: _PromptTokens | None = None
         steps: list[Step] = []
         finished = False
         stop_reason = "max_steps"
@@ -305,7 +356,9 @@ class QueryAgent:
                 log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
                 stop_reason = "context_length"
                 break
-            tokens, cost = self._account(reply, messages)
+            if prompt_tokens is None and reply.usage is None:
+                prompt_tokens = _PromptTokens(self.token_counter, self.tools)
+            tokens, cost = self._account(reply, messages, prompt_tokens)
             usage = usage.add_call(tokens, cost=cost, seconds=reply.latency)
             decision = self._decide(reply)
             before = _query_count(backend)
@@ -323,7 +376,9 @@ class QueryAgent:
             step = Step(
                 n=n, thought=decision.thought, action=decision.action_text,
                 observation=observation, hint=obs.hint.code if obs.hint else None,
-                status=obs.status, accepted=obs.ok, format_issue=decision.issue, query=obs.query,
+                suggestions=tuple(obs.hint.suggestions) if obs.hint else (),
+                status=obs.status, env_status=_env_status(obs), error=obs.error,
+                accepted=obs.ok, format_issue=decision.issue, query=obs.query,
                 reply_text=reply.text, tool_calls=reply.tool_calls,
                 model=reply.model or getattr(self.llm, "model", ""),
                 prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
@@ -332,6 +387,8 @@ class QueryAgent:
                 prompt_hash=prompt_fingerprint(messages, self.tools),
             )
             steps.append(step)
+            if observe is not None:
+                observe(step)
             if notify is not None:
                 notify(step)
             messages.extend(self._turn(step, reply))
@@ -362,14 +419,16 @@ class QueryAgent:
         return Result(trajectory=trajectory, program=program)
 
     # -- one step -------------------------------------------------------------------------------
-    def _account(self, reply: LLMReply, messages: Sequence[Mapping[str, Any]]
-                 ) -> tuple[TokenUsage, float]:
+    def _account(self, reply: LLMReply, messages: Sequence[Mapping[str, Any]],
+                 prompt: _PromptTokens | None = None) -> tuple[TokenUsage, float]:
         tokens = reply.usage
         if tokens is None:
             counter = self.token_counter
             out = reply.text + "".join(c.name + c.arguments for c in reply.tool_calls)
-            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages, self.tools),
-                                completion_tokens=counter.count(out), estimated=True)
+            counted = (prompt(messages) if prompt is not None
+                       else counter.count_messages(messages, self.tools))
+            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=counter.count(out),
+                                estimated=True)
         cost = reply.cost
         if cost is None:
             model = reply.model or getattr(self.llm, "model", "")
@@ -466,6 +525,29 @@ class QueryAgent:
             log.info("the final execute() was not accepted: %s", obs.text)
             return (), extra
         return tuple(obs.answers or ()), extra
+
+
+class _PromptTokens:
+    """The estimated prompt tokens of one question's growing message list (the agent only
+    appends to it): each message is counted once, not again at every later step;
+    the same total as ``TokenCounter.count_messages``."""
+
+    def __init__(self, counter: TokenCounter, tools: Sequence[Mapping[str, Any]] | None) -> None:
+        self.counter = counter
+        self.empty = counter.count_messages([])
+        self.base = counter.count_messages([], tools)
+        self.parts: list[int] = []
+
+    def __call__(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        for message in messages[len(self.parts):]:
+            self.parts.append(self.counter.count_messages([message]) - self.empty)
+        return self.base + sum(self.parts)
+
+
+def _env_status(obs: Observation) -> str:
+    kb = getattr(obs.feedback, "kb", None)
+    status = getattr(kb, "status", "not_run")
+    return "" if status == "not_run" else str(status)
 
 
 def _text(value: Any) -> str:

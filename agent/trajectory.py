@@ -45,8 +45,15 @@ class Step(BaseModel):
     observation: str = ""
     #: code of the guideline that fired (the step was rolled back), else None
     hint: str | None = None
+    #: the fired hint's suggestions (structured: what stand-ins and reports read, not the text)
+    suggestions: tuple[str, ...] = ()
     #: the Session's status: ok, empty, error, hint, backend_error, timeout
     status: str = "ok"
+    #: what the backend itself reported, whatever a guideline made of it: ``ok``, ``empty``,
+    #: ``backend_error`` (the KB/DB failed or is unreachable), ``timeout``; "" when not run
+    env_status: str = ""
+    #: the raw error of the step (Python side or backend), if any
+    error: str | None = None
     #: the step was accepted (no error, no hint)
     accepted: bool = True
     #: how the model's output broke the one-thought-one-action format, if it did:
@@ -110,13 +117,25 @@ class Trajectory(BaseModel):
                                                      "stop_reason", "usage"})
         yield {"record": "result", **tail}
 
+    def lines(self) -> Iterator[str]:
+        """:meth:`records` as JSON lines (what :meth:`save` and the evaluation write), made by
+        pydantic's serialiser directly; values JSON cannot hold are written as text."""
+        head = self.model_dump_json(include={"question", "entities", "strategy", "profile",
+                                             "mode", "tools", "model", "meta"}, fallback=str)
+        yield '{"record":"question",' + head[1:]
+        for step in self.steps:
+            yield '{"record":"step",' + step.model_dump_json(fallback=str)[1:]
+        tail = self.model_dump_json(include={"answers", "query", "program", "finished",
+                                             "stop_reason", "usage"}, fallback=str)
+        yield '{"record":"result",' + tail[1:]
+
     def save(self, path: str | os.PathLike[str], *, append: bool = False) -> Path:
         """Write the JSONL records (``append=True`` adds to an existing file)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a" if append else "w", encoding="utf-8") as handle:
-            for record in self.records():
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            for line in self.lines():
+                handle.write(line + "\n")
         return path
 
     @classmethod

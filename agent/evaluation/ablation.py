@@ -41,10 +41,9 @@ from pyql.agent.evaluation.noisy import (
     INJECTION_TYPES,
     Injection,
     NoisyGoldLLM,
-    item_seed,
     summarise,
 )
-from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.evaluation.records import EvalItem, item_seed
 from pyql.agent.query_agent import QueryAgent, Result
 
 __all__ = ["DATASETS", "NOTE", "run_ablation", "load_items", "format_table", "main"]

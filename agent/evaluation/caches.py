@@ -178,6 +178,12 @@ class CachedLLM:
     def __repr__(self) -> str:
         return f"CachedLLM({self.llm!r}, {self.cache!r})"
 
+    def __getattr__(self, name: str) -> Any:
+        # a stand-in's step hook (``observe``) and records (``reconcile``) stay reachable
+        if name in ("observe", "reconcile"):
+            return getattr(self.llm, name)
+        raise AttributeError(name)
+
     def complete(
         self,
         messages: Sequence[Message],

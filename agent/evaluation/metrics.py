@@ -25,7 +25,11 @@ top-level ``ORDER BY`` (``item.meta["ordered"]``); cells as
 digits). A one-column prediction (one value per row) is read as one-cell rows.
 
 **Aggregate** (:func:`aggregate`) over :class:`~pyql.agent.evaluation.records.QuestionResult`:
-means over all questions (a question that failed with an error scores 0 and counts):
+the one aggregate of a run (``metrics.json``; ``pyql report`` shows it). Questions that ended in
+an outage (``status`` ``backend_error``, ``llm_error``, ``llm_timeout``: the KB/DB or the LLM
+failed, not the answer) are left out of the scores and counted in ``outages`` (per status) and
+``scored`` (the questions the scores are over); means over the scored questions (a question that
+failed with an error of its own scores 0 and counts):
 ``hit@1``, ``top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
 them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
 question), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
@@ -42,7 +46,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pyql.agent.evaluation.records import EvalItem, QuestionResult
+from pyql.agent.evaluation.records import OUTAGES, EvalItem, QuestionResult
 from pyql.datasets.gold import score as _set_score
 from pyql.datasets.sql_fidelity import normalise_cell, same_rows
 
@@ -295,12 +299,16 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
 
     ``primary`` names the headline score (default: ``accuracy`` when defined, else ``hit@1``).
     """
-    rows = [_result(r) for r in results]
+    every = [_result(r) for r in results]
+    outages = Counter(r.status for r in every if r.status in OUTAGES)
+    rows = [r for r in every if r.status not in OUTAGES]
     n = len(rows)
     scores = _scores(rows)
     if primary is None:
         primary = "accuracy" if scores["accuracy"] is not None else "hit@1"
-    out: dict[str, Any] = {"n": n, "primary": primary, **scores}
+    out: dict[str, Any] = {"n": len(every), "scored": n, "primary": primary, **scores}
+    out["outages"] = {status: outages[status] for status in OUTAGES}
+    out["outage_total"] = sum(outages.values())
     for name, key in _USAGE_MEANS:
         out[name] = _mean([float(r.usage.get(key, 0.0)) for r in rows]) if n else None
     out["tokens"] = (None if not n else _mean([

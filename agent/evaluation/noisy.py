@@ -30,17 +30,17 @@ instead of the gold call (section 3.3, Tables 11-13):
 ``premature_execute``    ``execute()`` before the last fact / before ``set_answer``.
 =======================  ======================================================================
 
-**What happens next.** The stand-in reads the observation of its mistake from the next prompt
-(the last message). The agent renders a guideline hint as the hint's message followed by
-:data:`~pyql.agent.prompting.RETRY_WORDING`; the message does not carry the code, so the code is
-recovered from the message text by :func:`hint_code` (a table of the built-in guidelines'
-message patterns, :data:`HINT_PATTERNS`; tests check it against every guideline case file).
+**What happens next.** The stand-in reads what became of its mistake from the step record the
+agent hands it after every step (:meth:`NoisyGoldLLM.observe`, called by
+:class:`~pyql.agent.query_agent.QueryAgent` for any LLM that has it): the guideline code
+(``Step.hint``) and whether the step was accepted — structured fields, never the wording of a
+hint.
 
 - a hint whose code is in :data:`ADDRESSED_BY` for the injected type ("names the problem"): the
   stand-in writes the gold call it should have written (``corrected``);
-- otherwise, if the step was not applied — any other hint (ERASER rolled the step back) or a raw
-  ``Error: ...`` (without ERASER: a parse, arity or unknown-function error leaves the query as it
-  was) — it goes on with the gold call (``retried``);
+- otherwise, if the step was not accepted — any other hint (ERASER rolled the step back) or an
+  error (without ERASER: a parse, arity or unknown-function error leaves the query as it was) —
+  it goes on with the gold call (``retried``);
 - otherwise the mistake was accepted unnoticed: it goes on with the gold program from where it
   was, so the wrong fact stays in the query as with a real LLM that does not notice (``kept``).
   For the insertions (``cvt_answer``, an accepted ``premature_execute``) "where it was" is the
@@ -48,14 +48,14 @@ message patterns, :data:`HINT_PATTERNS`; tests check it against every guideline 
 
 A run that ends right after the mistake (an accepted premature ``execute()``, the step limit)
 leaves its record ``pending``; :meth:`NoisyGoldLLM.reconcile` settles it from the trajectory and
-adds the code the Session really returned (``trajectory_code``) to every record.
+adds the code of every mistake's step (``trajectory_code``) to every record.
 
 **Determinism.** Whether gold call *i* gets a mistake, which one, and its details are drawn from
 ``random.Random(f"{seed}:{i}")``: the same seed gives the same injections, and a run with ERASER
 and one without make the same mistake at the same gold call whenever both reach it (fair
 ablations). Each gold call is decided once; the step that follows a rejected mistake is always
-the gold call. Use :func:`item_seed` for per-question seeds (Python's ``hash`` of a string
-changes between processes).
+the gold call. Per-question seeds come from
+:func:`pyql.agent.evaluation.records.item_seed`.
 
 >>> llm = NoisyGoldLLM("get_relation(Kismet)\\nexecute()", rate=0.0, seed=0)
 >>> print(llm.complete([{"role": "system", "content": "..."},
@@ -67,7 +67,6 @@ Action 1: get_relation(Kismet)
 from __future__ import annotations
 
 import ast
-import hashlib
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -78,25 +77,19 @@ from pydantic import BaseModel
 
 from pyql.agent.accounting import TokenUsage
 from pyql.agent.llm import LLMReply, Message, ToolCall, apply_stop
-from pyql.agent.prompting import RETRY_WORDING
 from pyql.errors import ParseError
 from pyql.program import TOOLSETS, Call, Program
 from pyql.syntax import Atom, AtomKind, lex_atom
 
 if TYPE_CHECKING:
-    from pyql.agent.trajectory import Trajectory
+    from pyql.agent.trajectory import Step, Trajectory
 
 __all__ = [
     "INJECTION_TYPES",
     "ADDRESSED_BY",
-    "HINT_PATTERNS",
     "Injection",
     "NoisyGoldLLM",
     "UNKNOWN_CODE",
-    "hint_code",
-    "is_hint",
-    "item_seed",
-    "observation_body",
     "summarise",
 ]
 
@@ -130,59 +123,9 @@ ADDRESSED_BY: dict[str, frozenset[str]] = {
     "premature_execute": frozenset({"PY208", "DB105", "KB207", "KB208"}),
 }
 
-#: (code, pattern) in the order they are tried: the built-in guidelines' hint messages
-HINT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (code, re.compile(pattern, re.DOTALL)) for code, pattern in (
-        ("PY101", r"^You wrote (?:\d+ actions|more than one action)"),
-        ("PY102", r"Invalid action, next time you must choose an action from"),
-        ("PY103", r"^The action could not be read:"),
-        ("PY104", r"should have \d+(?: to \d+)? parameters?\. You have "),
-        ("PY201", r"^The (?:head|tail) of add_fact\(head, relation, tail\), "),
-        ("PY202", r" is not a valid relation for add_fact\(\)\."),
-        ("PY203", r" as operator in add_filter, which is invalid\."),
-        ("PY204", r"^The first parameter of add_filter, "),
-        ("PY205", r"^The third parameter of add_filter, "),
-        ("PY206", r"^The parameter of add_\w+\(\), .* is invalid: it must be an existing "
-                  r"variable with values\."),
-        ("PY208", r"^The query is empty, so there is nothing to execute\.|so execute\(\) does "
-                  r"not know which one is the answer\."),
-        ("RM201", r" is invalid in get_relation: it is a value shown for |^The parameter of "
-                  r"get_relation, .* is not a linked entity or created variable\."),
-        ("RM202", r"^You cannot query for the relations of "),
-        ("RM203", r"^You introduced unexisting variable in add_fact\(\).* reconsider the head "),
-        ("RM204", r"^You introduced unexisting variable in add_fact\(\).* Start from a linked "),
-        ("RM205", r"^You should use get_relation\(\) first\."),
-        ("RM206", r" is not a created variable\. You must set an existing variable as the "),
-        ("RM207", r" is not a created variable, and there are no variables yet"),
-        ("RM208", r"^\?\w+ has no values, so add_time_constrain\(\) cannot constrain it"),
-        ("PY207", r" is invalid\. You must set an existing variable as answer"),
-        ("DB101", r"^There is no (?:table|column) called "),
-        ("DB102", r"^The value .* does not occur in the column "),
-        ("DB103", r"^You choose add_condition as the action in this step\."),
-        ("DB104", r" is not valid for the column .*: its type is "),
-        ("DB105", r"^You must specify the answer with set_answer\(column, aggregation\) before "),
-        ("DB301", r"^The database could not run this step"),
-        ("DB302", r"^The database did not answer in time"),
-        ("KB201", r"^The relation .* that you choose leads to an empty result\..* Try to change "),
-        ("KB202", r"^The relation .* that you choose leads to an empty result\. Re-think "),
-        ("KB203", r"^Got an empty result after adding this triple pattern"),
-        ("KB204", r"^get_relation\(.*\) returned no relations: "),
-        ("KB205", r"^You choose add_filter as the action in this step\."),
-        ("KB206", r"^You choose add_\w+ as the action in this step\. However, we get an empty "),
-        ("KB207", r"^You should not set .* as the answer, because its value is "),
-        ("KB208", r"^\w+\(\) gives no answer\."),
-        ("KB301", r"^The KB could not run this step"),
-        ("KB302", r"^The KB did not answer in time"),
-        ("PY290", r"^(?:Argument \d+ of|An argument of) .* is invalid"),
-        ("PY291", r"\(\) cannot be applied here: "),
-    )
-)
-
-#: the code reported for a hint whose message matches no pattern (a third-party guideline)
+#: the code reported for a detected mistake whose step has no code (never from the Session)
 UNKNOWN_CODE = "?"
 
-_RETRY = re.compile(re.escape(RETRY_WORDING).replace(re.escape("{n}"), r"\d+") + r"\s*$")
-_OBS_PREFIX = re.compile(r"^\s*Observation\s*\d*\s*[:：]\s*")
 _RELATIONS = re.compile(r"\{'forward': (\[[^\]]*\]), 'backward': (\[[^\]]*\])\}")
 _QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _VALUES = re.compile(r"The value of variable (\?\w+) is (\[(?:" + _QUOTED + r"|[^\]'\"])*\])")
@@ -198,46 +141,6 @@ _INVALID_NAMES = {
 }
 
 Outcome = Literal["pending", "corrected", "retried", "kept", "ended"]
-
-
-def item_seed(seed: int, item_id: str) -> int:
-    """A per-question seed that is the same in every process (unlike ``hash``).
-
-    >>> item_seed(0, "1hop-dev-3") == item_seed(0, "1hop-dev-3")
-    True
-    """
-    digest = hashlib.sha256(f"{seed}\x00{item_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def observation_body(text: str) -> str:
-    """An observation message without its ``Observation n :`` prefix."""
-    return _OBS_PREFIX.sub("", text, count=1).strip()
-
-
-def is_hint(text: str) -> bool:
-    """Whether a rendered observation is a guideline hint (it ends with the retry wording)."""
-    return _RETRY.search(observation_body(text)) is not None
-
-
-def hint_code(text: str) -> str | None:
-    """The guideline code of a rendered hint, read from its message (:data:`HINT_PATTERNS`);
-    None when ``text`` is not a hint, :data:`UNKNOWN_CODE` when no pattern knows the message.
-
-    >>> hint_code("Observation 2 : find_relation() is not an available action. Invalid action, "
-    ...           "next time you must choose an action from: get_relation(). "
-    ...           "Please re-generate only Thought 3 and Action 3.")
-    'PY102'
-    """
-    body = observation_body(text)
-    match = _RETRY.search(body)
-    if match is None:
-        return None
-    message = body[: match.start()].strip()
-    for code, pattern in HINT_PATTERNS:
-        if pattern.search(message):
-            return code
-    return UNKNOWN_CODE
 
 
 class Injection(BaseModel):
@@ -256,9 +159,9 @@ class Injection(BaseModel):
     detail: str = ""
     #: a hint followed the mistake (None while unseen)
     hint_fired: bool | None = None
-    #: its code as read from the rendered hint (:func:`hint_code`)
+    #: its guideline code, from the step record the stand-in observed
     hint_code: str | None = None
-    #: the code the Session returned (set by :meth:`NoisyGoldLLM.reconcile`)
+    #: the code in the trajectory's step (set by :meth:`NoisyGoldLLM.reconcile`)
     trajectory_code: str | None = None
     #: the hint named the problem and the stand-in wrote the gold call next
     corrected: bool = False
@@ -268,7 +171,7 @@ class Injection(BaseModel):
 
     @property
     def code(self) -> str | None:
-        """The hint code: the Session's when known, else the decoded one."""
+        """The hint code: the trajectory's when known, else the observed one."""
         return self.trajectory_code if self.trajectory_code is not None else self.hint_code
 
 
@@ -284,7 +187,8 @@ class _Context:
     """What the stand-in reads from the prompt."""
 
     step: int
-    last: str | None
+    #: the record of the previous step (None before the first)
+    last: Step | None
     columns: tuple[str, ...]
     relations: tuple[str, ...] | None
     values: dict[str, list[str]] = field(default_factory=dict)
@@ -349,6 +253,11 @@ class NoisyGoldLLM:
         self._last_gold: int | None = None
         self._insisted: int | None = None
         self._vocabulary = self._profile_vocabulary()
+        #: what the observed steps showed: the last step, relations listed, values per variable
+        self._last_step: Step | None = None
+        self._relations: tuple[str, ...] | None = None
+        self._seen: dict[str, None] = {}
+        self._values: dict[str, list[str]] = {}
 
     def __repr__(self) -> str:
         return (f"NoisyGoldLLM(rate={self.rate}, seed={self.seed}, tools={self.tools!r}, "
@@ -375,15 +284,28 @@ class NoisyGoldLLM:
         return LLMReply(text=apply_stop(text, stop), usage=usage, model=self.model,
                         finish_reason="stop", cost=0.0)
 
+    def observe(self, step: Step) -> None:
+        """Read the record of the step just taken (its hint code, whether it was accepted, and
+        from an accepted observation the relations listed and the values shown)."""
+        self._last_step = step
+        if step.hint is not None or not step.accepted:
+            return
+        for fwd, bwd in _RELATIONS.findall(step.observation):
+            listed = (*_literal_list(fwd), *_literal_list(bwd))
+            self._relations = listed
+            self._seen.update(dict.fromkeys(listed))
+        for var, shown in _VALUES.findall(step.observation):
+            self._values[var] = _literal_list(shown)
+
     # -- records --------------------------------------------------------------------------------
     def reconcile(self, trajectory: Trajectory) -> list[Injection]:
         """Settle the records with the trajectory: the code each step really got
         (``trajectory_code``) and, for a mistake the run ended on, whether a hint fired
         (outcome ``ended``).
 
-        ``corrected`` is decided again from the Session's code, so a hint whose message
-        :data:`HINT_PATTERNS` does not know (a new or third-party guideline) is still counted
-        right. What the stand-in wrote does not change: after any hint it wrote the gold call.
+        ``corrected`` is decided again from the trajectory's code (a run that did not hand the
+        stand-in its steps is settled here). What the stand-in wrote does not change: after any
+        hint it wrote the gold call.
         """
         steps = {s.n: s for s in trajectory.steps}
         for inj in self.injections:
@@ -403,35 +325,20 @@ class NoisyGoldLLM:
     # -- reading the prompt ---------------------------------------------------------------------
     def _context(self, messages: Sequence[Message]) -> _Context:
         step = 1 + sum(1 for m in messages if m.get("role") == "assistant")
-        observations = [str(m.get("content") or "") for m in messages[2:]
-                        if m.get("role") in ("user", "tool")]
-        last = None
-        if step > 1 and messages and messages[-1].get("role") in ("user", "tool"):
-            last = str(messages[-1].get("content") or "")
         columns: tuple[str, ...] = ()
         if len(messages) > 1 and self.tools == "sql":
             columns = _columns(str(messages[1].get("content") or ""))
-        relations: tuple[str, ...] | None = None
-        seen: list[str] = []
-        values: dict[str, list[str]] = {}
-        for text in observations:
-            if is_hint(text):
-                continue
-            for fwd, bwd in _RELATIONS.findall(text):
-                listed = tuple(r for r in (*_literal_list(fwd), *_literal_list(bwd)))
-                relations = listed
-                seen.extend(listed)
-            for var, shown in _VALUES.findall(text):
-                values[var] = _literal_list(shown)
-        return _Context(step=step, last=last, columns=columns, relations=relations,
-                        values=values, seen_relations=tuple(dict.fromkeys(seen)))
+        last = self._last_step if step > 1 else None
+        return _Context(step=step, last=last, columns=columns, relations=self._relations,
+                        values=self._values, seen_relations=tuple(self._seen))
 
     # -- choosing the next action ---------------------------------------------------------------
     def _next_action(self, ctx: _Context) -> tuple[Call, str]:
         pending, self._pending = self._pending, None
         last_gold, self._last_gold = self._last_gold, None
+        last = ctx.last
         if (pending is None and last_gold is not None and last_gold != self._insisted
-                and is_hint(ctx.last or "")):
+                and last is not None and last.hint is not None):
             # a correct step got a hint: insist once, as a model sure of its step would (a
             # result-based hint is accepted when the action is repeated: HintPolicy)
             self._insisted = last_gold
@@ -439,12 +346,11 @@ class NoisyGoldLLM:
             return self.calls[last_gold], "I checked that step; the question needs it as it is."
         if pending is not None:
             inj = pending.injection
-            text = ctx.last or ""
-            fired = is_hint(text)
+            fired = last is not None and last.hint is not None
             inj.hint_fired = fired
-            inj.hint_code = hint_code(text) if fired else None
-            inj.observation = observation_body(text)[:200]
-            rejected = fired or observation_body(text).startswith("Error")
+            inj.hint_code = last.hint if last is not None else None
+            inj.observation = last.observation[:200] if last is not None else ""
+            rejected = fired or (last is not None and not last.accepted)
             if fired and inj.hint_code in ADDRESSED_BY[inj.type]:
                 inj.corrected = True
                 inj.outcome = "corrected"

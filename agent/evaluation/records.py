@@ -12,15 +12,33 @@ A run directory holds:
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["EvalItem", "StepRecord", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS"]
+__all__ = ["EvalItem", "StepRecord", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS",
+           "OUTAGES", "item_seed"]
 
 CONFIG = "config.json"
 RESULTS = "results.jsonl"
 METRICS = "metrics.json"
+
+#: the statuses of a question that ended in an outage (the KB/DB or the LLM was unreachable,
+#: failed or timed out): not a wrong answer, left out of the scores, re-run by ``--resume``
+OUTAGES: tuple[str, ...] = ("backend_error", "llm_error", "llm_timeout")
+
+
+def item_seed(seed: int, item_id: str) -> int:
+    """The seed of one question: the run's ``seed`` and the question id, the same in every
+    process (unlike ``hash``). The one place item seeds come from: stand-ins and ablations get
+    it, so an ERASER-on and an ERASER-off run make the same choices on the same question.
+
+    >>> item_seed(0, "1hop-dev-3") == item_seed(0, "1hop-dev-3") != item_seed(1, "1hop-dev-3")
+    True
+    """
+    digest = hashlib.sha256(f"{seed}\x00{item_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 class EvalItem(BaseModel):
@@ -82,6 +100,10 @@ class QuestionResult(BaseModel):
     stop_reason: str = ""
     #: an error that ended the question (the run goes on); None when it ran to the end
     error: str | None = None
+    #: what ended the question: ``ok`` (it ran to its end; the answer is scored), ``error``
+    #: (a failure of the question itself, scored 0), or an outage of :data:`OUTAGES`
+    #: (``backend_error``, ``llm_error``, ``llm_timeout``: not scored, re-run by ``--resume``)
+    status: str = "ok"
     query: str = ""
     program: str = ""
     steps: tuple[StepRecord, ...] = ()
@@ -109,5 +131,16 @@ class RunConfig(BaseModel):
     mode: Literal["text", "tools"] = "text"
     llm_cache: str | None = None
     kb_cache: str | None = None
+    #: the registered strategy (entry-point group ``pyql.strategies``) and its own options
+    strategy: str = "queryagent"
+    options: dict[str, Any] = Field(default_factory=dict)
+    #: run ERASER on and off (sub-runs ``eraser_on/`` and ``eraser_off/``, one combined table)
+    ablation: bool = False
+    #: LLM client bounds: seconds per call, retries per call; seconds per question (None: none)
+    llm_timeout: float | None = None
+    max_retries: int | None = None
+    question_deadline: float | None = None
+    #: stop the run after this many questions in a row ended in an outage (0: never)
+    max_outages: int = 5
     pyql_version: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)

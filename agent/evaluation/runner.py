@@ -7,9 +7,12 @@
   once the dataset and its backend have opened and before any question runs;
 - ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line, in
   the order questions finish, append-only. Each line is written whole by one ``os.write`` of
-  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock, then ``fdatasync``-ed: after a
-  crash the file is a run of complete lines, possibly followed by one partial line, which
-  :func:`resume` truncates away (and syncs) before it appends anything. Readers skip a last line
+  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock; ``fdatasync``-ed at most once a
+  second (and when the run ends), so a process that is killed loses no written line (the lines
+  are in the OS's cache) and a machine that loses power loses at most the last second of
+  results, which :func:`resume` runs again. After a crash the file is a run of complete lines,
+  possibly followed by one partial line, which :func:`resume` truncates away (and syncs) before
+  it appends anything. Readers skip a last line
   without its newline; if an id ever appeared twice (a file edited by hand), its last line
   would count, as in ``pyql report``;
 - ``trajectories.jsonl``: every question's :class:`~pyql.agent.trajectory.Trajectory`
@@ -58,26 +61,43 @@ from typing import Any
 
 from pyql import __version__
 from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.errors import LLMAuthError, LLMModelNotFoundError, LLMRateLimitError
+from pyql.agent.errors import (
+    LLMAuthError,
+    LLMModelNotFoundError,
+    LLMRateLimitError,
+    LLMServerError,
+    LLMTimeoutError,
+)
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
 from pyql.agent.evaluation.metrics import aggregate, corrections, score_item
 from pyql.agent.evaluation.records import (
     CONFIG,
     METRICS,
+    OUTAGES,
     RESULTS,
     EvalItem,
     QuestionResult,
     RunConfig,
     StepRecord,
 )
-from pyql.agent.evaluation.specs import LLMProvider, LLMSpecError, RateGate, build_provider
-from pyql.errors import PyqlError
+from pyql.agent.evaluation.specs import (
+    DeadlineLLM,
+    LLMProvider,
+    LLMSpecError,
+    RateGate,
+    build_provider,
+)
+from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
+from pyql.agent.trajectory import Step, Trajectory
+from pyql.errors import BackendError, PyqlError
 
 __all__ = [
     "evaluate",
     "resume",
     "EvalAbort",
+    "OutageAbort",
+    "outage_status",
     "RunDirError",
     "ResultsLog",
     "read_results",
@@ -103,6 +123,49 @@ class RunDirError(PyqlError):
 
 class EvalAbort(PyqlError):
     """A failure that stops the whole run (auth, unknown model, quota, bad spec, a bug)."""
+
+
+class OutageAbort(EvalAbort):
+    """The circuit breaker: ``count`` questions in a row ended in an outage (``status``: one of
+    :data:`~pyql.agent.evaluation.records.OUTAGES`); ``error`` is the last one's error."""
+
+    def __init__(self, status: str, count: int, error: str) -> None:
+        self.status = status
+        self.count = count
+        self.error = error
+        what = {"backend_error": "the KB/DB is down", "llm_error": "the LLM is failing",
+                "llm_timeout": "the LLM does not answer in time"}.get(status, status)
+        super().__init__(f"{what}: {count} questions in a row ended in {status} (last: {error})")
+
+
+def outage_status(exc: BaseException | None, steps: tuple[Step, ...] | list[Step] = ()) -> str:
+    """How a question ended: an outage of :data:`~pyql.agent.evaluation.records.OUTAGES`, else
+    ``error`` (an exception of the question itself) or ``ok``.
+
+    An LLM that timed out is ``llm_timeout``; an LLM server or connection failure (after its
+    retries) ``llm_error``; a backend that failed — raised, or reported by a step whose
+    ``env_status`` is ``backend_error`` on a question that did not finish (a gold program then
+    runs out of calls, a model out of steps) — ``backend_error``.
+
+    >>> from pyql.agent.errors import LLMTimeoutError
+    >>> outage_status(LLMTimeoutError("slow")), outage_status(None), outage_status(ValueError())
+    ('llm_timeout', 'ok', 'error')
+    """
+    if isinstance(exc, LLMTimeoutError):
+        return "llm_timeout"
+    if isinstance(exc, (LLMServerError, LLMRateLimitError)):
+        return "llm_error"
+    if isinstance(exc, BackendError) or any(s.env_status == "backend_error" for s in steps):
+        return "backend_error"
+    return "ok" if exc is None else "error"
+
+
+def _status(record: QuestionResult) -> str:
+    """A result's status (results written before statuses existed: ``error`` when they have
+    one)."""
+    if record.status == "ok" and record.error is not None:
+        return "error"
+    return record.status
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -135,11 +198,15 @@ class ResultsLog:
     """An append-only JSON-lines file: whole lines only, one ``write`` each (module docstring).
     """
 
-    def __init__(self, path: Path, *, sync: bool = True) -> None:
+    def __init__(self, path: Path, *, sync: bool = True, sync_interval: float = 1.0) -> None:
         self.path = path
         self.sync = sync
+        #: seconds between two syncs (0: sync every append)
+        self.sync_interval = sync_interval
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._synced = float("-inf")
+        self._dirty = False
 
     def repair(self) -> int:
         """Cut a partial last line off (and sync the cut); return the bytes dropped. Only the
@@ -175,7 +242,8 @@ class ResultsLog:
         return self
 
     def append(self, *lines: str) -> None:
-        """Append ``lines`` (no newline in any) as one write; sync it when ``sync``."""
+        """Append ``lines`` (no newline in any) as one write; when ``sync``, sync the file if
+        the last sync is ``sync_interval`` seconds old (:meth:`close` syncs the rest)."""
         if any("\n" in line for line in lines):
             raise ValueError("a record must be one line")
         data = "".join(line + "\n" for line in lines).encode()
@@ -184,11 +252,19 @@ class ResultsLog:
                 raise RuntimeError(f"{self.path} is not open")
             _write_all(self._fd, data)
             if self.sync:
-                _sync(self._fd)
+                now = time.monotonic()
+                if now - self._synced >= self.sync_interval:
+                    _sync(self._fd)
+                    self._synced, self._dirty = now, False
+                else:
+                    self._dirty = True
 
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
+                if self._dirty:
+                    _sync(self._fd)
+                    self._dirty = False
                 os.close(self._fd)
                 self._fd = None
 
@@ -298,6 +374,16 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _step_records(steps: tuple[Step, ...] | list[Step]) -> tuple[StepRecord, ...]:
+    return tuple(
+        StepRecord(n=s.n, thought=s.thought, action=s.action, observation=s.observation,
+                   hint=s.hint, status=s.status, query=s.query,
+                   prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
+                   seconds=s.llm_latency + s.env_latency)
+        for s in steps
+    )
+
+
 def _slim(result: QuestionResult) -> QuestionResult:
     """What the aggregate needs (no steps): kept in memory for the running metrics."""
     return result.model_copy(update={"steps": ()}) if result.steps else result
@@ -378,7 +464,13 @@ class _Session:
         self.session_done = 0
         self.unexpected = 0
         self.clean = 0
+        #: questions in a row that ended in an outage (the circuit breaker's count)
+        self.outages_in_a_row = 0
         self._write_lock = threading.Lock()
+        try:
+            self.strategy: StrategyType = get_strategy(config.strategy)
+        except UnknownStrategyError as exc:
+            raise EvalAbort(str(exc)) from exc
         self.prices = PriceTable()
         model = getattr(getattr(provider, "base", None), "model", "") or ""
         tiktoken_dir = os.environ.get("PYQL_TIKTOKEN_DIR") or (
@@ -392,18 +484,19 @@ class _Session:
         if self.stop.is_set():
             raise _Stopped
         start = time.perf_counter()
+        steps: list[Step] = []
         lines: list[str] = []
         try:
-            result, lines = self._answer(item)
+            result, lines = self._answer(item, steps)
         except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
             raise EvalAbort(f"{type(exc).__name__}: {exc}") from exc
         except LLMRateLimitError as exc:
             if exc.code == "insufficient_quota":
                 raise EvalAbort(f"the API quota is exhausted: {exc}") from exc
-            result = self._failed(item, exc, start)
+            result, lines = self._failed(item, exc, start, steps)
         except (PyqlError, OSError) as exc:
             log.info("%s: %s: %s", item.id, type(exc).__name__, exc)
-            result = self._failed(item, exc, start)
+            result, lines = self._failed(item, exc, start, steps)
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on (see module doc)
             log.exception("%s: unexpected error", item.id)
             with self._write_lock:
@@ -413,51 +506,67 @@ class _Session:
                 raise EvalAbort(f"the first {_BUG_THRESHOLD} questions all failed with "
                                 f"unexpected errors; the last: {type(exc).__name__}: {exc}"
                                 ) from exc
-            result = self._failed(item, exc, start)
+            result, lines = self._failed(item, exc, start, steps)
         else:
             with self._write_lock:
                 self.clean += 1
         self._write(result, lines)
+        self._breaker(result)
         return _slim(result)
 
-    def _answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
-        from pyql.agent.query_agent import QueryAgent
+    def _breaker(self, result: QuestionResult) -> None:
+        """Stop the run after ``max_outages`` questions in a row ended in an outage."""
+        limit = self.config.max_outages
+        with self._write_lock:
+            if result.status in OUTAGES:
+                self.outages_in_a_row += 1
+            else:
+                self.outages_in_a_row = 0
+            tripped = limit > 0 and self.outages_in_a_row >= limit
+        if tripped:
+            raise OutageAbort(result.status, self.outages_in_a_row, result.error or "")
 
-        llm = self.provider.for_item(item)
-        env = self.backend.for_item(item, cache=self.kb_cache)
-        agent = QueryAgent(
-            llm, env, guidelines=True if self.config.guidelines else None,
-            max_steps=self.config.max_steps, mode=self.config.mode,
-            profile=self.dataset.profile, table=item.table, token_counter=self.counter,
-            price_table=self.prices,
+    def _strategy_config(self, item: EvalItem) -> StrategyConfig:
+        return StrategyConfig(
+            guidelines=self.config.guidelines, max_steps=self.config.max_steps,
+            mode=self.config.mode, profile=self.dataset.profile, seed=self.config.seed,
+            table=item.table, token_counter=self.counter, price_table=self.prices,
+            options=self.config.options,
         )
-        res = agent.run(item.question, item.entities, table=item.table, meta={"id": item.id})
+
+    def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
+        llm = self.provider.for_item(item)
+        if self.config.question_deadline is not None:
+            llm = DeadlineLLM(llm, self.config.question_deadline)
+        env = self.backend.for_item(item, cache=self.kb_cache)
+        strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
+        res = strategy.run(item.question, item.entities, table=item.table, meta={"id": item.id},
+                           on_step=steps.append)
         trajectory = res.trajectory
         usage = res.usage
-        steps = tuple(
-            StepRecord(n=s.n, thought=s.thought, action=s.action, observation=s.observation,
-                       hint=s.hint, status=s.status, query=s.query,
-                       prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
-                       seconds=s.llm_latency + s.env_latency)
-            for s in trajectory.steps
-        )
+        status = outage_status(None, trajectory.steps) if not res.finished else "ok"
+        error = None
+        if status != "ok":
+            error = next((s.error for s in reversed(trajectory.steps)
+                          if s.env_status == "backend_error" and s.error), status)
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers),
             predicted=_jsonable(tuple(res.answers)),
-            metrics=score_item(self.dataset.metric, item, res.answers),
+            metrics=score_item(self.dataset.metric, item, res.answers) if status == "ok" else {},
             usage={
                 "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_tokens, "cost": usage.cost,
                 "kb_queries": usage.kb_queries, "seconds": usage.seconds,
-                "llm_seconds": usage.llm_seconds, "steps": len(steps),
+                "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,
-            program=str(res.program), steps=steps, meta=self._meta(item),
+            program=str(res.program), steps=_step_records(trajectory.steps),
+            meta=self._meta(item), status=status, error=error,
         )
-        lines = [json.dumps(r, ensure_ascii=False, default=str) for r in trajectory.records()]
+        lines = list(trajectory.lines())
         injections = _injections(llm, trajectory)
         if injections is not None:
             result = result.model_copy(update={"meta": {**result.meta, "injections": injections}})
@@ -471,13 +580,34 @@ class _Session:
             meta.setdefault("db_id", item.db_id)
         return meta
 
-    def _failed(self, item: EvalItem, exc: BaseException, start: float) -> QuestionResult:
-        return QuestionResult(
+    def _failed(self, item: EvalItem, exc: BaseException, start: float, steps: list[Step]
+                ) -> tuple[QuestionResult, list[str]]:
+        """The result of a question that raised, and its trajectory so far (the steps the
+        strategy reported before it failed)."""
+        status = outage_status(exc, steps)
+        error = f"{type(exc).__name__}: {exc}"
+        if status == "backend_error" and not isinstance(exc, BackendError):
+            # the gold program ran out because the backend failed: name the backend's error
+            error = next((s.error for s in reversed(steps)
+                          if s.env_status == "backend_error" and s.error), error)
+        seconds = time.perf_counter() - start
+        result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
-            metrics={k: 0.0 for k in score_item(self.dataset.metric, item, ())},
-            usage={"seconds": time.perf_counter() - start}, finished=False,
-            stop_reason="error", error=f"{type(exc).__name__}: {exc}", meta=self._meta(item),
+            metrics=({k: 0.0 for k in score_item(self.dataset.metric, item, ())}
+                     if status == "error" else {}),
+            usage={"seconds": seconds, "steps": len(steps),
+                   "llm_calls": sum(1 for s in steps if s.reply_text or s.tool_calls),
+                   "kb_queries": sum(s.kb_queries for s in steps)},
+            finished=False, stop_reason=status, error=error, status=status,
+            steps=_step_records(steps), meta=self._meta(item),
         )
+        trajectory = Trajectory(
+            question=item.question, entities=dict(item.entities), strategy=self.config.strategy,
+            steps=tuple(steps), finished=False, stop_reason=status,
+            meta={"id": item.id, "error": error, "status": status},
+        )
+        lines = list(trajectory.lines())
+        return result, lines
 
     def _write(self, result: QuestionResult, trajectory: list[str]) -> None:
         line = result.model_dump_json()
@@ -489,10 +619,12 @@ class _Session:
 
     # -- in the event loop ----------------------------------------------------------------------
     def run_section(self, started: float, items_total: int) -> dict[str, Any]:
+        done = sum(1 for r in self.done.values() if r.status not in OUTAGES)
         section: dict[str, Any] = {
             "dataset": self.config.dataset, "split": self.config.split, "llm": self.config.llm,
-            "items": items_total, "done": len(self.done),
-            "complete": len(self.done) >= items_total,
+            "strategy": self.config.strategy,
+            "items": items_total, "done": done,
+            "complete": done >= items_total,
             "this_session": {"questions": self.session_done,
                              "wall_seconds": round(time.perf_counter() - started, 3),
                              "concurrency": self.concurrency},
@@ -516,6 +648,7 @@ class _Progress:
         self.sums: dict[str, float] = {primary: 0.0, "f1": 0.0}
         self.n = 0
         self.errors = 0
+        self.outages = 0
         self._bar: Any = None
         self._task: Any = None
         if not enabled:
@@ -548,15 +681,20 @@ class _Progress:
             self._bar.stop()
 
     def add(self, result: QuestionResult, *, advance: bool = True) -> None:
-        self.n += 1
-        for key in self.sums:
-            self.sums[key] += float(result.metrics.get(key, 0.0))
-        self.errors += 1 if result.error is not None else 0
+        if result.status in OUTAGES:
+            self.outages += 1
+        else:
+            self.n += 1
+            for key in self.sums:
+                self.sums[key] += float(result.metrics.get(key, 0.0))
+            self.errors += 1 if result.error is not None else 0
         if self._bar is not None and advance:
-            parts = [f"{self.primary} {self.sums[self.primary] / self.n:.3f}"]
+            parts = [f"{self.primary} {self.sums[self.primary] / max(self.n, 1):.3f}"]
             if self.primary != "f1" and "f1" in result.metrics:
-                parts.append(f"F1 {self.sums['f1'] / self.n:.3f}")
+                parts.append(f"F1 {self.sums['f1'] / max(self.n, 1):.3f}")
             parts.append(f"errors {self.errors}")
+            if self.outages:
+                parts.append(f"outages {self.outages}")
             self._bar.update(self._task, advance=1, stats=" · ".join(parts))
 
 
@@ -633,6 +771,14 @@ def _write_running_metrics(session: _Session, started: float, total: int) -> Non
     _atomic_write_json(session.out_dir / METRICS, metrics)
 
 
+def _client_options(config: RunConfig) -> dict[str, Any]:
+    """The OpenAI client's bounds from the run's configuration (only those set)."""
+    options: dict[str, Any] = {}
+    if config.llm_timeout is not None:
+        options["timeout"] = config.llm_timeout
+    return options
+
+
 def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
           gate: RateGate | None, concurrency: int
           ) -> tuple[_Session, EvalDataset]:
@@ -643,8 +789,11 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
     if provider is None:
         try:
             provider = build_provider(config.llm, base_url=config.base_url, seed=config.seed,
-                                      mode=config.mode, gate=gate, llm_cache=llm_cache)
-        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
+                                      strategy=config.strategy, gate=gate, llm_cache=llm_cache,
+                                      openai_options=_client_options(config),
+                                      max_retries=config.max_retries)
+        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError,
+                UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc
     items = dataset.items(config.split, limit=config.limit, sample=config.sample,
                           seed=config.seed)
@@ -673,14 +822,19 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             session.trajectory_log.repair()
             wanted = {item.id for item in session.items}
             for record in iter_records(out_dir / RESULTS, drop=("steps",)):
-                if record["id"] in session.done:
+                earlier = session.done.get(record["id"])
+                if earlier is not None and earlier.status not in OUTAGES:
                     log.warning("%s: question %s appears twice; the last line counts",
                                 out_dir / RESULTS, record["id"])
                 elif record["id"] not in wanted:
                     log.warning("%s: question %s is not in this run's selection",
                                 out_dir / RESULTS, record["id"])
-                session.done[record["id"]] = _slim(QuestionResult.model_validate(record))
-            todo = [item for item in session.items if item.id not in session.done]
+                result = QuestionResult.model_validate(record)
+                session.done[record["id"]] = _slim(result.model_copy(
+                    update={"status": _status(result)}))
+            # questions that ended in an outage run again (their new line counts)
+            todo = [item for item in session.items
+                    if item.id not in session.done or session.done[item.id].status in OUTAGES]
             log.info("%s: %d questions, %d done, %d to run (concurrency %d)", out_dir,
                      len(session.items), len(session.items) - len(todo), len(todo), k)
             session.results_log.open()
@@ -708,7 +862,8 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
 
 def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str, Any]:
     """metrics.json recomputed from results.jsonl, with this session's ``run`` section."""
-    done = {r["id"] for r in iter_records(out_dir / RESULTS, drop=("steps",))}
+    done = {r.id for r in _unique(iter_records(out_dir / RESULTS, drop=("steps",)))
+            if r.status not in OUTAGES}
     section = session.run_section(started, len(session.items))
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)

@@ -12,10 +12,11 @@ spec                   the LLM of each question
 ``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
-``gold``               :class:`GoldLLM`: the question's gold program, one call per step, in the
-                       agent's reply format
-``noisy-gold:RATE``    ``pyql.agent.evaluation.noisy.NoisyGoldLLM`` (the gold program with errors
-                       injected at ``RATE``), seeded per question from ``--seed`` and the id
+``gold``               the strategy's stand-in (``stand_in``): for QueryAgent :class:`GoldLLM`, the
+                       question's gold program, one call per step, in the agent's reply format
+``noisy-gold:RATE``    the strategy's noisy stand-in: for QueryAgent
+                       ``pyql.agent.evaluation.noisy.NoisyGoldLLM`` (the gold program with errors
+                       injected at ``RATE``), seeded per question (``item_seed``)
 =====================  ============================================================================
 
 **Rate limits.** :class:`GatedLLM` puts a :class:`RateGate` in front of a client: before every
@@ -32,7 +33,6 @@ that long before each reply, so a run lasts long enough to be killed half-way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -49,7 +49,7 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.evaluation.records import EvalItem, item_seed
 from pyql.agent.llm import LLM, LLMReply, Message, ToolCall
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
@@ -61,13 +61,14 @@ __all__ = [
     "GoldLLM",
     "LLMProvider",
     "SharedLLMProvider",
-    "GoldProvider",
-    "NoisyGoldProvider",
+    "StandInProvider",
+    "DeadlineLLM",
     "ReplayProvider",
     "parse_llm_spec",
     "build_provider",
+    "no_program_reason",
+    "noisy_rate",
     "TEST_DELAY_ENV",
-    "item_seed",
 ]
 
 log = logging.getLogger(__name__)
@@ -229,14 +230,16 @@ class GoldLLM:
     """Replays a gold program in the agent's reply format: one call per LLM call.
 
     The ``i``-th request gets the program's ``i``-th call, as ``Thought n : ...`` /
-    ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``), where
+    ``Action n : call`` text (``mode="text"``) or as one tool call (``mode="tools"``; the default,
+    ``None``, answers with a tool call when the request offers tools), where
     ``n`` is the step the agent is at. A call that gets a guideline hint is repeated once (a
     result-based hint is accepted when the action is repeated, see
     :class:`pyql.session.HintPolicy`); if the repeat is refused too, the next request gets the
     next call. A program that does not end with ``execute()`` gets one. When the program is
     exhausted (or there is none) the request raises
     :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent
-    counts the prompt) and cost 0.
+    counts the prompt) and cost 0. Whether the last step got a hint is read from its record
+    (:meth:`observe`, called by the agent after every step), never from the prompt's wording.
 
     >>> llm = GoldLLM("add_fact(Kismet, directed_by, ?d)\\nset_answer(?d)")
     >>> print(llm.complete([{"role": "user", "content": "q"}]).text)
@@ -249,7 +252,7 @@ class GoldLLM:
         program: str | Program | None,
         *,
         tools: str = "sparql",
-        mode: str = "text",
+        mode: str | None = None,
         delay: float | None = None,
         sleep: Sleep = time.sleep,
         model: str = "gold",
@@ -259,25 +262,47 @@ class GoldLLM:
         self.tools = tools
         self.mode = mode
         self.reason = reason
-        if program is None:
-            self.calls: list[Call] = []
-        else:
+        #: the program's calls as the agent writes them (text mode needs no parse: a gold
+        #: program prints one call per line); parsed on the first tool-call reply
+        self._text: list[str] = []
+        self._calls: list[Call] | None = None
+        if isinstance(program, Program) or (program is not None and mode == "tools"):
             parsed = program if isinstance(program, Program) else Program.parse(program, tools)
-            self.calls = list(parsed)
-            if not self.calls or self.calls[-1].name != "execute":
-                self.calls.append(Call(name="execute"))
+            self._set_calls(list(parsed))
+        elif program is not None:
+            self._text = [line.strip() for line in program.splitlines() if line.strip()]
+            if not self._text or not self._text[-1].startswith("execute("):
+                self._text.append("execute()")
         self.delay = _test_delay() if delay is None else delay
         self._sleep = sleep
         self._next = 0
         self._insisted = -1
+        self._hinted = False
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"GoldLLM({len(self.calls)} calls, mode={self.mode!r})"
+        return f"GoldLLM({len(self._text)} calls, mode={self.mode!r})"
+
+    def _set_calls(self, calls: list[Call]) -> None:
+        if not calls or calls[-1].name != "execute":
+            calls.append(Call(name="execute"))
+        self._calls = calls
+        self._text = [str(c) for c in calls]
+
+    @property
+    def calls(self) -> list[Call]:
+        """The program's calls (``execute()`` added when it has none at the end)."""
+        if self._calls is None:
+            self._calls = [Program.parse(line, self.tools).calls[0] for line in self._text]
+        return self._calls
 
     @property
     def remaining(self) -> int:
-        return len(self.calls) - self._next
+        return len(self._text) - self._next
+
+    def observe(self, step: Any) -> None:
+        """Read the record of the step just taken (:class:`~pyql.agent.trajectory.Step`)."""
+        self._hinted = step.hint is not None
 
     def complete(
         self,
@@ -290,28 +315,27 @@ class GoldLLM:
             self._sleep(self.delay)
         with self._lock:
             index = self._next
-            if index > 0 and index - 1 != self._insisted and _last_is_hint(messages):
+            if index > 0 and index - 1 != self._insisted and self._hinted:
                 # the previous call got a hint: insist once, as a model sure of its step would
                 # (a result-based hint is given once: pyql.session.HintPolicy)
                 self._insisted = index - 1
                 index -= 1
-            elif index >= len(self.calls):
-                if self.calls:
-                    what = f"the gold program has {len(self.calls)} calls"
+            elif index >= len(self._text):
+                if self._text:
+                    what = f"the gold program has {len(self._text)} calls"
                 else:
                     what = self.reason or "there is no gold program"
                 raise LLMScriptExhaustedError(f"{what}; call {index + 1} was asked",
                                               model=self.model)
             else:
                 self._next += 1
-        call = self.calls[index]
         n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
-        thought = f"Step {index + 1} of {len(self.calls)} of the gold program."
-        if self.mode == "tools" and tools:
+        thought = f"Step {index + 1} of {len(self._text)} of the gold program."
+        if tools and self.mode != "text":
             return LLMReply(text=f"Thought {n} : {thought}",
-                            tool_calls=(self._tool_call(call, n),), model=self.model,
-                            finish_reason="tool_calls", cost=0.0)
-        text = f"Thought {n} : {thought}\nAction {n} : {call}"
+                            tool_calls=(self._tool_call(self.calls[index], n),),
+                            model=self.model, finish_reason="tool_calls", cost=0.0)
+        text = f"Thought {n} : {thought}\nAction {n} : {self._text[index]}"
         return LLMReply(text=text, model=self.model, finish_reason="stop", cost=0.0)
 
     def _tool_call(self, call: Call, n: int) -> ToolCall:
@@ -322,18 +346,6 @@ class GoldLLM:
         arguments = {name: str(arg) for name, arg in zip(names, call.args, strict=False)}
         return ToolCall(id=f"call_{n}", name=call.name,
                         arguments=json.dumps(arguments, ensure_ascii=False))
-
-
-def _last_is_hint(messages: Sequence[Message]) -> bool:
-    from pyql.agent.evaluation.noisy import is_hint
-
-    for message in reversed(messages):
-        if message.get("role") in ("user", "tool"):
-            content = message.get("content")
-            return isinstance(content, str) and is_hint(content)
-        if message.get("role") == "assistant":
-            return False
-    return False
 
 
 # -- providers ----------------------------------------------------------------------------------
@@ -352,13 +364,18 @@ class LLMProvider(Protocol):
 class _Wrapping:
     """Applies the run's gate and LLM cache to the LLMs a provider makes."""
 
-    def __init__(self, gate: RateGate | None, llm_cache: Any) -> None:
+    def __init__(self, gate: RateGate | None, llm_cache: Any, *,
+                 max_retries: int | None = None) -> None:
         self.gate = gate
         self.llm_cache = llm_cache
+        self.max_retries = max_retries
 
     def wrap(self, llm: LLM, *, gated: bool) -> LLM:
         if gated and self.gate is not None:
-            llm = GatedLLM(llm, self.gate)
+            if self.max_retries is None:
+                llm = GatedLLM(llm, self.gate)
+            else:
+                llm = GatedLLM(llm, self.gate, max_retries=self.max_retries)
         if self.llm_cache is not None:
             from pyql.agent.evaluation.caches import CachedLLM
 
@@ -370,74 +387,61 @@ class SharedLLMProvider:
     """One LLM for every question (an API client is thread-safe)."""
 
     def __init__(self, llm: LLM, *, spec: str = "", gate: RateGate | None = None,
-                 llm_cache: Any = None) -> None:
+                 llm_cache: Any = None, max_retries: int | None = None) -> None:
         self.spec = spec or getattr(llm, "model", "shared")
         self.base = llm
         #: the rate gate in front of the client (the run reports its pauses)
         self.gate = gate
-        self.llm = _Wrapping(gate, llm_cache).wrap(llm, gated=True)
+        self.llm = _Wrapping(gate, llm_cache, max_retries=max_retries).wrap(llm, gated=True)
 
     def for_item(self, item: EvalItem) -> LLM:
         return self.llm
 
 
-class GoldProvider:
-    """A fresh :class:`GoldLLM` per question, replaying ``item.program``."""
+class StandInProvider:
+    """A fresh stand-in LLM per question (``--llm gold``, ``--llm noisy-gold:RATE``), made by
+    the strategy's own ``stand_in(spec, item, *, seed)`` classmethod: each strategy asks its LLM
+    different questions, so each knows how to play its own gold model. ``seed`` is the run's
+    seed; each question gets :func:`~pyql.agent.evaluation.records.item_seed` of it."""
 
-    def __init__(self, *, mode: str = "text", spec: str = "gold", llm_cache: Any = None,
-                 delay: float | None = None) -> None:
+    def __init__(self, spec: str, *, strategy: str = "queryagent", seed: int = 0,
+                 llm_cache: Any = None) -> None:
+        from pyql.agent.strategy import get_strategy
+
         self.spec = spec
-        self.mode = mode
-        self.delay = _test_delay() if delay is None else delay
+        self.strategy = strategy
+        self.seed = seed
+        kind = get_strategy(strategy)
+        stand_in = getattr(kind, "stand_in", None)
+        if not callable(stand_in):
+            raise LLMSpecError(f"strategy {strategy!r} has no stand-in LLM for --llm {spec}: "
+                               "use a model (openai:MODEL) or a replay")
+        self._stand_in: Callable[..., LLM] = stand_in
         self._wrap = _Wrapping(None, llm_cache)
 
     def for_item(self, item: EvalItem) -> LLM:
-        reason = _no_program(item) if item.program is None else ""
-        llm = GoldLLM(item.program, tools=item.tools, mode=self.mode, delay=self.delay,
-                      reason=reason)
+        llm = self._stand_in(self.spec, item, seed=item_seed(self.seed, item.id))
         return self._wrap.wrap(llm, gated=False)
 
 
-def _no_program(item: EvalItem) -> str:
+def no_program_reason(item: EvalItem) -> str:
+    """Why a stand-in has nothing to replay for ``item`` (its dataset's ``unsupported``)."""
     why = item.meta.get("unsupported")
     if isinstance(why, (list, tuple)):
         why = ", ".join(map(str, why))
     return "no gold program" + (f" (unsupported: {why})" if why else "")
 
 
-def item_seed(seed: int, item_id: str) -> int:
-    """A per-question seed from the run's seed and the question id (stable across runs)."""
-    digest = hashlib.sha256(f"{seed}:{item_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
-
-
-class NoisyGoldProvider:
-    """``NoisyGoldLLM(program_text, rate=, seed=, tools=)`` per question (imported lazily)."""
-
-    def __init__(self, rate: float, *, seed: int = 0, spec: str = "", llm_cache: Any = None
-                 ) -> None:
-        try:
-            from pyql.agent.evaluation import noisy
-            from pyql.agent.evaluation.noisy import NoisyGoldLLM
-        except ImportError as exc:
-            raise LLMSpecError(f"--llm noisy-gold needs pyql.agent.evaluation.noisy, which cannot "
-                               f"be imported ({exc})") from exc
-        if not 0.0 <= rate <= 1.0:
-            raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
-        self.cls = NoisyGoldLLM
-        #: the noisy module's own per-question seed when it has one (same seeds as its tools)
-        self.item_seed: Callable[[int, str], int] = getattr(noisy, "item_seed", item_seed)
-        self.rate = rate
-        self.seed = seed
-        self.spec = spec or f"noisy-gold:{rate}"
-        self._wrap = _Wrapping(None, llm_cache)
-
-    def for_item(self, item: EvalItem) -> LLM:
-        if item.program is None:
-            return GoldLLM(None, tools=item.tools, model="noisy-gold", reason=_no_program(item))
-        llm = self.cls(item.program, rate=self.rate, seed=self.item_seed(self.seed, item.id),
-                       tools=item.tools)
-        return self._wrap.wrap(llm, gated=False)
+def noisy_rate(arg: str) -> float:
+    """The ``RATE`` of ``noisy-gold:RATE``: a number between 0 and 1, else :class:`LLMSpecError`.
+    """
+    try:
+        rate = float(arg)
+    except ValueError:
+        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+    if not 0.0 <= rate <= 1.0:
+        raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
+    return rate
 
 
 class ReplayProvider:
@@ -513,26 +517,77 @@ def build_provider(
     *,
     base_url: str | None = None,
     seed: int = 0,
-    mode: str = "text",
+    strategy: str = "queryagent",
     gate: RateGate | None = None,
     llm_cache: Any = None,
     openai_options: Mapping[str, Any] | None = None,
+    max_retries: int | None = None,
 ) -> LLMProvider:
-    """The provider of ``spec`` (see the module docstring). ``llm_cache`` is an
-    :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies to API clients."""
+    """The provider of ``spec`` (see the module docstring). ``strategy`` makes the stand-ins
+    (``gold``, ``noisy-gold:RATE``); ``replay:`` and ``openai:`` do not depend on it.
+    ``llm_cache`` is an :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies
+    to API clients; ``openai_options`` go to :class:`~pyql.agent.llm.OpenAIChat` (``timeout``:
+    seconds per call); ``max_retries`` bounds the retries of one call (the gate's; default 8).
+    """
     kind, arg = parse_llm_spec(spec)
-    if kind == "gold":
-        return GoldProvider(mode=mode, spec=spec, llm_cache=llm_cache)
-    if kind == "noisy-gold":
-        try:
-            rate = float(arg)
-        except ValueError:
-            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
-        return NoisyGoldProvider(rate, seed=seed, spec=spec, llm_cache=llm_cache)
+    if kind in ("gold", "noisy-gold"):
+        if kind == "noisy-gold":
+            noisy_rate(arg)
+        return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
     from pyql.agent.llm import OpenAIChat
 
     options = {"max_retries": 0, **dict(openai_options or {})}
     llm = OpenAIChat(arg, base_url=base_url, **options)
-    return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache)
+    return SharedLLMProvider(llm, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache,
+                             max_retries=max_retries)
+
+
+class DeadlineLLM:
+    """An LLM with a deadline for the whole question: a call asked after ``seconds`` (from
+    construction, i.e. the question's start) raises :class:`~pyql.agent.errors.LLMTimeoutError`,
+    so a question against a slow or failing server ends as ``llm_timeout`` instead of running
+    on. A call in flight is bounded by the client's own timeout (``--llm-timeout``).
+
+    >>> from pyql.agent.llm import ScriptedLLM
+    >>> now = [0.0]
+    >>> llm = DeadlineLLM(ScriptedLLM(["a", "b"]), 10, clock=lambda: now[0])
+    >>> llm.complete([]).text
+    'a'
+    >>> now[0] = 11.0
+    >>> llm.complete([])
+    Traceback (most recent call last):
+    ...
+    pyql.agent.errors.LLMTimeoutError: the question's deadline of 10s has passed
+    """
+
+    def __init__(self, llm: LLM, seconds: float, *, clock: Clock = time.monotonic) -> None:
+        if seconds <= 0:
+            raise ValueError("a question deadline must be positive")
+        self.llm = llm
+        self.model = getattr(llm, "model", "")
+        self.seconds = seconds
+        self._clock = clock
+        self._deadline = clock() + seconds
+
+    def __repr__(self) -> str:
+        return f"DeadlineLLM({self.llm!r}, {self.seconds:g}s)"
+
+    def __getattr__(self, name: str) -> Any:
+        # a stand-in's step hook and records stay reachable
+        if name in ("observe", "reconcile"):
+            return getattr(self.llm, name)
+        raise AttributeError(name)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> LLMReply:
+        if self._clock() >= self._deadline:
+            raise LLMTimeoutError(f"the question's deadline of {self.seconds:g}s has passed",
+                                  model=self.model)
+        return self.llm.complete(messages, stop=stop, tools=tools)

@@ -16,6 +16,7 @@ from pyql.agent.paths.instantiate import (
     PathInstantiator,
     PathStuck,
     StuckReason,
+    split_inverse,
 )
 from pyql.agent.paths.path import (
     ARROW,
@@ -24,6 +25,7 @@ from pyql.agent.paths.path import (
     ReasoningPath,
     parse_chain,
     parse_path,
+    path_from_program,
 )
 
 __all__ = [
@@ -45,4 +47,6 @@ __all__ = [
     "StuckReason",
     "parse_chain",
     "parse_path",
+    "path_from_program",
+    "split_inverse",
 ]

@@ -10,6 +10,12 @@ with ``empty_path``; a path whose last node is a compound (CVT) node, all of its
 with ``cvt_end``. The structured error carries the position, the half-way instances and the
 relations around the stuck node, ranked against the question and capped (35, as the paper).
 
+**Directions.** An NL relation has no direction: a candidate may connect forward (the node is
+the head) or backward (the node is the tail), forward first, and the other options are tried when
+the rest of the path gets stuck. ``^relation`` (SPARQL's inverse path) asks for backward only —
+what a gold path from a dataset's relation chain writes, where labels are ambiguous (MetaQA's
+*Harry Brown* is a writer and a film).
+
 **The frontier cap** (the paper's threshold for "big" entities): each hop fetches at most
 ``max_frontier`` rows of instances (the Session's ``row_cap``); the count shown is exact and the
 program that results is exact (the engine joins the whole chain).
@@ -222,6 +228,16 @@ class Instantiation:
                 "triples": len(self.triples), "kb_queries": self.kb_queries}
 
 
+def split_inverse(relation: str) -> tuple[str, bool]:
+    """``("directed_by", True)`` for ``^directed_by``: a relation followed backward only (from
+    the tail to the head, SPARQL's inverse path); without ``^`` both directions may connect,
+    forward first."""
+    text = relation.strip()
+    if text.startswith("^"):
+        return text[1:].strip(), True
+    return text, False
+
+
 def _relation_atom(name: str) -> Atom:
     if name.startswith("http://") or name.startswith("https://"):
         return Atom(AtomKind.IRI, name)
@@ -236,11 +252,14 @@ class PathInstantiator:
     """Instantiates reasoning paths on ``kb`` with a :class:`RelationBinder` (see the module
     docstring). ``max_frontier`` caps the instances fetched per hop, ``max_candidates`` the
     relations an error lists, ``max_triples`` the sampled triples kept per constraint;
-    ``exclude_topic`` adds ``add_filter(?v, !=, topic)`` on every hop variable of the program."""
+    ``exclude_topic`` adds ``add_filter(?v, !=, topic)`` on every hop variable of the program;
+    ``max_attempts`` bounds the walks of one constraint (backtracking over connecting
+    candidates)."""
 
     def __init__(self, kb: KB, binder: RelationBinder, *, max_frontier: int = 2000,
                  max_candidates: int = MAX_CANDIDATES, max_triples: int = 50,
-                 exclude_topic: bool = True, timeout: float | None = None) -> None:
+                 exclude_topic: bool = True, max_attempts: int = 8,
+                 timeout: float | None = None) -> None:
         if max_frontier < 1:
             raise ValueError("max_frontier must be at least 1")
         self.kb = kb
@@ -249,6 +268,7 @@ class PathInstantiator:
         self.max_candidates = max_candidates
         self.max_triples = max_triples
         self.exclude_topic = exclude_topic
+        self.max_attempts = max(1, max_attempts)
         self.timeout = timeout
 
     def session(self, entities: Mapping[str, str]) -> Session:
@@ -257,43 +277,77 @@ class PathInstantiator:
     # -- one constraint ---------------------------------------------------------------------------
     def instantiate_constraint(self, constraint: Constraint, entities: Mapping[str, str],
                                question: str = "", *, prefix: str = "x") -> ConstraintInstance:
-        """Connect ``constraint`` hop by hop; variables are ``?{prefix}1``, ``?{prefix}2``, ..."""
+        """Connect ``constraint`` hop by hop; variables are ``?{prefix}1``, ``?{prefix}2``, ...
+
+        When several bound candidates (or both directions) connect at a hop, the best-ranked is
+        followed first; if the rest of the path then gets stuck, the next one is tried
+        (depth-first, at most ``max_attempts`` walks). The stuck error reported is that of the
+        walk that got furthest (the first of those)."""
         mention = _mention(constraint.entity, entities)
+        choices: list[int] = []
+        best: ConstraintInstance | None = None
+        for _ in range(self.max_attempts):
+            result, options, used = self._walk(constraint, mention, entities, question, prefix,
+                                               choices)
+            if result.complete:
+                return result
+            if best is None or len(result.hops) > len(best.hops):
+                best = result
+            # backtrack: the deepest hop with an option left
+            hop = next((h for h in range(len(used) - 1, -1, -1)
+                        if used[h] + 1 < options[h]), None)
+            if hop is None:
+                break
+            choices = [*used[:hop], used[hop] + 1]
+        assert best is not None
+        return best
+
+    def _walk(self, constraint: Constraint, mention: str, entities: Mapping[str, str],
+              question: str, prefix: str, choices: Sequence[int]
+              ) -> tuple[ConstraintInstance, list[int], list[int]]:
+        """One walk: option ``choices[i]`` at hop ``i`` (0 beyond); returns the result, how many
+        options each hop had and which one was taken."""
         session = self.session(entities)
         node = _entity_atom(mention)
         hops: list[Hop] = []
+        options_count: list[int] = []
+        used: list[int] = []
         for i, relation in enumerate(constraint.relations):
-            around = _ok(session.run(Call.of("get_relation", node))).relations
+            around = checked(session.run(Call.of("get_relation", node))).relations
             forward = around.forward if around else ()
             backward = around.backward if around else ()
-            tried = self.binder.bind(relation)
-            choice = next(((b, True) for b in tried if b in forward), None) or next(
-                ((b, False) for b in tried if b in backward), None)
-            if choice is None:
-                return self._stuck(session, constraint, mention, entities, hops, question,
-                                   "irrelevant_relation", i, relation, tried,
-                                   (*forward, *(r for r in backward if r not in forward)))
-            bound, is_forward = choice
+            name, inverse = split_inverse(relation)
+            tried = self.binder.bind(name)
+            options = [] if inverse else [(b, True) for b in tried if b in forward]
+            options += [(b, False) for b in tried if b in backward]
+            if not options:
+                stuck = self._stuck(session, constraint, mention, entities, hops, question,
+                                    "irrelevant_relation", i, relation, tried,
+                                    (*forward, *(r for r in backward if r not in forward)))
+                return stuck, options_count, used
+            pick = choices[i] if i < len(choices) and choices[i] < len(options) else 0
+            options_count.append(len(options))
+            used.append(pick)
+            bound, is_forward = options[pick]
             var = Atom(AtomKind.VAR, f"{prefix}{i + 1}")
             rel = _relation_atom(bound)
-            obs = _ok(session.run(Call.of("add_fact", node, rel, var) if is_forward
-                                  else Call.of("add_fact", var, rel, node)))
+            obs = checked(session.run(Call.of("add_fact", node, rel, var) if is_forward
+                                      else Call.of("add_fact", var, rel, node)))
             values = obs.values.get(str(var))
             hops.append(Hop(relation=relation, bound=bound, forward=is_forward, var=str(var),
                             total=values.total if values else 0,
                             sample=tuple(values.values) if values else (),
                             unnamed=values.unnamed if values else 0))
             node = var
-        if not hops:
-            around = _ok(session.run(Call.of("get_relation", node))).relations
-            return self._stuck(session, constraint, mention, entities, hops, question,
-                               "empty_path", 0, None, (), around.all if around else ())
-        if hops[-1].compound:
-            around = _ok(session.run(Call.of("get_relation", node))).relations
-            return self._stuck(session, constraint, mention, entities, hops, question,
-                               "cvt_end", len(hops), None, (), around.all if around else ())
-        return ConstraintInstance(constraint, entities[mention], tuple(hops),
+        if not hops or hops[-1].compound:
+            around = checked(session.run(Call.of("get_relation", node))).relations
+            reason: StuckReason = "cvt_end" if hops else "empty_path"
+            stuck = self._stuck(session, constraint, mention, entities, hops, question, reason,
+                                len(hops), None, (), around.all if around else ())
+            return stuck, options_count, used
+        done = ConstraintInstance(constraint, entities[mention], tuple(hops),
                                   triples=self._triples(session, mention, hops))
+        return done, options_count, used
 
     def _stuck(self, session: Session, constraint: Constraint, mention: str,
                entities: Mapping[str, str], hops: list[Hop], question: str, reason: StuckReason,
@@ -385,7 +439,7 @@ class PathInstantiator:
         observations = session.run_program(program)
         last = observations[-1]
         for obs in observations:
-            _ok(obs)
+            checked(obs)
         return program, tuple(last.answers or ()), last.query
 
 
@@ -401,7 +455,7 @@ def _mention(written: str, entities: Mapping[str, str]) -> str:
                           f"(topic entities: {', '.join(entities) or 'none'})", written, 0)
 
 
-def _ok(obs: Observation) -> Observation:
+def checked(obs: Observation) -> Observation:
     """The observation, unless the KB failed or the call was refused (framework errors)."""
     if obs.status in ("backend_error", "timeout", "error"):
         raise InstantiationBackendError(obs.action, obs.status, obs.error or "")

@@ -21,11 +21,15 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pyql.errors import InputError
 
-__all__ = ["ARROW", "Constraint", "PathFormatError", "ReasoningPath", "parse_chain", "parse_path"]
+if TYPE_CHECKING:
+    from pyql.program import Program
+
+__all__ = ["ARROW", "Constraint", "PathFormatError", "ReasoningPath", "parse_chain", "parse_path",
+           "path_from_program"]
 
 #: the arrow a printed path uses; ``->`` is read too
 ARROW = "→"
@@ -262,3 +266,52 @@ def parse_chain(text: str, entities: Iterable[str] | None = None) -> Constraint:
     if not head or any(not r.strip() for r in rels):
         raise PathFormatError("empty_relation", "an empty element in the chain", text, label.end())
     return Constraint(head, tuple(r.strip().strip("\"'").strip() for r in rels))
+
+
+def path_from_program(program: Program | str, entities: Mapping[str, str]) -> ReasoningPath:
+    """The relation path a PyQL (SPARQL) program follows from each topic entity: its
+    ``add_fact`` chain, hop by hop, from the entity to a variable, then on from that variable
+    (a gold stand-in's path). A hop followed from the tail to the head is written ``^relation``
+    (see :func:`pyql.agent.paths.instantiate.split_inverse`). Entities the program does not
+    start from get no constraint.
+
+    >>> path_from_program("add_fact(?m, written_by, John Godey)\\nadd_fact(?m, directed_by, ?d)"
+    ...                   "\\nset_answer(?d)", {"John Godey": "John Godey"}).as_dict()
+    {'John Godey': ['^written_by', 'directed_by']}
+    """
+    from pyql.program import Program as _Program
+    from pyql.syntax import AtomKind
+
+    prog = _Program.parse(program) if isinstance(program, str) else program
+    facts = [c for c in prog if c.name == "add_fact" and len(c.args) == 3]
+    constraints = []
+    for mention, kb_id in entities.items():
+        names = {mention.casefold(), kb_id.casefold()}
+        node: str | None = None  # None: the topic entity itself
+        seen: set[str] = set()
+        relations: list[str] = []
+        used: set[int] = set()
+        while True:
+            step = None
+            for i, call in enumerate(facts):
+                if i in used:
+                    continue
+                head, rel, tail = call.args
+                for here, there, inverse in ((head, tail, ""), (tail, head, "^")):
+                    at_node = (here.kind is AtomKind.VAR and here.value == node) if node else (
+                        here.kind is not AtomKind.VAR and here.value.casefold() in names)
+                    if at_node and there.kind is AtomKind.VAR and there.value not in seen:
+                        step = (i, inverse + rel.value, there.value)
+                        break
+                if step:
+                    break
+            if step is None:
+                break
+            i, rel_name, var = step
+            used.add(i)
+            seen.add(var)
+            relations.append(rel_name)
+            node = var
+        if relations:
+            constraints.append(Constraint(mention, tuple(relations)))
+    return ReasoningPath(tuple(constraints))

@@ -214,13 +214,33 @@ def test_failing_questions_are_recorded_and_the_run_goes_on(tmp_path: Path,
     config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=6,
                        concurrency=2)
     metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
-    assert metrics["n"] == 6 and metrics["errors"] == 2
-    assert metrics["hit@1"] == pytest.approx(4 / 6)
+    # an LLM server failure is an outage: counted, kept out of the scores, not a wrong answer
+    assert metrics["n"] == 6 and metrics["scored"] == 4 and metrics["errors"] == 0
+    assert metrics["outages"]["llm_error"] == 2 and metrics["outage_total"] == 2
+    assert metrics["hit@1"] == 1.0
+    assert metrics["run"]["complete"] is False  # resume re-runs the outages
     failed = {r.id: r for r in read_results(tmp_path / "run") if r.error}
     assert set(failed) == {"1hop-dev-1", "1hop-dev-3"}
     assert failed["1hop-dev-1"].error.startswith("LLMServerError: 502")
-    assert failed["1hop-dev-1"].metrics["hit@1"] == 0.0
-    assert failed["1hop-dev-1"].stop_reason == "error"
+    assert failed["1hop-dev-1"].status == failed["1hop-dev-1"].stop_reason == "llm_error"
+    assert failed["1hop-dev-1"].metrics == {}
+
+
+def test_a_question_error_of_its_own_scores_zero(tmp_path: Path, mini_metaqa: Path) -> None:
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            if item.id == "1hop-dev-1":
+                return GoldLLM(None, reason="no gold program")
+            return GoldLLM(item.program)
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=4)
+    metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+    assert metrics["n"] == metrics["scored"] == 4 and metrics["errors"] == 1
+    assert metrics["hit@1"] == pytest.approx(3 / 4) and metrics["outage_total"] == 0
+    [failed] = [r for r in read_results(tmp_path / "run") if r.error]
+    assert failed.status == failed.stop_reason == "error" and failed.metrics["hit@1"] == 0.0
 
 
 def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> None:

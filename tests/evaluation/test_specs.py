@@ -4,7 +4,6 @@ fake OpenAI server, with a real 429)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,16 @@ from pyql.agent.evaluation.records import EvalItem, RunConfig
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results
 from pyql.agent.evaluation.specs import (
     GoldLLM,
-    GoldProvider,
     LLMSpecError,
-    NoisyGoldProvider,
     RateGate,
     ReplayProvider,
     SharedLLMProvider,
+    StandInProvider,
     build_provider,
     parse_llm_spec,
 )
 from pyql.agent.prompting import parse_reply
+from pyql.agent.strategy import UnknownStrategyError
 from tests.support.fake_openai import FakeOpenAI, RateLimit, Text
 
 pytestmark = pytest.mark.usefixtures("eval_cache")
@@ -87,21 +86,20 @@ def test_gold_without_guidelines(tmp_path: Path, mini_metaqa: Path) -> None:
 def test_providers(tmp_path: Path) -> None:
     item = EvalItem(id="x", question="q", program="execute()")
     gold = build_provider("gold")
-    assert isinstance(gold, GoldProvider)
+    assert isinstance(gold, StandInProvider) and gold.strategy == "queryagent"
     assert gold.for_item(item) is not gold.for_item(item)  # per question
+    assert isinstance(gold.for_item(item), GoldLLM)  # QueryAgent.stand_in
     with pytest.raises(LLMSpecError, match="no trajectories file"):
         build_provider(f"replay:{tmp_path}")
     with pytest.raises(LLMSpecError, match="a number"):
         build_provider("noisy-gold:lots")
+    with pytest.raises(LLMSpecError, match="between 0 and 1"):
+        build_provider("noisy-gold:1.5")
     noisy = build_provider("noisy-gold:0.5", seed=3)
-    assert isinstance(noisy, NoisyGoldProvider)
+    assert isinstance(noisy, StandInProvider)
     assert noisy.for_item(item).model == "noisy-gold"  # type: ignore[attr-defined]
-
-
-def test_noisy_gold_missing_module_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pyql.agent.evaluation.noisy", None)
-    with pytest.raises(LLMSpecError, match="needs pyql.agent.evaluation.noisy"):
-        build_provider("noisy-gold:0.1")
+    with pytest.raises(UnknownStrategyError):
+        build_provider("gold", strategy="no-such-strategy")
 
 
 def test_replay_without_a_recording_is_a_question_error(tmp_path: Path,

@@ -3,11 +3,9 @@ corrections, and the ablation's bookkeeping."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from pyql.agent import QueryAgent
 from pyql.agent.evaluation.ablation import format_table, run_ablation
@@ -16,15 +14,11 @@ from pyql.agent.evaluation.noisy import (
     INJECTION_TYPES,
     Injection,
     NoisyGoldLLM,
-    hint_code,
-    is_hint,
-    item_seed,
     summarise,
 )
-from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.prompting import render_hint
+from pyql.agent.evaluation.records import EvalItem, item_seed
 from pyql.program import TOOLSETS, Call
-from tests.guidelines.support import CASES, build_feedback, builtin, run_steps
+from tests.guidelines.support import builtin
 
 QUESTION = "which person directed the movies written by John Godey"
 ENTITIES = {"John Godey": "John Godey"}
@@ -198,7 +192,7 @@ def test_eraser_hints_and_the_run_reaches_gold(movies: Any, kind: str, program: 
     assert llm.injections
     for inj in llm.injections:
         assert inj.hint_fired and inj.code in codes and inj.code in ADDRESSED_BY[kind]
-        assert inj.hint_code == inj.trajectory_code  # read back from the rendered text
+        assert inj.hint_code == inj.trajectory_code  # the observed step's code
         assert inj.corrected and inj.outcome == "corrected"
         nxt = result.steps[inj.step]  # the step after the mistake is the gold call
         assert nxt.action == inj.gold and nxt.accepted
@@ -211,7 +205,7 @@ def test_without_eraser_invalid_action_shows_the_raw_error(movies: Any) -> None:
     result = run(llm, movies, eraser=False)
     first = result.steps[0]
     assert first.hint is None and first.observation.startswith("Error: unknown function")
-    assert not is_hint(first.observation)
+    assert not first.accepted and first.error is not None
     inj = llm.injections[0]
     assert inj.hint_fired is False and inj.outcome == "retried" and not inj.corrected
     assert result.steps[1].action == "get_relation(John Godey)"  # the session rejected it
@@ -232,39 +226,27 @@ def test_tools_mode(movies: Any) -> None:
     assert llm.injections[0].code == "PY104" and set(result.answers) == MOVIES
 
 
-# -- reading hint codes back from rendered hints ---------------------------------------------------
+# -- the stand-in reads step records, not hint wording ---------------------------------------------
 
 
-def _fail_cases() -> list[Any]:
-    out = []
-    for path in sorted(Path(CASES).glob("*.yaml")):
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-        for i, case in enumerate(spec.get("fail") or ()):
-            out.append(pytest.param(spec, case, id=f"{spec['code']}-{case.get('name', i)}"))
-    return out
+def test_the_stand_in_reads_the_step_record_not_the_wording(movies: Any) -> None:
+    """A hint whose rendered text no pattern could know (a third-party guideline's wording) is
+    still read right: the stand-in gets the step's code."""
+    from pyql.agent.trajectory import Step
 
-
-@pytest.mark.parametrize(("spec", "case"), _fail_cases())
-def test_hint_code_reads_every_guideline(spec: dict[str, Any], case: dict[str, Any]) -> None:
-    tools = case.get("tools", spec.get("tools", "sparql"))
-    entities = case.get("entities", spec.get("entities", {}))
-    if "feedback" in case:
-        hint = builtin().evaluate(build_feedback(case["feedback"], tools=tools, entities=entities))
-    else:
-        obs = run_steps(case["steps"], kb=case.get("kb", spec.get("kb", "empty")),
-                        entities=entities, tools=tools, table=case.get("table", spec.get("table")))
-        hint = obs[case.get("at", len(obs)) - 1].hint
-    assert hint is not None
-    rendered = f"Observation 3 : {render_hint(hint, 3)}"
-    assert is_hint(rendered)
-    assert hint_code(rendered) == hint.code, hint.message
-
-
-def test_plain_observations_are_not_hints() -> None:
-    for text in ("Observation 1 : {'forward': ['directed_by'], 'backward': []}",
-                 "Observation 2 : Error: unknown function 'find_relation'",
-                 "Observation 3 : The value of variable ?x1 is ['Kismet']"):
-        assert not is_hint(text) and hint_code(text) is None
+    llm = NoisyGoldLLM(ONE_HOP, rate=1.0, seed=0, types=["invalid_action"])
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "s"},
+                                  {"role": "user", "content": "Question : q"}]
+    first = llm.complete(msgs)
+    assert "find_relation" in first.text
+    llm.observe(Step(n=1, action="find_relation(John Godey)", observation="Nope, try again.",
+                     hint="PY102", status="hint", accepted=False))
+    msgs += [{"role": "assistant", "content": first.text},
+             {"role": "user", "content": "Observation 1 : Nope, try again."}]
+    second = llm.complete(msgs)
+    inj = llm.injections[0]
+    assert inj.hint_code == "PY102" and inj.corrected and inj.outcome == "corrected"
+    assert "get_relation(John Godey)" in second.text
 
 
 # -- the ablation's numbers -------------------------------------------------------------------------
@@ -304,7 +286,6 @@ def test_run_ablation_small(movies: Any) -> None:
     acc = result["accuracy"]
     assert acc["clean_on"]["hit1"] == acc["clean_off"]["hit1"] == 1.0
     assert acc["eraser_on"]["hit1"] == 1.0 and acc["eraser_off"]["hit1"] == 0.0
-    assert result["decoding"]["agree"] == result["decoding"]["checked"] > 0
     table = format_table(result)
     assert "This measures the environment and guidelines, not an LLM." in table
     assert "| reversed_direction |" in table

@@ -1,0 +1,523 @@
+"""Readi (Cheng et al., "Call Me When Necessary"): generate a whole reasoning path, instantiate it
+on the KB or table, and call the LLM again only to edit the path when instantiation gets stuck.
+
+Algorithm 1 of the paper::
+
+    P0 <- Generate(Q, E)                               one LLM call (or an empty/corrupt path)
+    t <- 0
+    loop:
+        I, err <- Instantiate(Pt)                      pyql.agent.paths (no LLM)
+        if no err or t = T: stop                       T = max_edits (default 3)
+        Pt+1 <- Edit(err, Pt, Q); t <- t + 1           one LLM call per edit
+    answers <- the instantiated program's answers      when complete (no LLM call)
+               else LLM(Q, retrieved triples)          the paper's {answer} format
+
+An edit answers one stuck constraint (``Final Path: E → r1 → r2``) or the whole path; an edit
+that changes nothing ends the loop (the model has nothing better). With ``max_edits=0`` the
+longest instantiable prefix is kept (the paper's "w/o edit"). The steps of the result record the
+path history: ``generate`` (the initial path), ``instantiate`` (each instantiation, with the
+structured error), ``edit`` (the error shown and the edited path) and ``answer`` (which source
+was used: ``program`` or ``llm``).
+
+On SQL databases (a ``SqlDB`` or a session factory making ``SqlSession``\\ s) the path is a
+table path (:mod:`pyql.agent.paths.table`): columns, then row conditions, then the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from weakref import WeakKeyDictionary
+
+from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.llm import LLM, LLMReply, prompt_fingerprint
+from pyql.agent.paths import (
+    BINDING_TOP_K,
+    MAX_CANDIDATES,
+    Instantiation,
+    PathFormatError,
+    PathInstantiator,
+    ReasoningPath,
+    RelationBinder,
+    RelationVocabulary,
+    parse_chain,
+    parse_path,
+)
+from pyql.agent.paths.table import (
+    TableInstantiation,
+    TableInstantiator,
+    TablePath,
+    parse_table_path,
+)
+from pyql.agent.readi import prompts
+from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.trajectory import Step, Trajectory
+from pyql.kb.base import KB
+from pyql.program import Program
+
+__all__ = ["InitialPath", "Readi"]
+
+log = logging.getLogger(__name__)
+
+InitialPath = Literal["generate", "corrupt", "empty"]
+AnswerMode = Literal["auto", "program", "llm"]
+
+# one vocabulary per KB (the relations of a whole KB are asked once)
+_VOCABULARIES: WeakKeyDictionary[Any, RelationVocabulary] = WeakKeyDictionary()
+
+
+def _vocabulary(kb: KB) -> RelationVocabulary:
+    base = getattr(kb, "inner", kb)  # an evaluation's per-question view shares its KB's
+    found = _VOCABULARIES.get(base)
+    if found is None:
+        found = _VOCABULARIES[base] = RelationVocabulary.from_kb(kb)
+    return found
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One LLM call: the reply and what it used."""
+
+    reply: LLMReply
+    tokens: TokenUsage
+    cost: float
+    prompt_hash: str
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+
+@dataclass
+class _Run:
+    """The records of one question."""
+
+    question: str
+    started: float
+    notify: Callable[[Step], None] | None
+    usage: Usage = field(default_factory=Usage)
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def next_n(self) -> int:
+        return len(self.steps) + 1
+
+    def add(self, step: Step) -> None:
+        self.steps.append(step)
+        self.usage = self.usage.model_copy(
+            update={"kb_queries": self.usage.kb_queries + step.kb_queries})
+        if self.notify is not None:
+            self.notify(step)
+
+
+class Readi:
+    """The Readi strategy over a KB or a SQL database (see the module docstring).
+
+    ``ranker``/``top_k``: relation binding (BM25 by default, ``"openai"``, ``"minilm"`` or a
+    ranker; 5 candidates per NL relation). ``relations``: the vocabulary to bind to (a
+    :class:`RelationVocabulary`, a list, or a file such as ``fb_relation.txt.gz``; default: every
+    relation of the KB). ``max_edits``: T. ``initial_path``: ``generate`` (the LLM), ``empty``
+    (no relation from any topic entity) or ``corrupt`` (``corrupt_length`` random relations of the
+    vocabulary per topic entity) — the starts of the paper's Table 3. ``answer``: ``auto`` (the
+    program's answers when the instantiation is complete and has answers, else the LLM),
+    ``program`` or ``llm``. ``max_frontier``/``max_candidates``: the instantiation caps.
+
+    >>> from pyql.agent.llm import ScriptedLLM
+    >>> from pyql.kb import OxigraphKB
+    >>> kb = OxigraphKB(profile="metaqa")
+    >>> kb.load_bytes(b'<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> <http://pyql.dev/metaqa/entity/William_Dieterle> .', format="ntriples")
+    >>> llm = ScriptedLLM(['Thought: one hop.\\nPath: { "Kismet": [ Kismet → directed_by ] }'])
+    >>> result = Readi(llm, kb).run("who directed Kismet", {"Kismet": "Kismet"})
+    >>> result.answers, result.usage.llm_calls, [s.kind for s in result.steps]
+    (('William Dieterle',), 1, ['generate', 'instantiate', 'answer'])
+    """
+
+    name = "readi"
+
+    def __init__(
+        self,
+        llm: LLM,
+        backend: KB | Any,
+        *,
+        ranker: Any = "bm25",
+        top_k: int = BINDING_TOP_K,
+        max_edits: int = 3,
+        relations: RelationVocabulary | Sequence[str] | str | None = None,
+        profile: str | None = None,
+        initial_path: InitialPath = "generate",
+        corrupt_length: int = 2,
+        answer: AnswerMode = "auto",
+        max_frontier: int = 2000,
+        max_candidates: int = MAX_CANDIDATES,
+        exclude_topic: bool = True,
+        seed: int = 0,
+        table: str | None = None,
+        token_counter: TokenCounter | None = None,
+        price_table: PriceTable | Mapping[str, Any] | None = None,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> None:
+        if max_edits < 0:
+            raise ValueError("max_edits must be 0 or more")
+        if initial_path not in ("generate", "corrupt", "empty"):
+            raise ValueError(f"initial_path must be generate, corrupt or empty, not {initial_path!r}")
+        if answer not in ("auto", "program", "llm"):
+            raise ValueError(f"answer must be auto, program or llm, not {answer!r}")
+        self.llm = llm
+        self.backend = backend
+        self.max_edits = max_edits
+        self.initial_path: InitialPath = initial_path
+        self.corrupt_length = corrupt_length
+        self.answer_mode: AnswerMode = answer
+        self.seed = seed
+        self.table = table
+        self.on_step = on_step
+        self.price_table = (price_table if isinstance(price_table, PriceTable)
+                            else PriceTable(price_table))
+        self._counter = token_counter
+        self.tables = not isinstance(backend, KB)
+        if self.tables:
+            self.profile = profile if prompts.PROFILES.get(profile or "") == "table" else "table"
+            self.binder = RelationBinder((), ranker, top_k=top_k)
+            self.max_candidates = max_candidates
+        else:
+            self.profile = profile or backend.profile.name
+            if self.profile not in prompts.PROFILES:
+                self.profile = "freebase"
+            if isinstance(relations, str):
+                vocabulary = RelationVocabulary.from_file(relations)
+            elif isinstance(relations, RelationVocabulary):
+                vocabulary = relations
+            elif relations is not None:
+                vocabulary = RelationVocabulary(relations)
+            else:
+                vocabulary = _vocabulary(backend)
+            self.binder = RelationBinder(vocabulary, ranker, top_k=top_k)
+            self.instantiator = PathInstantiator(
+                backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
+                exclude_topic=exclude_topic)
+
+    @classmethod
+    def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> Readi:
+        """The ``readi`` strategy factory (entry point ``pyql.strategies``): ``ranker``,
+        ``top_k``, ``seed``, ``table``, ``profile``, token counter and prices from ``config``;
+        its ``options`` (``max_edits``, ``initial_path``, ``answer``, ``relations``, ...) as
+        keyword arguments (numbers given as text are read as numbers)."""
+        kwargs: dict[str, Any] = {
+            "ranker": config.ranker, "seed": config.seed, "table": config.table,
+            "token_counter": config.token_counter, "price_table": config.price_table,
+        }
+        if config.profile is not None:
+            kwargs["profile"] = config.profile
+        if config.top_k is not None:
+            kwargs["top_k"] = config.top_k
+        for key, value in config.options.items():
+            if key in ("max_edits", "corrupt_length", "max_frontier", "max_candidates",
+                       "top_k") and isinstance(value, str):
+                value = int(value)
+            if key == "exclude_topic" and isinstance(value, str):
+                value = value.lower() in ("1", "true", "yes", "on")
+            kwargs[key] = value
+        return cls(llm, backend, **kwargs)
+
+    @classmethod
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+        """``gold`` / ``noisy-gold:R`` for an evaluation item (see
+        :mod:`pyql.agent.readi.standin`)."""
+        from pyql.agent.readi.standin import stand_in
+
+        return stand_in(spec, item, seed=seed)
+
+    def __repr__(self) -> str:
+        return (f"Readi(llm={self.llm!r}, profile={self.profile!r}, max_edits={self.max_edits}, "
+                f"initial_path={self.initial_path!r})")
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
+        return self._counter
+
+    # -- one question -------------------------------------------------------------------------------
+    def run(self, question: str, entities: Mapping[str, str] | None = None, *,
+            table: str | None = None, meta: Mapping[str, Any] | None = None,
+            on_step: Callable[[Step], None] | None = None, **context: Any) -> Result:
+        """Answer one question (Algorithm 1). ``table`` names the table (SQL databases); other
+        ``context`` keys of the Strategy contract are not used."""
+        entities = dict(entities or {})
+        run = _Run(question, time.perf_counter(), on_step if on_step is not None else self.on_step)
+        if self.tables:
+            answers, program, query, finished, stop = self._run_table(run, table or self.table)
+        else:
+            answers, program, query, finished, stop = self._run_kb(run, entities)
+        usage = run.usage.model_copy(update={"seconds": time.perf_counter() - run.started})
+        trajectory = Trajectory(
+            question=question, entities=entities, strategy=self.name, profile=self.profile,
+            mode="text", tools="sql" if self.tables else "sparql",
+            model=getattr(self.llm, "model", ""), steps=tuple(run.steps), answers=answers,
+            query=query, program=str(program), finished=finished, stop_reason=stop, usage=usage,
+            meta=dict(meta or {}),
+        )
+        return Result(trajectory=trajectory, program=program)
+
+    # -- KB -----------------------------------------------------------------------------------------
+    def _run_kb(self, run: _Run, entities: dict[str, str]
+                ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
+        question = run.question
+        path = self._initial_kb(run, entities)
+        edits = 0
+        while True:
+            inst = self._instantiate_kb(run, path, entities)
+            if inst.complete:
+                stop = "instantiated"
+                break
+            if edits >= self.max_edits:
+                stop = "max_edits" if self.max_edits else "no_edit"
+                break
+            stuck = inst.stuck[0]
+            error = stuck.render()
+            reply = self._ask(run, prompts.edit_messages(self.profile, question, error))
+            edits += 1
+            new_path, problem = self._read_edit(reply.text, path, entities)
+            self._record(run, reply, "edit", thought=_thought(reply.text),
+                         action=str(new_path), observation=error, issue=problem,
+                         data={"error": stuck.to_dict(), "path_before": path.as_dict(),
+                               "path": new_path.as_dict(), "text": str(new_path),
+                               "format_error": problem, "edit": edits})
+            if new_path == path:
+                stop = "edit_unchanged"
+                break
+            path = new_path
+        answers = self._answer_kb(run, inst)
+        return answers, inst.program, inst.query, inst.complete, stop
+
+    def _initial_kb(self, run: _Run, entities: Mapping[str, str]) -> ReasoningPath:
+        mentions = list(entities)
+        if self.initial_path == "empty":
+            path = ReasoningPath.empty(mentions)
+            self._record_start(run, path, "empty")
+            return path
+        if self.initial_path == "corrupt":
+            rng = random.Random(f"{self.seed}:{run.question}")
+            vocab = self.binder.vocabulary.relations
+            path = ReasoningPath.of({m: [rng.choice(vocab) for _ in range(self.corrupt_length)]
+                                     for m in mentions}) if vocab else ReasoningPath.empty(mentions)
+            self._record_start(run, path, "corrupt")
+            return path
+        reply = self._ask(run, prompts.generation_messages(self.profile, run.question, mentions))
+        problem = None
+        try:
+            path = parse_path(reply.text, entities=mentions)
+        except PathFormatError as exc:
+            problem = exc.reason
+            log.info("the generated path does not parse (%s): starting from an empty path", exc)
+            path = ReasoningPath.empty(mentions)
+        if not path.constraints:
+            path = ReasoningPath.empty(mentions)
+        self._record(run, reply, "generate", thought=_thought(reply.text), action=str(path),
+                     issue=problem, data={"path": path.as_dict(), "text": str(path),
+                                          "format_error": problem, "source": "llm"})
+        return path
+
+    def _read_edit(self, text: str, path: ReasoningPath, entities: Mapping[str, str]
+                   ) -> tuple[ReasoningPath, str | None]:
+        """The edited path: a whole path (``{...}``) or one constraint (``Final Path:`` chain)."""
+        mentions = [c.entity for c in path.constraints] or list(entities)
+        if "{" in text:
+            try:
+                return parse_path(text, entities=mentions), None
+            except PathFormatError:
+                pass
+        try:
+            constraint = parse_chain(text, entities=mentions)
+        except PathFormatError as exc:
+            return path, exc.reason
+        return path.replace(constraint), None
+
+    def _instantiate_kb(self, run: _Run, path: ReasoningPath, entities: Mapping[str, str]
+                        ) -> Instantiation:
+        start = time.perf_counter()
+        inst = self.instantiator.instantiate(path, entities, run.question)
+        stuck = inst.stuck
+        run.add(Step(
+            n=run.next_n, kind="instantiate", action=str(path),
+            observation=stuck[0].render() if stuck else "instantiated",
+            status="ok" if inst.complete else "stuck", accepted=inst.complete, query=inst.query,
+            env_latency=time.perf_counter() - start, kb_queries=inst.kb_queries,
+            data=inst.to_dict(),
+        ))
+        return inst
+
+    def _answer_kb(self, run: _Run, inst: Instantiation) -> tuple[Any, ...]:
+        instances = sorted({str(a) for a in inst.answers}
+                           | {x for t in inst.triples for x in (t[0], t[2])})
+        use_program = self.answer_mode == "program" or (
+            self.answer_mode == "auto" and inst.complete and bool(inst.answers))
+        data = {"instances": instances[:500], "instance_count": len(instances),
+                "retrieved": len(inst.triples), "complete": inst.complete}
+        if use_program:
+            run.add(Step(n=run.next_n, kind="answer", action="program",
+                         observation=str(list(inst.answers[:20])),
+                         data={**data, "source": "program",
+                               "answers": [str(a) for a in inst.answers[:50]]}))
+            return tuple(inst.answers)
+        messages = prompts.answer_messages(self.profile, run.question, triples=inst.triples)
+        reply = self._ask(run, messages)
+        answers = prompts.parse_answers(reply.text)
+        self._record(run, reply, "answer", thought=reply.text, action="llm",
+                     observation=str(list(answers)),
+                     data={**data, "source": "llm", "answers": list(answers)})
+        return answers
+
+    # -- tables -------------------------------------------------------------------------------------
+    def _session_factory(self, table: str | None) -> Callable[[], Any]:
+        backend = self.backend
+        from pyql.session import _is_sql_db
+
+        if _is_sql_db(backend):
+            from pyql.sql.session import SqlSession
+
+            return lambda: SqlSession(backend, table=table)
+        if callable(backend):
+            return lambda: backend(entities={}, guidelines=None, table=table)
+        raise TypeError(f"Readi runs on a pyql KB, a SqlDB or a SQL session factory, not "
+                        f"{type(backend).__name__}")
+
+    def _run_table(self, run: _Run, table: str | None
+                   ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
+        new_session = self._session_factory(table)
+        inst_ = TableInstantiator(new_session, self.binder, max_candidates=self.max_candidates)
+        columns = inst_.columns()
+        path = self._initial_table(run, inst_, table, columns)
+        edits = 0
+        while True:
+            inst = self._instantiate_table(run, inst_, path)
+            if inst.complete:
+                stop = "instantiated"
+                break
+            if edits >= self.max_edits or path is None:
+                stop = "max_edits" if self.max_edits else "no_edit"
+                break
+            assert inst.stuck is not None
+            error = inst.stuck.render()
+            reply = self._ask(run, prompts.edit_messages(self.profile, run.question, error,
+                                                            columns=columns))
+            edits += 1
+            problem = None
+            try:
+                new_path = parse_table_path(reply.text)
+            except PathFormatError as exc:
+                new_path, problem = path, exc.reason
+            self._record(run, reply, "edit", thought=_thought(reply.text),
+                         action=str(new_path), observation=error, issue=problem,
+                         data={"error": inst.stuck.to_dict(), "path_before": path.as_dict(),
+                               "path": new_path.as_dict(), "text": str(new_path),
+                               "format_error": problem, "edit": edits})
+            if new_path == path:
+                stop = "edit_unchanged"
+                break
+            path = new_path
+        answers = self._answer_table(run, inst)
+        return answers, inst.program, inst.query, inst.complete, stop
+
+    def _initial_table(self, run: _Run, inst: TableInstantiator, table: str | None,
+                       columns: Sequence[str]) -> TablePath:
+        if self.initial_path != "generate":
+            rng = random.Random(f"{self.seed}:{run.question}")
+            cols = (tuple(rng.sample(list(columns), min(len(columns), self.corrupt_length)))
+                    if self.initial_path == "corrupt" else ())
+            path = TablePath(cols)
+            self._record_start(run, path, self.initial_path)
+            return path
+        example = inst.example_row(columns)
+        reply = self._ask(run, prompts.generation_messages(
+            self.profile, run.question, table=table, columns=columns, example_row=example))
+        problem = None
+        try:
+            path = parse_table_path(reply.text)
+        except PathFormatError as exc:
+            problem = exc.reason
+            path = TablePath(())
+        self._record(run, reply, "generate", thought=_thought(reply.text), action=str(path),
+                     issue=problem, data={"path": path.as_dict(), "text": str(path),
+                                          "format_error": problem, "source": "llm"})
+        return path
+
+    def _instantiate_table(self, run: _Run, inst: TableInstantiator, path: TablePath
+                           ) -> TableInstantiation:
+        start = time.perf_counter()
+        result = inst.instantiate(path, run.question)
+        run.add(Step(
+            n=run.next_n, kind="instantiate", action=str(path),
+            observation=result.stuck.render() if result.stuck else "instantiated",
+            status="ok" if result.complete else "stuck", accepted=result.complete,
+            query=result.query, env_latency=time.perf_counter() - start,
+            kb_queries=result.kb_queries, data=result.to_dict(),
+        ))
+        return result
+
+    def _answer_table(self, run: _Run, inst: TableInstantiation) -> tuple[Any, ...]:
+        data = {"retrieved": len(inst.rows), "complete": inst.complete,
+                "instances": sorted({str(v) for r in inst.rows for v in r}
+                                    | {str(a) for a in inst.answers})[:500]}
+        use_program = self.answer_mode == "program" or (
+            self.answer_mode == "auto" and inst.complete)
+        if use_program:
+            run.add(Step(n=run.next_n, kind="answer", action="program",
+                         observation=str(list(inst.answers[:20])),
+                         data={**data, "source": "program",
+                               "answers": [str(a) for a in inst.answers[:50]]}))
+            return tuple(inst.answers)
+        messages = prompts.answer_messages(self.profile, run.question, columns=inst.columns,
+                                           rows=inst.rows)
+        reply = self._ask(run, messages)
+        answers = prompts.parse_answers(reply.text)
+        self._record(run, reply, "answer", thought=reply.text, action="llm",
+                     observation=str(list(answers)),
+                     data={**data, "source": "llm", "answers": list(answers)})
+        return answers
+
+    # -- LLM calls and records ----------------------------------------------------------------------
+    def _ask(self, run: _Run, messages: list[dict[str, Any]]) -> _Call:
+        reply = self.llm.complete(messages)
+        tokens = reply.usage
+        if tokens is None:
+            counter = self.token_counter
+            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
+                                completion_tokens=counter.count(reply.text), estimated=True)
+        cost = reply.cost
+        if cost is None:
+            model = reply.model or getattr(self.llm, "model", "")
+            cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                         tokens.cached_tokens)
+        run.usage = run.usage.add_call(tokens, cost=cost, seconds=reply.latency)
+        return _Call(reply, tokens, cost, prompt_fingerprint(messages))
+
+    def _record(self, run: _Run, call: _Call, kind: str, *, thought: str = "",
+                action: str = "", observation: str = "", issue: str | None = None,
+                data: dict[str, Any] | None = None) -> None:
+        reply, tokens = call.reply, call.tokens
+        run.add(Step(
+            n=run.next_n, kind=kind, thought=thought, action=action, observation=observation,
+            status="ok" if issue is None else "error", accepted=issue is None,
+            format_issue=issue, reply_text=reply.text,
+            model=reply.model or getattr(self.llm, "model", ""),
+            prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
+            estimated_tokens=tokens.estimated, cost=call.cost, llm_latency=reply.latency,
+            retries=reply.retries, prompt_hash=call.prompt_hash, data=data or {},
+        ))
+
+    def _record_start(self, run: _Run, path: ReasoningPath | TablePath, source: str) -> None:
+        run.add(Step(n=run.next_n, kind="generate", action=str(path),
+                     data={"path": path.as_dict(), "text": str(path), "format_error": None,
+                           "source": source}))
+
+
+def _thought(text: str) -> str:
+    """The reasoning before the path (``Thought:``/``Goal:`` lines)."""
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip().lower().startswith(("thought", "goal"))]
+    return " ".join(lines)
