@@ -1,12 +1,12 @@
 """Labelled questions: a question with its gold relation path and answers (what a reference is
 made of), read from any dataset whose items carry a gold program.
 
-The relation path of an item is read off its gold program: the chain of ``add_fact`` calls that
-leads from a topic entity to the answer variable (``set_answer``), each hop followed forward
-(the node is the head) or backward (the node is the tail). MetaQA's gold programs are exactly
-such chains; WebQSP's ``PyQL`` programs are too, with the constraints hanging off the chain left
-out. Items without a gold program, or whose answer is not reached from a topic entity, have no
-relation path and are skipped.
+The relation path of an item is read off its gold program by the path core
+(:func:`pyql.agent.paths.path_from_program`: the ``add_fact`` chain from a topic entity, a hop
+followed from the tail back to the head written ``^relation``); the first topic entity with a
+chain is the reference's topic. MetaQA's gold programs are exactly such chains; WebQSP's
+``PyQL`` programs start with one. Items without a gold program have no relation path and are
+skipped.
 
 **Disjoint parts of one split.** MetaQA ships dev and test only, so references are built from one
 part of a split and questions are evaluated on the other. :func:`id_part` splits by a hash of the
@@ -17,40 +17,26 @@ question id: deterministic, independent of file order and of which other questio
 ...                 answers=("William Dieterle",),
 ...                 program="add_fact(Kismet, directed_by, ?x1)\\nset_answer(?x1)\\nexecute()")
 >>> labelled(item).path
-(PathStep(relation='directed_by', forward=True),)
+('directed_by',)
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from pyql.program import Program
-from pyql.syntax import Atom, AtomKind
+from pyql.agent.paths import PathFormatError, path_from_program
+from pyql.errors import ParseError
 
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
 
-__all__ = ["PathStep", "LabelledQuestion", "gold_path", "labelled", "labelled_items", "id_part",
-           "reference_part", "evaluation_part"]
-
-
-class PathStep(BaseModel):
-    """One hop of a gold relation path: the KB relation and whether the current node is its
-    head (``forward``) or its tail."""
-
-    model_config = ConfigDict(frozen=True)
-
-    relation: str
-    forward: bool = True
-
-    def __repr__(self) -> str:
-        return f"PathStep(relation={self.relation!r}, forward={self.forward})"
+__all__ = ["LabelledQuestion", "labelled", "labelled_items", "id_part", "reference_part",
+           "evaluation_part"]
 
 
 class LabelledQuestion(BaseModel):
@@ -63,76 +49,32 @@ class LabelledQuestion(BaseModel):
     question: str
     topic: str
     topic_id: str
-    path: tuple[PathStep, ...]
+    #: the relations from the topic, in the path format of :mod:`pyql.agent.paths`
+    #: (``^relation``: followed from the tail back to the head)
+    path: tuple[str, ...]
     answers: tuple[str, ...] = ()
     #: mentions of every linked entity (masked out of the question for similarity)
     mentions: tuple[str, ...] = ()
     dataset: str = ""
 
 
-def _key(atom: Atom) -> tuple[str, str]:
-    return ("var", atom.value) if atom.kind is AtomKind.VAR else ("node", atom.value)
-
-
-def gold_path(program: Program | str, entities: Mapping[str, str], *, tools: str = "sparql"
-              ) -> tuple[str, tuple[PathStep, ...]] | None:
-    """``(topic mention, steps)``: the shortest chain of ``add_fact`` hops from a linked entity
-    to the answer variable of ``program``, or None when there is none. Entities are tried in the
-    order of ``entities``; the first that reaches the answer wins.
-
-    >>> gold_path("add_fact(?x1, starred_actors, Temuera Morrison)\\nset_answer(?x1)",
-    ...           {"Temuera Morrison": "Temuera Morrison"})
-    ('Temuera Morrison', (PathStep(relation='starred_actors', forward=False),))
-    """
-    parsed = program if isinstance(program, Program) else Program.parse(program, tools)
-    answer: tuple[str, str] | None = None
-    edges: dict[tuple[str, str], list[tuple[PathStep, tuple[str, str]]]] = {}
-    for call in parsed:
-        if call.name == "set_answer" and call.args and call.args[0].kind is AtomKind.VAR:
-            answer = _key(call.args[0])
-        elif call.name == "add_fact" and len(call.args) == 3:
-            head, relation, tail = call.args
-            h, t = _key(head), _key(tail)
-            edges.setdefault(h, []).append((PathStep(relation=relation.value, forward=True), t))
-            edges.setdefault(t, []).append((PathStep(relation=relation.value, forward=False), h))
-    if answer is None:
-        return None
-    for mention, kb_id in entities.items():
-        for start in {("node", kb_id), ("node", mention)}:
-            steps = _shortest(edges, start, answer)
-            if steps:
-                return mention, steps
-    return None
-
-
-def _shortest(edges: Mapping[tuple[str, str], list[tuple[PathStep, tuple[str, str]]]],
-              start: tuple[str, str], goal: tuple[str, str]) -> tuple[PathStep, ...] | None:
-    queue: deque[tuple[tuple[str, str], tuple[PathStep, ...]]] = deque([(start, ())])
-    seen = {start}
-    while queue:
-        node, steps = queue.popleft()
-        if node == goal:
-            return steps
-        for step, nxt in edges.get(node, ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append((nxt, (*steps, step)))
-    return None
-
-
 def labelled(item: EvalItem, *, dataset: str = "") -> LabelledQuestion | None:
     """The labelled question of an evaluation item, or None when its gold program gives no
-    relation path (no program, or the answer is not reached from a linked entity)."""
-    if not item.program or not item.entities:
+    relation path (no program, a SQL program, or no chain from a linked entity)."""
+    if not item.program or not item.entities or item.tools != "sparql":
         return None
-    found = gold_path(item.program, item.entities, tools=item.tools)
-    if found is None:
+    try:
+        path = path_from_program(item.program, item.entities)
+    except (PathFormatError, ParseError):
         return None
-    topic, steps = found
+    constraint = next((c for c in path.constraints if c.relations), None)
+    if constraint is None:
+        return None
     return LabelledQuestion(
-        id=item.id, question=item.question, topic=topic, topic_id=item.entities[topic],
-        path=steps, answers=tuple(str(a) for a in item.answers),
-        mentions=tuple(item.entities), dataset=dataset)
+        id=item.id, question=item.question, topic=constraint.entity,
+        topic_id=item.entities[constraint.entity], path=constraint.relations,
+        answers=tuple(str(a) for a in item.answers), mentions=tuple(item.entities),
+        dataset=dataset)
 
 
 def labelled_items(items: Iterable[EvalItem], *, dataset: str = "") -> Iterator[LabelledQuestion]:

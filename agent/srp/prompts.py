@@ -144,12 +144,11 @@ def render_triple(triple: Triple) -> str:
 def render_reference_path(reference: Reference) -> str:
     """``topic -> r1 -> r2``: a reference's gold relation path as the prompts write paths.
 
-    >>> from pyql.agent.srp.labelled import PathStep
     >>> render_reference_path(Reference(id="1", question="q", topic="Kismet",
-    ...     path=(PathStep(relation="directed_by"), PathStep(relation="has_genre"))))
-    'Kismet -> directed_by -> has_genre'
+    ...                                 path=("directed_by", "^directed_by", "has_genre")))
+    'Kismet -> directed_by -> ^directed_by -> has_genre'
     """
-    return " -> ".join([reference.topic, *reference.relations])
+    return " -> ".join([reference.topic, *reference.path])
 
 
 def _references(references: Sequence[Reference], *, answers: bool = False) -> str:

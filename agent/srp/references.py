@@ -66,7 +66,7 @@ from pyql.agent.ranking import (
     SentenceTransformerEmbedder,
     tokenize,
 )
-from pyql.agent.srp.labelled import LabelledQuestion, PathStep
+from pyql.agent.srp.labelled import LabelledQuestion
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -136,16 +136,14 @@ class Reference(BaseModel):
     question: str
     topic: str
     topic_id: str = ""
-    path: tuple[PathStep, ...]
+    #: the relations from the topic (``^relation``: followed backward), as in
+    #: :class:`~pyql.agent.srp.labelled.LabelledQuestion`
+    path: tuple[str, ...]
     answers: tuple[str, ...] = ()
     mentions: tuple[str, ...] = ()
     dataset: str = ""
     #: the k-means cluster it was drawn from
     cluster: int = -1
-
-    @property
-    def relations(self) -> tuple[str, ...]:
-        return tuple(step.relation for step in self.path)
 
     @classmethod
     def of(cls, question: LabelledQuestion, cluster: int) -> Reference:

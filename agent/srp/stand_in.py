@@ -1,21 +1,22 @@
 """LLM stand-ins for SRP without a model: ``--llm gold`` and ``--llm noisy-gold:RATE``.
 
-:class:`SRPStandIn` plays each SRP stage from the question's gold relation path (read off its
-gold program, :func:`pyql.agent.srp.labelled.gold_path`) and gold answers, reading only what the
-prompt shows, in the paper's output formats:
+:class:`SRPStandIn` plays each SRP stage from the question's gold path and gold answers, reading
+only what the prompt shows, in the paper's output formats. The gold path, its corruption and the
+edit's repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SRP and
+Readi meet the same noise:
 
 - **relation check**: rates the gold path's first relation highest when it is among the
   candidates shown (then two more candidates, lower);
-- **plan**: the gold path from the gold topic; with ``noisy-gold:RATE`` each relation is replaced,
-  with probability ``RATE``, by another relation seen in the prompts of this question (the
-  relation check's candidates), or by a made-up one when there is none (seeded per question);
+- **plan**: the gold path; with ``noisy-gold:RATE`` corrupted by
+  :func:`~pyql.agent.readi.standin.corrupt_path` (each relation, with probability ``RATE``,
+  replaced by another relation of the vocabulary or dropped);
 - **judge**: ``<HAVE_ANSWER>`` when a gold answer is among the triples shown, else
   ``<NO_ANSWER>``; it retains the triples that follow the gold path from the gold topic
   (:func:`~pyql.agent.srp.pruning.follow`);
-- **edit**: repairs only from the candidates shown: at the first position where the path
-  departs from the gold path, the gold relation replaces the current one if the prompt lists it
-  among the candidates of that position; otherwise the path is written back unchanged (the
-  stand-in cannot repair it, and SRP stops editing);
+- **edit**: repairs only from the candidates shown: if the gold relation at the position of the
+  candidates (the tail of the pruned sequence, or the stuck point) is among them, the path
+  becomes the prefix up to there, that relation, then the rest of the gold path (Readi's rule);
+  otherwise the path is written back unchanged (SRP then stops editing);
 - **answer**: the gold answers that occur in the triples shown, in braces (none: "The triplets
   do not contain the answer.", which is not an answer).
 
@@ -25,7 +26,6 @@ Replies carry no token usage (the strategy counts the prompt) and cost 0.
 from __future__ import annotations
 
 import json
-import random
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -33,32 +33,14 @@ from typing import Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.llm import LLMReply, Message
-from pyql.agent.srp.labelled import gold_path
+from pyql.agent.paths import ReasoningPath, split_inverse
+from pyql.agent.readi.standin import ReadiStandIn, corrupt_path
 from pyql.agent.srp.prompts import read_triples, stage_of
 from pyql.agent.srp.pruning import follow
 
-__all__ = ["SRPStandIn", "stand_in", "corrupt_relations", "MADE_UP_RELATION"]
+__all__ = ["SRPStandIn", "stand_in"]
 
-#: what a corrupted relation becomes when no other relation was seen
-MADE_UP_RELATION = "related_to"
 _ARROW = re.compile(r"\s*(?:->|→)\s*")
-
-
-def corrupt_relations(relations: Sequence[str], rate: float, rng: random.Random,
-                      pool: Sequence[str]) -> tuple[str, ...]:
-    """Each relation replaced with probability ``rate`` by another one of ``pool`` (or
-    :data:`MADE_UP_RELATION` when the pool has no other).
-
-    >>> corrupt_relations(["a", "b"], 1.0, random.Random(0), ["a", "b", "c"])
-    ('c', 'c')
-    """
-    out = []
-    for relation in relations:
-        if rng.random() < rate:
-            others = sorted({r for r in pool if r != relation})
-            relation = rng.choice(others) if others else MADE_UP_RELATION
-        out.append(relation)
-    return tuple(out)
 
 
 def _line(text: str, label: str) -> str:
@@ -78,22 +60,19 @@ def _question_part(text: str) -> str:
 
 
 class SRPStandIn:
-    """Plays SRP's stages for one question (module docstring). ``rate`` 0 is ``gold``."""
+    """Plays SRP's stages for one question (module docstring) over Readi's stand-in ``readi``,
+    which holds the gold path, the corruption rate and its seeded RNG, and the gold answers."""
 
-    def __init__(self, topic: str | None, relations: Sequence[str], answers: Sequence[str], *,
-                 rate: float = 0.0, seed: int = 0, model: str = "gold", reason: str = "") -> None:
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"rate must be between 0 and 1, not {rate}")
-        self.topic = topic
-        self.relations = tuple(relations)
-        self.answers = tuple(str(a) for a in answers)
-        self.rate = rate
-        self.model = model
-        self.reason = reason
-        self._rng = random.Random(seed)
-        self._seen: list[str] = []
+    def __init__(self, readi: ReadiStandIn) -> None:
+        self.readi = readi
+        gold = readi.gold if isinstance(readi.gold, ReasoningPath) else None
+        first = next((c for c in gold.constraints if c.relations), None) if gold else None
+        self.topic = first.entity if first is not None else None
+        self.relations: tuple[str, ...] = first.relations if first is not None else ()
+        self.answers = readi.answers
+        self.model = readi.model
         self._lock = threading.Lock()
-        #: the corrupted plan, for reports: (gold relations, planned relations)
+        #: the relations the plan was given (after corruption), for reports
         self.planned: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
@@ -103,7 +82,7 @@ class SRPStandIn:
                  tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
         stage = stage_of(messages)
         if self.topic is None or stage is None:
-            what = self.reason or "there is no gold relation path"
+            what = self.readi.reason or "there is no gold relation path"
             raise LLMScriptExhaustedError(
                 f"{what}" if stage is not None else "not an SRP prompt", model=self.model)
         text = _question_part(_user(messages))
@@ -118,8 +97,8 @@ class SRPStandIn:
     def _relation_check(self, text: str) -> str:
         topic = _line(text, "Topic Entity")
         candidates = [c.strip() for c in _line(text, "Candidate Relations").split(";") if c.strip()]
-        self._seen += [c for c in candidates if c not in self._seen]
-        first = self.relations[0] if self.relations and self._is_topic(topic) else None
+        first = (split_inverse(self.relations[0])[0] if self.relations and self._is_topic(topic)
+                 else None)
         rated = ([first] if first in candidates else [])
         rated += [c for c in candidates if c not in rated][:3 - len(rated)]
         scores = [0.6, 0.3, 0.1] if first in candidates else [0.4, 0.3, 0.3]
@@ -127,12 +106,13 @@ class SRPStandIn:
                          for i, (r, s) in enumerate(zip(rated, scores, strict=False), 1))
 
     def _plan(self, text: str) -> str:
-        assert self.topic is not None
-        pool = [*self._seen, *self.relations]
-        planned = corrupt_relations(self.relations, self.rate, self._rng, pool)
+        readi = self.readi
+        assert isinstance(readi.gold, ReasoningPath) and self.topic is not None
+        path, readi.corrupted = corrupt_path(readi.gold, readi.rate, readi.vocabulary, readi.rng)
+        planned = path.constraint(self.topic).relations
         self.planned = planned
         chain = " -> ".join((self.topic, *planned))
-        return ("Thought: the path follows the relations of the gold path.\nPath: "
+        return (f"Thought: the gold relation path ({readi.corrupted} corrupted).\nPath: "
                 + json.dumps({self.topic: [chain]}, ensure_ascii=False))
 
     def _judge(self, text: str) -> str:
@@ -145,7 +125,8 @@ class SRPStandIn:
         found = self._found(t for seq in sequences for t in seq)
         verdict = "<HAVE_ANSWER>" if found else "<NO_ANSWER>"
         assert self.topic is not None
-        steps = [(r, None) for r in self.relations]
+        steps = [(name, False if inverse else None)
+                 for name, inverse in map(split_inverse, self.relations)]
         kept = [{t for hop in follow(seq, self.topic, steps) for t in hop} for seq in sequences]
         retained = "\n".join(
             f"{i}. [{', '.join(_triple(t) for t in seq if t in keep)}]"
@@ -177,12 +158,10 @@ class SRPStandIn:
             if not parts or not self._is_topic(parts[0]):
                 continue
             position = (len(parts) - 1) // 2
-            if position < len(self.relations) and self.relations[position] in shown:
-                gold = self.relations[position]
-                if position < len(fixed):
-                    fixed[position] = gold
-                else:
-                    fixed.append(gold)
+            wanted = self.relations
+            if position < len(wanted) and split_inverse(wanted[position])[0] in shown:
+                fixed = [*current[:position], *wanted[position:]]
+                break
         return ("Goal: the path should reach the answer of the question.\n"
                 "Thought: I correct the relation the candidates show.\n"
                 f"Final Path: {' -> '.join((self.topic, *fixed))}")
@@ -203,29 +182,8 @@ def _triple(t: tuple[str, str, str]) -> str:
 
 def stand_in(spec: str, item: Any, *, seed: int = 0) -> SRPStandIn:
     """The stand-in of ``spec`` (``gold`` or ``noisy-gold:RATE``) for an
-    :class:`~pyql.agent.evaluation.records.EvalItem`; seeded per question from ``seed`` and the
-    item's id."""
-    from pyql.agent.evaluation.specs import LLMSpecError, item_seed, parse_llm_spec
+    :class:`~pyql.agent.evaluation.records.EvalItem`, over Readi's stand-in for the same item and
+    seed (the same gold path and the same corruption)."""
+    from pyql.agent.readi.standin import stand_in as readi_stand_in
 
-    kind, arg = parse_llm_spec(spec)
-    if kind == "gold":
-        rate = 0.0
-    elif kind == "noisy-gold":
-        try:
-            rate = float(arg)
-        except ValueError:
-            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
-        if not 0.0 <= rate <= 1.0:
-            raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
-    else:
-        raise LLMSpecError(f"SRP has stand-ins for gold and noisy-gold:RATE, not {spec!r}")
-    model = "gold" if kind == "gold" else f"noisy-gold:{rate:g}"
-    found = gold_path(item.program, item.entities, tools=item.tools) \
-        if item.program and item.entities else None
-    if found is None:
-        return SRPStandIn(None, (), (), model=model,
-                          reason=f"{item.id}: no gold relation path (no gold program, or its "
-                                 "answer is not reached from a linked entity)")
-    topic, steps = found
-    return SRPStandIn(topic, [s.relation for s in steps], item.answers, rate=rate,
-                      seed=item_seed(seed, item.id), model=model)
+    return SRPStandIn(readi_stand_in(spec, item, seed=seed))

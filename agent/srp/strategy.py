@@ -39,7 +39,6 @@ topic, a judge to the instantiation's own state, an edit ends the reflection.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -54,15 +53,19 @@ from pyql.agent.paths import (
     Constraint,
     ConstraintInstance,
     Instantiation,
-    InstantiationBackendError,
     PathFormatError,
     PathInstantiator,
     ReasoningPath,
     RelationBinder,
     RelationVocabulary,
     parse_chain,
+    split_inverse,
 )
+from pyql.agent.paths.instantiate import checked as checked_observation
 from pyql.agent.ranking import RelationRanker
+
+# the path core's vocabulary of a KB, asked once per KB (shared with Readi)
+from pyql.agent.readi.strategy import _vocabulary
 from pyql.agent.srp import prompts as P
 from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.srp.pruning import follow
@@ -71,7 +74,6 @@ from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.kb.base import KB
 from pyql.program import Call, Program
-from pyql.session import Observation
 from pyql.syntax import Atom, AtomKind
 
 __all__ = ["SRP", "DEFAULT_MAX_ROUNDS", "DEFAULT_CHECK_COUNT", "open_references"]
@@ -102,36 +104,6 @@ def open_references(spec: ReferenceBase | str | Path | None) -> ReferenceBase | 
     manifest = path / "manifest.json"
     stamp = manifest.stat().st_mtime if manifest.is_file() else 0.0
     return _open_cached(str(path), stamp)
-
-
-_VOCABULARIES: dict[str, RelationVocabulary] = {}
-_VOCABULARY_LOCK = threading.Lock()
-
-
-def _kb_identity(kb: KB) -> str:
-    identity = getattr(kb, "identity", None)
-    if isinstance(identity, str) and identity:
-        return identity
-    inner = getattr(kb, "inner", kb)
-    return f"{type(inner).__name__}@{id(inner)}"
-
-
-def _vocabulary(kb: KB) -> RelationVocabulary:
-    """Every relation of ``kb``, asked once per KB (strategies are built per question)."""
-    key = _kb_identity(kb)
-    with _VOCABULARY_LOCK:
-        found = _VOCABULARIES.get(key)
-    if found is None:
-        found = RelationVocabulary.from_kb(kb)
-        with _VOCABULARY_LOCK:
-            _VOCABULARIES[key] = found
-    return found
-
-
-def _checked(obs: Observation) -> Observation:
-    if obs.status in ("backend_error", "timeout", "error"):
-        raise InstantiationBackendError(obs.action, obs.status, obs.error or "")
-    return obs
 
 
 def _mention(written: str, entities: Mapping[str, str]) -> str | None:
@@ -376,7 +348,7 @@ class _Run:
                           f"{P.render_reference_path(h.reference)}" for h in hits)
         self._env_step("references", f"retrieve {self.srp.top_k_references} references", shown, {
             "references": [{"id": h.reference.id, "question": h.reference.question,
-                            "path": [s.model_dump() for s in h.reference.path],
+                            "path": list(h.reference.path),
                             "score": h.score, "cluster": h.reference.cluster} for h in hits],
             "base": base.manifest.source, "model": base.manifest.model,
         }, seconds=time.perf_counter() - start)
@@ -389,7 +361,7 @@ class _Run:
         for mention in self.entities:
             def around(mention: str = mention) -> tuple[str, ...]:
                 session = srp.instantiator.session(self.entities)
-                obs = _checked(session.run(Call.of("get_relation", Atom(AtomKind.STRING,
+                obs = checked_observation(session.run(Call.of("get_relation", Atom(AtomKind.STRING,
                                                                         mention))))
                 return obs.relations.all if obs.relations else ()
 
@@ -438,9 +410,10 @@ class _Run:
         if not kept:
             return constraint, None
         first = constraint.relations[0] if constraint.relations else None
-        if first in kept:
+        name = split_inverse(first)[0] if first else None
+        if name in kept:
             return constraint, None
-        bound = [r for r in (self.srp.binder.bind(first) if first else ()) if r in kept]
+        bound = [r for r in (self.srp.binder.bind(name) if name else ()) if r in kept]
         chosen = bound[0] if bound else kept[0]
         rest = constraint.relations[1:] if first else ()
         how = "bound" if bound else "replaced"
@@ -546,9 +519,9 @@ class _Run:
         def work() -> tuple[str, ...]:
             session = srp.instantiator.session(self.entities)
             for call in inst.calls(topic, names)[:hops]:
-                _checked(session.run(call))
+                checked_observation(session.run(call))
             node = Atom(AtomKind.VAR, names[hops - 1]) if hops else topic
-            obs = _checked(session.run(Call.of("get_relation", node)))
+            obs = checked_observation(session.run(Call.of("get_relation", node)))
             return obs.relations.all if obs.relations else ()
 
         around, _, _ = self._kb_work(work)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pyql.agent.srp.labelled import PathStep
 from pyql.agent.srp.prompts import (
     SRPParseError,
     answer_messages,
@@ -22,7 +21,7 @@ from pyql.agent.srp.prompts import (
 from pyql.agent.srp.references import Reference
 
 REF = Reference(id="r1", question="who directed [Heat]", topic="Heat",
-                path=(PathStep(relation="directed_by"),), answers=tuple(f"A{i}" for i in range(7)))
+                path=("directed_by",), answers=tuple(f"A{i}" for i in range(7)))
 
 
 # -- relation check (Table 6) -------------------------------------------------------------------

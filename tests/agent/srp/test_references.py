@@ -8,14 +8,7 @@ import pytest
 
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.llm import OpenAIEmbeddings
-from pyql.agent.srp.labelled import (
-    LabelledQuestion,
-    PathStep,
-    evaluation_part,
-    gold_path,
-    id_part,
-    labelled,
-)
+from pyql.agent.srp.labelled import LabelledQuestion, evaluation_part, id_part, labelled
 from pyql.agent.srp.references import (
     FORMAT,
     ReferenceBase,
@@ -27,9 +20,9 @@ from pyql.agent.srp.references import (
 )
 
 TEMPLATES = {
-    ("directed_by",): ("who directed [{}]", True),
-    ("starred_actors",): ("what movies did [{}] act in", False),
-    ("release_year",): ("when was [{}] released", True),
+    ("directed_by",): "who directed [{}]",
+    ("^starred_actors",): "what movies did [{}] act in",
+    ("release_year",): "when was [{}] released",
 }
 NAMES = ["Kismet", "Johnny Handsome", "Never a Dull Moment", "The Sting", "Cake", "Retroactive",
          "After Dark", "Moulin Rouge", "Tracker", "River Queen", "Black Snake Moan", "Heat"]
@@ -37,44 +30,45 @@ NAMES = ["Kismet", "Johnny Handsome", "Never a Dull Moment", "The Sting", "Cake"
 
 def _questions() -> list[LabelledQuestion]:
     out = []
-    for t, (relations, (text, forward)) in enumerate(TEMPLATES.items()):
+    for t, (relations, text) in enumerate(TEMPLATES.items()):
         for i, name in enumerate(NAMES):
             out.append(LabelledQuestion(
                 id=f"q{t}-{i}", question=text.format(name), topic=name, topic_id=name,
-                path=tuple(PathStep(relation=r, forward=forward) for r in relations),
+                path=relations,
                 answers=(f"answer {t}-{i}",), mentions=(name,), dataset="toy"))
     return out
 
 
 def _template(ref) -> str:
-    return ref.path[0].relation
+    return ref.path[0]
 
 
 # -- labelled questions -------------------------------------------------------------------------
 
-def test_gold_path_of_a_metaqa_program_follows_the_hops_and_their_direction() -> None:
+def test_a_labelled_question_takes_the_path_cores_relation_path_of_its_gold_program() -> None:
     program = ("get_relation(Kismet)\nadd_fact(Kismet, directed_by, ?x1)\n"
                "add_fact(?x2, directed_by, ?x1)\nadd_filter(?x2, !=, Kismet)\n"
                "add_fact(?x2, has_genre, ?x3)\nset_answer(?x3)\nexecute()")
-    topic, steps = gold_path(program, {"Kismet": "Kismet"})
-    assert topic == "Kismet"
-    assert steps == (PathStep(relation="directed_by", forward=True),
-                     PathStep(relation="directed_by", forward=False),
-                     PathStep(relation="has_genre", forward=True))
+    item = EvalItem(id="3hop-dev-0", question="q [Kismet]", entities={"Kismet": "Kismet"},
+                    answers=("Drama",), program=program)
+    q = labelled(item, dataset="metaqa-3hop")
+    assert (q.topic, q.topic_id, q.path) == ("Kismet", "Kismet",
+                                            ("directed_by", "^directed_by", "has_genre"))
+    assert (q.answers, q.mentions, q.dataset) == (("Drama",), ("Kismet",), "metaqa-3hop")
 
 
-def test_gold_path_of_a_webqsp_program_crosses_the_cvt_and_skips_constraints() -> None:
+def test_a_webqsp_program_gives_the_chain_from_its_topic() -> None:
     program = ("add_fact(m.0d3k14, government.political_district.representatives, ?c)\n"
                "add_fact(?c, government.government_position_held.office_holder, ?x)\n"
-               "add_fact(?c, government.government_position_held.from, ?t)\n"
-               "add_filter(?x, !=, m.0d3k14)\nset_answer(?x)\nexecute()")
-    topic, steps = gold_path(program, {"Ohio": "m.0d3k14"})
-    assert topic == "Ohio"
-    assert [s.relation for s in steps] == ["government.political_district.representatives",
-                                           "government.government_position_held.office_holder"]
+               "set_answer(?x)\nexecute()")
+    q = labelled(EvalItem(id="w", question="q", entities={"Ohio": "m.0d3k14"}, program=program))
+    assert (q.topic, q.topic_id) == ("Ohio", "m.0d3k14")
+    assert q.path == ("government.political_district.representatives",
+                      "government.government_position_held.office_holder")
 
 
-def test_an_item_without_a_program_or_a_reachable_answer_has_no_labelled_question() -> None:
+def test_an_item_without_a_program_or_a_chain_from_its_entities_has_no_labelled_question(
+) -> None:
     assert labelled(EvalItem(id="a", question="q", entities={"X": "X"})) is None
     unreachable = EvalItem(id="b", question="q", entities={"X": "X"},
                            program="add_fact(?y, r, ?z)\nset_answer(?z)")
@@ -147,7 +141,7 @@ def test_retrieval_ranks_the_same_template_first_with_bm25(tmp_path) -> None:
     base = build_reference_base(_questions(), datasets=["toy"], split="dev", embedding="bm25",
                                 size=6, clusters=3, seed=0)
     hits = base.retrieve("what movies did [Tom Hanks] act in", k=2, mentions=["Tom Hanks"])
-    assert [_template(h.reference) for h in hits] == ["starred_actors", "starred_actors"]
+    assert [_template(h.reference) for h in hits] == ["^starred_actors", "^starred_actors"]
     assert hits[0].score >= hits[1].score
     assert base.retrieve("x", k=0) == []
     reopened = ReferenceBase.open(base.save(tmp_path / "refs"))
@@ -231,7 +225,7 @@ def test_nothing_to_build_from_is_an_error() -> None:
 def test_evaluating_the_questions_a_base_was_built_from_is_refused(tmp_path) -> None:
     items = [EvalItem(id=q.id, question=q.question, entities={q.topic: q.topic},
                       answers=q.answers, program=(
-                          f"add_fact({q.topic}, {q.path[0].relation}, ?x)\nset_answer(?x)"))
+                          f"add_fact({q.topic}, {q.path[0].lstrip('^')}, ?x)\nset_answer(?x)"))
              for q in _questions()]
     source = [i for i in items if id_part(i.id, 0.5)]
     built_from = [q for q in (labelled(i, dataset="toy") for i in source) if q is not None]
