@@ -88,6 +88,8 @@ DEFAULT_CHECK_COUNT = 3
 DEFAULT_CHECK_CANDIDATES = MAX_CANDIDATES
 #: triples shown to the answering prompt when the judge kept none
 MAX_ANSWER_TRIPLES = 100
+_INT_OPTIONS = ("top_k_references", "max_rounds", "check_count", "check_candidates",
+                "binding_top_k", "max_frontier", "max_triples")
 
 
 @lru_cache(maxsize=16)
@@ -199,7 +201,12 @@ class SRP:
             kwargs["profile"] = config.profile
         if config.top_k is not None:
             kwargs["check_candidates"] = config.top_k
-        kwargs.update(config.options)
+        for key, value in config.options.items():  # text from ``--option key=value``
+            if key in _INT_OPTIONS and isinstance(value, str):
+                value = int(value)
+            elif key == "reflection" and isinstance(value, str):
+                value = value.strip().lower() in ("1", "true", "yes", "on")
+            kwargs[key] = value
         return cls(llm, backend, **kwargs)
 
     @classmethod
