@@ -13,33 +13,26 @@ salted hash falls in that share of the range; evaluate on the rest), clusters th
 base (:mod:`pyql.agent.srp.references`). ``--json`` prints the manifest. Errors are one
 ``error:`` line on stderr and exit code 1.
 
-``register(app)`` adds the command group to ``pyql``.
+``register(app)`` adds the command group to ``pyql`` (entry point ``references`` of the
+``pyql.commands`` group).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.text import Text
+
+from pyql.cli.errors import fail
 
 __all__ = ["register", "references_app"]
 
 references_app = typer.Typer(
     name="references", help="SRP reference bases: build one from a labelled split, inspect it.",
     no_args_is_help=True, add_completion=False)
-
-
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text.assemble(("error: ", "bold red"), re.sub(r"\s*\n\s*", " ", message)))
-    if hint:
-        console.print(Text.assemble(("hint: ", "yellow"), hint))
-    raise typer.Exit(1)
 
 
 @references_app.command("build")
@@ -67,7 +60,7 @@ def build_command(
     from pyql.errors import PyqlError
 
     if not 0.0 < fraction <= 1.0:
-        _fail(f"--fraction must be in (0, 1], not {fraction}")
+        fail(f"--fraction must be in (0, 1], not {fraction}")
     try:
         questions, ids = reference_part(dataset, split, fraction=fraction, salt=salt,
                                         data_dir=data_dir)
@@ -77,7 +70,7 @@ def build_command(
         base.save(out, overwrite=overwrite)
     except (PyqlError, OSError, ValueError) as exc:
         hint = "pass --overwrite" if getattr(exc, "reason", "") == "exists" else None
-        _fail(str(exc), hint)
+        fail(str(exc), hint)
     m = base.manifest
     if as_json:
         typer.echo(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
@@ -112,7 +105,7 @@ def show_command(
             ref = hit.reference
             console.print(f"{hit.score:.3f}  {ref.question}  |  {render_reference_path(ref)}")
     except (PyqlError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def register(app: typer.Typer) -> None:

@@ -60,6 +60,16 @@ def test_build_writes_a_base_from_the_reference_part_and_show_retrieves(data: Pa
     assert shown.output.strip().endswith("-> directed_by")
 
 
+def test_the_command_is_a_pyql_command_plugin(data: Path, tmp_path: Path) -> None:
+    from pyql.cli import app
+
+    result = CliRunner().invoke(app, [
+        "references", "build", "--dataset", "metaqa-1hop", "--data-dir", str(data), "--out",
+        str(tmp_path / "refs"), "--embedding", "bm25", "--size", "3", "--clusters", "3"])
+    assert result.exit_code == 0, result.output
+    assert "3 references (3 clusters x 1)" in result.output
+
+
 def test_build_refuses_to_overwrite_and_reports_bad_input_in_one_line(data: Path,
                                                                       tmp_path: Path) -> None:
     out = tmp_path / "refs"
