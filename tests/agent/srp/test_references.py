@@ -240,3 +240,17 @@ def test_evaluating_the_questions_a_base_was_built_from_is_refused(tmp_path) -> 
     held_out = evaluation_part(items, 0.5)
     assert held_out and len(held_out) + len(source) == len(items)
     reopened.check_disjoint(i.id for i in held_out)  # the other part is fine
+
+
+def test_auto_is_bm25_without_the_embed_extra_and_minilm_says_what_to_install(monkeypatch
+                                                                               ) -> None:
+    from pyql.agent.srp import references
+
+    monkeypatch.setattr(references, "_minilm_installed", lambda: False)
+    assert references.resolve_embedding("auto") == ("bm25", None)
+    with pytest.raises(ReferenceBaseError) as err:
+        references.resolve_embedding("minilm")
+    assert err.value.reason == "embedding" and "embed" in str(err.value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the client is made, nothing is sent
+    kind, embedder = references.resolve_embedding("openai:text-embedding-3-small")
+    assert (kind, embedder.model) == ("openai", "text-embedding-3-small")
