@@ -444,8 +444,8 @@ def parse_judge(text: str, sequences: Sequence[Sequence[Triple]]) -> Judgement:
             shown = set(map(tuple, sequences[index]))
             retained[index] = tuple(t for t in triples if t in shown)
             unknown.extend(t for t in triples if t not in shown)
-    return Judgement(verdicts[-1], " ".join(thinking.split()), tuple(retained),  # type: ignore[arg-type]
-                     tuple(unknown))
+    verdict: Any = verdicts[-1]  # HAVE_ANSWER or NO_ANSWER, by the pattern
+    return Judgement(verdict, " ".join(thinking.split()), tuple(retained), tuple(unknown))
 
 
 # -- path edit (Table 9) ------------------------------------------------------------------------

@@ -368,8 +368,8 @@ class _Run:
         for mention in self.entities:
             def around(mention: str = mention) -> tuple[str, ...]:
                 session = srp.instantiator.session(self.entities)
-                obs = checked_observation(session.run(Call.of("get_relation", Atom(AtomKind.STRING,
-                                                                        mention))))
+                topic = Atom(AtomKind.STRING, mention)
+                obs = checked_observation(session.run(Call.of("get_relation", topic)))
                 return obs.relations.all if obs.relations else ()
 
             relations, seconds, queries = self._kb_work(around)
@@ -500,8 +500,7 @@ class _Run:
         except SRPParseError as exc:
             # unreadable: the instantiation's own state decides, and every triple is kept
             verdict = "HAVE_ANSWER" if inst.complete else "NO_ANSWER"
-            judgement = Judgement(verdict, "", tuple(tuple(t) for t in shown),  # type: ignore[arg-type]
-                                  auto=True)
+            judgement = Judgement(verdict, "", tuple(tuple(t) for t in shown), auto=True)
             data.update(parse_error=exc.reason, fallback="instantiation")
         data.update(verdict=judgement.verdict, retained=[list(s) for s in judgement.retained],
                     unknown=list(judgement.unknown))

@@ -27,8 +27,8 @@ REF = Reference(id="r1", question="who directed [Heat]", topic="Heat",
 # -- relation check (Table 6) -------------------------------------------------------------------
 
 PAPER_RELATION_CHECK = """\
-1. (’language.human_language.main_country’, 0.4): This relation is highly relevant as it directly
-relates to the country whose president is being asked for.
+1. (’language.human_language.main_country’, 0.4): This relation is highly relevant as it
+directly relates to the country whose president is being asked for.
 2. (’language.human_language.countries_spoken_in’, 0.3): This relation is also relevant.
 3. (’base.rosetta.languoid.parent’, 0.2): This relation is less relevant."""
 CANDIDATES = ["language.human_language.main_country", "language.human_language.language_family",
@@ -120,8 +120,8 @@ def test_the_plan_prompt_lists_the_checked_relations_per_topic() -> None:
 AVIANO = [[("Aviano Air Base", "location.location.containedby", "Italy")],
           [("Aviano Air Base", "aviation.airport.serves", "Aviano")]]
 PAPER_JUDGE = """\
-Thinking Process: First, based on the triplet (“Aviano Air Base”, “location.location.containedby”,
-“Italy”), I can answer the question. So, I think these triplet sequences have enough information
+Thinking Process: First, based on the triplet (“Aviano Air Base”,
+“location.location.containedby”, “Italy”), I can answer the question. So, I think these triplet sequences have enough information
 to answer the question. <HAVE_ANSWER>
 Retained sequences:
 1. [(“Aviano Air Base”, “location.location.containedby”, “Italy”)]

@@ -93,7 +93,8 @@ def test_masking_hides_the_topic_whatever_its_case() -> None:
 # -- clustering ---------------------------------------------------------------------------------
 
 def test_kmeans_is_deterministic_for_a_seed_and_separates_clear_groups() -> None:
-    vectors = [{0: 1.0}, {0: 0.95, 1: 0.05}, {1: 1.0}, {1: 0.9, 2: 0.1}, {2: 1.0}, {2: 0.97, 0: 0.03}]
+    vectors = [{0: 1.0}, {0: 0.95, 1: 0.05}, {1: 1.0}, {1: 0.9, 2: 0.1}, {2: 1.0},
+               {2: 0.97, 0: 0.03}]
     first = kmeans(vectors, 3, seed=7)
     assert first == kmeans(vectors, 3, seed=7)
     assert first[0] == first[1] and first[2] == first[3] and first[4] == first[5]

@@ -213,7 +213,7 @@ def test_the_noisy_edit_repairs_only_from_the_candidates_shown() -> None:
     edit = [{"role": "system", "content": _system("edit")}]
     shown = ('Question: q\nInitial Path: John Godey → ^written_by → release_year\n'
              '>> Error Message\n1. x\n>> Instantiation Context\nInstantiate Paths: y\n'
-             'Candidate Relations: {"John Godey → written_by → Johnny Handsome": ' + '{}' + '}\n'
+             'Candidate Relations: {"John Godey → written_by → Johnny Handsome": {}}\n'
              '>> Corrected Path\nGoal:')
     repaired = llm.complete([*edit, {"role": "user", "content": shown.replace(
         "{}", '["release_year", "directed_by"]')}]).text
