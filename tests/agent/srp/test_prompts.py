@@ -121,8 +121,8 @@ AVIANO = [[("Aviano Air Base", "location.location.containedby", "Italy")],
           [("Aviano Air Base", "aviation.airport.serves", "Aviano")]]
 PAPER_JUDGE = """\
 Thinking Process: First, based on the triplet (“Aviano Air Base”,
-“location.location.containedby”, “Italy”), I can answer the question. So, I think these triplet sequences have enough information
-to answer the question. <HAVE_ANSWER>
+“location.location.containedby”, “Italy”), I can answer the question. So, I think these triplet
+sequences have enough information to answer the question. <HAVE_ANSWER>
 Retained sequences:
 1. [(“Aviano Air Base”, “location.location.containedby”, “Italy”)]
 2. []"""
