@@ -270,3 +270,26 @@ def test_a_run_through_the_openai_client_and_its_trajectory_round_trips(
     again = Trajectory.load(path)
     assert [s.kind for s in again.steps] == _kinds(result)
     assert again.steps[3].data["verdict"] == "HAVE_ANSWER" and again.strategy == "srp"
+
+
+def test_two_topic_entities_are_checked_planned_and_joined(kb) -> None:
+    question = "which movies written by [John Godey] were directed by [Walter Hill]"
+    entities = {"John Godey": "John Godey", "Walter Hill": "Walter Hill"}
+    plan = ('Path: {"John Godey": ["John Godey -> ^written_by"], '
+            '"Walter Hill": ["Walter Hill -> ^directed_by"]}')
+    judge = ('Thinking Process: Johnny Handsome. <HAVE_ANSWER>\nRetained sequences:\n'
+             '1. [("Johnny Handsome", "written_by", "John Godey")]\n'
+             '2. [("Johnny Handsome", "directed_by", "Walter Hill")]')
+    llm = ScriptedLLM(["('written_by', 1.0)", "('directed_by', 1.0)", plan, judge,
+                       "So, the answer is {Johnny Handsome}."])
+    result = SRP(llm, kb).run(question, entities)
+    assert _kinds(result) == ["relation_check", "relation_check", "plan", "retrieve", "judge",
+                              "answer"]
+    assert [s.data["entity"] for s in result.steps[:2]] == ["John Godey", "Walter Hill"]
+    assert result.steps[2].data["constraints"] == {"John Godey": ["^written_by"],
+                                                   "Walter Hill": ["^directed_by"]}
+    retrieve = result.steps[3]
+    assert retrieve.data["complete"] and len(retrieve.data["sequences"]) == 2
+    # the program joins the two constraints on the answer: the intersection
+    assert result.answers == ("Johnny Handsome",)
+    assert result.steps[-1].data["program_answers"] == ["Johnny Handsome"]
