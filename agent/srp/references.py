@@ -378,6 +378,8 @@ class ReferenceBase:
         self.path = path
         self._embedder = embedder
         self._ranker: RelationRanker | None = None
+        #: the references' questions as compared (mentions masked), in order
+        self.texts = [masked(r.question, r.mentions) for r in self.references]
 
     def __repr__(self) -> str:
         m = self.manifest
@@ -391,9 +393,6 @@ class ReferenceBase:
         return iter(self.references)
 
     # -- retrieval ------------------------------------------------------------------------------
-    def _texts(self) -> list[str]:
-        return [masked(r.question, r.mentions) for r in self.references]
-
     @property
     def ranker(self) -> RelationRanker:
         """What scores a question against the references' questions."""
@@ -402,7 +401,7 @@ class ReferenceBase:
                 self._ranker = BM25Ranker()
             else:
                 assert self.vectors is not None
-                stored = dict(zip(self._texts(), self.vectors, strict=True))
+                stored = dict(zip(self.texts, self.vectors, strict=True))
                 self._ranker = EmbeddingRanker(_StoredEmbedder(self.manifest.model, stored,
                                                               self._live_embedder))
         return self._ranker
@@ -426,7 +425,7 @@ class ReferenceBase:
         first; ties keep the base's order."""
         if k <= 0 or not self.references:
             return []
-        scores = self.ranker.scores(masked(question, mentions), self._texts())
+        scores = self.ranker.scores(masked(question, mentions), self.texts)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
         return [Retrieved(self.references[i], float(scores[i])) for i in order]
 
