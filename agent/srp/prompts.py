@@ -211,23 +211,25 @@ _SCORED = re.compile(
 
 def parse_relation_check(text: str, candidates: Sequence[str], *, count: int | None = None
                          ) -> RelationCheck:
-    """The ``('relation', score)`` pairs of a relation-check reply, candidates only, best first
-    (ties in the order written; a relation written twice keeps its first score), at most
-    ``count``. :class:`SRPParseError` (``no_relations``) when no candidate was rated.
+    """The ``('relation', score)`` pairs of a relation-check reply, candidates only (matched
+    without case, a ``ns:`` prefix ignored), best first (ties in the order written; a relation
+    written twice keeps its first score), at most ``count``. :class:`SRPParseError`
+    (``no_relations``) when no candidate was rated.
 
     >>> parse_relation_check("1. ('directed_by', 0.7): yes\\n2. (‘has_tags’, 0.1): maybe\\n"
     ...                      "3. ('made_up', 0.2)", ["directed_by", "has_tags"]).names
     ('directed_by', 'has_tags')
     """
-    known = set(candidates)
+    known = {c.casefold(): c for c in reversed(candidates)}  # the first spelling wins
     found: dict[str, float] = {}
     unknown: list[str] = []
     for match in _SCORED.finditer(text):
-        name, score = match.group(1).strip(), float(match.group(2))
-        if name in known:
+        written, score = match.group(1).strip(), float(match.group(2))
+        name = known.get(written.casefold()) or known.get(written.split(":", 1)[-1].casefold())
+        if name is not None:
             found.setdefault(name, score)
-        elif name not in unknown:
-            unknown.append(name)
+        elif written not in unknown:
+            unknown.append(written)
     if not found:
         raise SRPParseError("relation_check", "no_relations", text,
                             f"no ('relation', score) pair names a candidate; unknown: {unknown}"
@@ -510,8 +512,9 @@ _ANSWER_IS = re.compile(r"(?i)the answer is\s*:?\s*(.+?)\s*\.?\s*$", re.MULTILIN
 
 
 def parse_answer(text: str) -> tuple[str, ...]:
-    """The answers of an answering reply: every ``{...}`` (in order, once), else what follows
-    the last "the answer is". :class:`SRPParseError` (``no_answer``) when neither is there.
+    """The answers of an answering reply: every ``{...}`` (in order, once); ``()`` when the
+    reply encloses nothing (``{}``: no answer); else what follows the last "the answer is".
+    :class:`SRPParseError` (``no_answer``) when none of these is there.
 
     >>> parse_answer("So, the answer is {Jerry Paris}, {Walter Hill}.")
     ('Jerry Paris', 'Walter Hill')
@@ -519,6 +522,8 @@ def parse_answer(text: str) -> tuple[str, ...]:
     braced = [m.group(1).strip() for m in _BRACED.finditer(text) if m.group(1).strip()]
     if braced:
         return tuple(dict.fromkeys(braced))
+    if re.search(r"\{\s*\}", text):
+        return ()
     plain = _ANSWER_IS.findall(text)
     if plain and plain[-1].strip():
         return (plain[-1].strip(),)

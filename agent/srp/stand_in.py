@@ -17,8 +17,8 @@ Readi meet the same noise:
   candidates (the tail of the pruned sequence, or the stuck point) is among them, the path
   becomes the prefix up to there, that relation, then the rest of the gold path (Readi's rule);
   otherwise the path is written back unchanged (SRP then stops editing);
-- **answer**: the gold answers that occur in the triples shown, in braces (none: "The triplets
-  do not contain the answer.", which is not an answer).
+- **answer**: the gold answers that occur in the triples shown, in braces (none: ``{}``, no
+  answer).
 
 Replies carry no token usage (the strategy counts the prompt) and cost 0.
 """
@@ -172,7 +172,7 @@ class SRPStandIn:
         found = [a for a in self.answers
                  if a.casefold() in {json.loads(f'"{n}"').casefold() for n in names}]
         if not found:
-            return "The triplets do not contain the answer."
+            return "No triplet gives the answer. So, the answer is {}."
         return "Based on the triplets, the answer is " + ", ".join(f"{{{a}}}" for a in found) + "."
 
 

@@ -50,6 +50,9 @@ def test_relations_that_are_not_candidates_are_dropped_and_reported() -> None:
                                  ["directed_by", "written_by"])
     assert check.names == ("directed_by",) and check.relations[0].score == 0.5
     assert check.unknown == ("made.up",)
+    spelled = parse_relation_check("('Written_By', 0.6)\n('ns:directed_by', 0.4)",
+                                   ["directed_by", "written_by"])
+    assert spelled.names == ("written_by", "directed_by")
 
 
 @pytest.mark.parametrize("text", ["I think directed_by is best.", "('made.up', 0.9)"])
@@ -232,6 +235,7 @@ def test_answers_are_read_from_braces_or_from_the_answer_is() -> None:
         ("Jerry Paris", "Walter Hill")
     assert parse_answer("Based on my own knowledge... So, the answer is Charlottesville .") == \
         ("Charlottesville",)
+    assert parse_answer("Nothing in the triplets. So, the answer is {}.") == ()
     with pytest.raises(SRPParseError) as err:
         parse_answer("I cannot tell.")
     assert (err.value.stage, err.value.reason) == ("answer", "no_answer")
