@@ -135,6 +135,20 @@ class SRP:
     :class:`~pyql.agent.paths.RelationVocabulary`, a file with one per line, or None: every
     relation of the KB); ``profile``: the prompts' demonstrations (``freebase`` or ``metaqa``,
     default from the KB). ``on_step`` is called with each step as soon as it is recorded.
+
+    >>> from pyql.agent.llm import ScriptedLLM
+    >>> from pyql.kb import OxigraphKB
+    >>> kb = OxigraphKB(profile="metaqa")
+    >>> kb.load_bytes(b'<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> <http://pyql.dev/metaqa/entity/William_Dieterle> .', format="ntriples")
+    >>> llm = ScriptedLLM([
+    ...     "1. ('directed_by', 1.0): the director.",
+    ...     'Thought: one hop.\\nPath: {"Kismet": ["Kismet -> directed_by"]}',
+    ...     'Thinking Process: the director is there. <HAVE_ANSWER>\\nRetained sequences:\\n'
+    ...     '1. [("Kismet", "directed_by", "William Dieterle")]',
+    ...     "So, the answer is {William Dieterle}."])
+    >>> result = SRP(llm, kb).run("who directed [Kismet]", {"Kismet": "Kismet"})
+    >>> result.answers, result.usage.llm_calls, [s.kind for s in result.steps]
+    (('William Dieterle',), 4, ['relation_check', 'plan', 'retrieve', 'judge', 'answer'])
     """
 
     name = "srp"
