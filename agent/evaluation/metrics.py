@@ -62,6 +62,7 @@ __all__ = [
     "corrections",
     "guideline_stats",
     "aggregate",
+    "step_usage",
 ]
 
 #: the per-question scores, in the order tables show them
@@ -82,6 +83,36 @@ _USAGE_MEANS: tuple[tuple[str, str], ...] = (
     ("prompt_tokens", "prompt_tokens"),
     ("completion_tokens", "completion_tokens"),
 )
+
+
+#: usage keys every strategy's results carry; other keys are a strategy's own (step_usage)
+_COMMON_USAGE = frozenset({"llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
+                           "cost", "kb_queries", "seconds", "llm_seconds", "steps",
+                           "estimated_tokens"})
+
+
+def step_usage(steps: Sequence[Any], gold: Iterable[Any] = ()) -> dict[str, float]:
+    """A strategy's own per-question counts, read from its step records: LLM calls per step
+    kind (``llm_calls.generate``, ``llm_calls.edit``, ... for kinds other than QueryAgent's
+    ``action``), the numbers a step reports in ``data["counts"]`` (summed), and
+    ``answer_coverage`` (1.0 when the last step that lists retrieved ``data["instances"]``
+    holds a gold answer, compared case-insensitively)."""
+    out: dict[str, float] = {}
+    instances: Any = None
+    for step in steps:
+        kind = getattr(step, "kind", "action")
+        if kind != "action" and (getattr(step, "reply_text", "") or getattr(step, "tool_calls", ())):
+            out[f"llm_calls.{kind}"] = out.get(f"llm_calls.{kind}", 0.0) + 1.0
+        data = getattr(step, "data", None) or {}
+        for key, value in (data.get("counts") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = out.get(key, 0.0) + float(value)
+        if "instances" in data:
+            instances = data["instances"]
+    if instances is not None:
+        found = {str(v).strip().casefold() for v in instances}
+        out["answer_coverage"] = float(any(str(g).strip().casefold() in found for g in gold))
+    return out
 
 
 def env_class(code: str) -> str:
@@ -314,6 +345,8 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     out["tokens"] = (None if not n else _mean([
         float(r.usage.get("prompt_tokens", 0.0)) + float(r.usage.get("completion_tokens", 0.0))
         for r in rows]))
+    own = sorted({k for r in rows for k in r.usage} - _COMMON_USAGE)
+    out["strategy"] = {k: _mean([float(r.usage.get(k, 0.0)) for r in rows]) for k in own}
     out["cost"] = math.fsum(float(r.usage.get("cost", 0.0)) for r in rows)
     out["seconds"] = math.fsum(float(r.usage.get("seconds", 0.0)) for r in rows)
     out["errors"] = sum(1 for r in rows if r.error is not None)

@@ -70,7 +70,7 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
-from pyql.agent.evaluation.metrics import aggregate, corrections, score_item
+from pyql.agent.evaluation.metrics import aggregate, corrections, score_item, step_usage
 from pyql.agent.evaluation.records import (
     CONFIG,
     METRICS,
@@ -560,6 +560,7 @@ class _Session:
                 "kb_queries": usage.kb_queries, "seconds": usage.seconds,
                 "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
+                **step_usage(trajectory.steps, item.answers),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,

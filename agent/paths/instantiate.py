@@ -220,8 +220,17 @@ class Instantiation:
     def instantiated_length(self) -> int:
         return sum(len(c.hops) for c in self.constraints)
 
+    @property
+    def instances(self) -> tuple[str, ...]:
+        """What the instantiation retrieved: the program's answers and the entities of the
+        sampled triples (the paper's answer coverage asks whether a gold answer is here)."""
+        found = {str(a) for a in self.answers} | {x for t in self.triples for x in (t[0], t[2])}
+        return tuple(sorted(found - {COMPOUND_NODE}))
+
     def to_dict(self) -> dict[str, Any]:
+        instances = self.instances
         return {"path": str(self.path), "complete": self.complete,
+                "instances": list(instances[:500]), "instance_count": len(instances),
                 "constraints": [c.to_dict() for c in self.constraints],
                 "program": str(self.program), "query": self.query,
                 "answers": [str(a) for a in self.answers[:50]], "answer_count": len(self.answers),

@@ -199,8 +199,16 @@ class TableInstantiation:
     def complete(self) -> bool:
         return self.stuck is None
 
+    @property
+    def instances(self) -> tuple[str, ...]:
+        """The retrieved cells and the program's answers (for answer coverage)."""
+        return tuple(sorted({str(v) for r in self.rows for v in r}
+                            | {str(a) for a in self.answers}))
+
     def to_dict(self) -> dict[str, Any]:
+        instances = self.instances
         return {"path": str(self.path), "complete": self.complete,
+                "instances": list(instances[:500]), "instance_count": len(instances),
                 "stuck": self.stuck.to_dict() if self.stuck else None,
                 "program": str(self.program), "query": self.query,
                 "answers": [str(a) for a in self.answers[:50]], "answer_count": len(self.answers),

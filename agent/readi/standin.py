@@ -8,29 +8,29 @@
   ``rate`` R each NL relation is corrupted with probability R: replaced by another relation's
   name (of the vocabulary: MetaQA's relations, else those of the gold program) or dropped, with
   equal odds.
-- **edit**: reads the error as a model does (the ``Initial Path`` chain, how far ``Instantiate
-  Paths`` got, the ``Candidate Relations`` list) and repairs the stuck relation only if the right
-  one — the gold relation at that position — is among the candidates: the path becomes the
-  instantiated prefix, that relation, then the rest of the gold path (the model re-plans from
-  where it was told it broke). Otherwise it answers the same path (nothing to repair; Readi
-  stops editing).
-- **answer**: a perfect reader: a gold answer that appears among the retrieved triples (or rows)
-  is the answer, else ``{}``.
+- **edit**: reads the structured error of the last instantiation (the step record Readi hands to
+  :meth:`ReadiStandIn.observe`: the stuck constraint, its position, the candidate relations)
+  and repairs the stuck relation only if the right one — the gold relation at that position — is
+  among the candidates: the path becomes the instantiated prefix, that relation, then the rest
+  of the gold path, corrupted at the same rate (the model re-plans from where it was told it
+  broke, as noisily as it planned at first). Otherwise it answers the same path (nothing to
+  repair; Readi stops editing).
+- **answer**: a perfect reader: a gold answer among the retrieved instances (the program's
+  answers and the entities of the sampled triples, or the rows' cells) is the answer, else
+  ``{}``.
 
 Replies carry no token usage (Readi counts the prompt) and cost 0.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.llm import LLMReply
-from pyql.agent.paths import ARROW, Constraint, PathFormatError, ReasoningPath, parse_chain
+from pyql.agent.paths import Constraint, PathFormatError, ReasoningPath
 from pyql.agent.paths.instantiate import split_inverse
 from pyql.agent.paths.path import path_from_program
 from pyql.agent.paths.table import TablePath, table_path_from_program
@@ -99,96 +99,82 @@ class ReadiStandIn:
         self.reason = reason or "there is no gold path"
         #: relations corrupted in the generated path (for the records)
         self.corrupted = 0
+        #: the data of the last instantiation Readi recorded (see :meth:`observe`)
+        self._last: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"ReadiStandIn({self.model!r}, rate={self.rate})"
 
+    def observe(self, step: Any) -> None:
+        """Read the record of the step Readi just took (the structured instantiation result
+        and error; never the prompt's wording)."""
+        if step.kind == "instantiate":
+            self._last = dict(step.data)
+
     def complete(self, messages: Sequence[Mapping[str, Any]], *, stop: Sequence[str] | None = None,
                  tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
         task = task_of(messages)
-        user = str(next(m for m in reversed(messages) if m.get("role") == "user")["content"])
         if task == "answer":
-            text = self._answer(user)
+            text = self._answer()
         elif self.gold is None:
             raise LLMScriptExhaustedError(f"{self.reason}; a {task} request was made",
                                           model=self.model)
         elif task == "generate":
             text = self._generate()
         else:
-            text = self._edit(user)
+            text = self._edit()
         return LLMReply(text=text, model=self.model, finish_reason="stop", cost=0.0)
 
     # -- the three requests -------------------------------------------------------------------
     def _generate(self) -> str:
         gold = self.gold
         if isinstance(gold, TablePath):
-            return f"Thought: the gold table path.\n{gold}"
+            return f"Thought: the gold table path.\nPath: {_table_json(gold)}"
         assert gold is not None
         path, self.corrupted = corrupt_path(gold, self.rate, self.vocabulary, self.rng)
         return f"Thought: the gold relation path ({self.corrupted} corrupted).\n{path}"
 
-    def _edit(self, user: str) -> str:
+    def _edit(self) -> str:
         gold = self.gold
         if isinstance(gold, TablePath):
-            return f"Thought: the gold table path.\nFinal Path: {gold}"
-        assert gold is not None
-        lines = user.splitlines()
-        initial = next((ln for ln in lines if ln.startswith("Initial Path:")), "")
-        current = parse_chain("Final Path:" + initial.split(":", 1)[1],
-                              entities=[c.entity for c in gold.constraints])
-        reached = next((ln for ln in lines if ln.startswith("Instantiate Paths:")), "")
-        position = reached.count(ARROW) // 2
-        candidates = _list_after(lines, "Candidate Relations")
+            return f"Thought: the gold table path.\nFinal Path: {_table_json(gold)}"
+        assert isinstance(gold, ReasoningPath)
+        stuck = next((c["stuck"] for c in self._last.get("constraints", ()) if c.get("stuck")),
+                     None)
+        if stuck is None:
+            raise LLMScriptExhaustedError("an edit was asked before a stuck instantiation was "
+                                          "observed", model=self.model)
+        current = Constraint(stuck["entity"], tuple(stuck["relations"]))
+        position = int(stuck["position"])
         try:
             wanted = gold.constraint(current.entity).relations
         except KeyError:  # the gold path does not start from this entity
             wanted = ()
-        if position < len(wanted) and split_inverse(wanted[position])[0] in candidates:
-            done = current.relations[:position]
-            fixed = Constraint(current.entity, (*done, wanted[position], *wanted[position + 1:]))
+        if position < len(wanted) and split_inverse(wanted[position])[0] in stuck["candidates"]:
+            rest, _ = corrupt_path(ReasoningPath.of({current.entity: wanted[position + 1:]}),
+                                   self.rate, self.vocabulary, self.rng)
+            fixed = current.with_relations((*current.relations[:position], wanted[position],
+                                            *rest.constraints[0].relations))
             return (f'Thought: "{wanted[position]}" is among the candidates.\n'
                     f"Final Path: {fixed.chain()}")
         return f"Thought: no candidate fits.\nFinal Path: {current.chain()}"
 
-    def _answer(self, user: str) -> str:
-        found = _elements(user)
+    def _answer(self) -> str:
+        found = set(self._last.get("instances", ()))
         for answer in self.answers:
             if answer in found:
                 return f"So, the answer is {{{answer}}}."
         return "So, the answer is {}."
 
 
-def _list_after(lines: Sequence[str], header: str) -> list[str]:
-    for i, line in enumerate(lines[:-1]):
-        if line.strip() == header:
-            try:
-                value = json.loads(lines[i + 1])
-            except json.JSONDecodeError:
-                return []
-            return [str(v) for v in value] if isinstance(value, list) else []
-    return []
-
-
-def _elements(user: str) -> set[str]:
-    """The entities of retrieved triples ``(h, r, t)`` and the cells of JSON rows."""
-    out: set[str] = set()
-    for line in user.splitlines():
-        line = line.strip()
-        if line.startswith("["):
-            try:
-                out.update(str(v) for v in json.loads(line))
-            except json.JSONDecodeError:
-                pass
-        elif line.startswith("("):
-            for triple in re.findall(r"\(([^()]*)\)", line):
-                parts = [p.strip() for p in triple.split(", ")]
-                if len(parts) >= 3:
-                    out.update((parts[0], ", ".join(parts[2:])))
-    return out
+def _table_json(path: TablePath) -> str:
+    return str(path).removeprefix("Path: ")
 
 
 def stand_in(spec: str, item: Any, *, seed: int = 0) -> ReadiStandIn:
-    """The stand-in for ``--llm gold`` / ``--llm noisy-gold:R`` and an evaluation item."""
+    """The stand-in for ``--llm gold`` / ``--llm noisy-gold:R`` and an evaluation item;
+    ``seed`` is the question's own seed (the runner derives it from the run's seed and the
+    item id)."""
     kind, _, arg = spec.strip().partition(":")
     kind = kind.strip().lower()
     if kind == "gold" and not arg:
@@ -203,9 +189,7 @@ def stand_in(spec: str, item: Any, *, seed: int = 0) -> ReadiStandIn:
     gold = gold_path(item)
     if rate and isinstance(gold, TablePath):
         raise ValueError("noisy-gold is not available for table paths (gold only)")
-    from pyql.agent.evaluation.specs import item_seed
-
     vocabulary = _vocabulary(item, gold) if isinstance(gold, ReasoningPath) else ()
-    return ReadiStandIn(gold, rate=rate, seed=item_seed(seed, getattr(item, "id", "")),
+    return ReadiStandIn(gold, rate=rate, seed=seed,
                         vocabulary=vocabulary, answers=getattr(item, "answers", ()),
                         model=kind, reason="no gold program" if gold is None else "")

@@ -99,6 +99,8 @@ class _Run:
     question: str
     started: float
     notify: Callable[[Step], None] | None
+    #: a stand-in LLM's hook: it reads each step's record (the structured error), not the prompt
+    observe: Callable[[Step], None] | None = None
     usage: Usage = field(default_factory=Usage)
     steps: list[Step] = field(default_factory=list)
 
@@ -110,6 +112,8 @@ class _Run:
         self.steps.append(step)
         self.usage = self.usage.model_copy(
             update={"kb_queries": self.usage.kb_queries + step.kb_queries})
+        if self.observe is not None:
+            self.observe(step)
         if self.notify is not None:
             self.notify(step)
 
@@ -248,7 +252,8 @@ class Readi:
         """Answer one question (Algorithm 1). ``table`` names the table (SQL databases); other
         ``context`` keys of the Strategy contract are not used."""
         entities = dict(entities or {})
-        run = _Run(question, time.perf_counter(), on_step if on_step is not None else self.on_step)
+        run = _Run(question, time.perf_counter(), on_step if on_step is not None else self.on_step,
+                   getattr(self.llm, "observe", None))
         if self.tables:
             answers, program, query, finished, stop = self._run_table(run, table or self.table)
         else:
@@ -291,7 +296,7 @@ class Readi:
                 stop = "edit_unchanged"
                 break
             path = new_path
-        answers = self._answer_kb(run, inst)
+        answers = self._answer_kb(run, inst, edits)
         return answers, inst.program, inst.query, inst.complete, stop
 
     def _initial_kb(self, run: _Run, entities: Mapping[str, str]) -> ReasoningPath:
@@ -351,13 +356,13 @@ class Readi:
         ))
         return inst
 
-    def _answer_kb(self, run: _Run, inst: Instantiation) -> tuple[Any, ...]:
-        instances = sorted({str(a) for a in inst.answers}
-                           | {x for t in inst.triples for x in (t[0], t[2])})
+    def _answer_kb(self, run: _Run, inst: Instantiation, edits: int) -> tuple[Any, ...]:
+        instances = inst.instances
         use_program = self.answer_mode == "program" or (
             self.answer_mode == "auto" and inst.complete and bool(inst.answers))
-        data = {"instances": instances[:500], "instance_count": len(instances),
-                "retrieved": len(inst.triples), "complete": inst.complete}
+        data = {"instances": list(instances[:500]), "instance_count": len(instances),
+                "retrieved": len(inst.triples), "complete": inst.complete,
+                "counts": _counts(edits, inst.complete, len(inst.triples))}
         if use_program:
             run.add(Step(n=run.next_n, kind="answer", action="program",
                          observation=str(list(inst.answers[:20])),
@@ -369,7 +374,8 @@ class Readi:
         answers = prompts.parse_answers(reply.text)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),
-                     data={**data, "source": "llm", "answers": list(answers)})
+                     data={**data, "source": "llm", "answers": list(answers),
+                           "counts": {**data["counts"], "answered_by_llm": 1.0}})
         return answers
 
     # -- tables -------------------------------------------------------------------------------------
@@ -420,7 +426,7 @@ class Readi:
                 stop = "edit_unchanged"
                 break
             path = new_path
-        answers = self._answer_table(run, inst)
+        answers = self._answer_table(run, inst, edits)
         return answers, inst.program, inst.query, inst.complete, stop
 
     def _initial_table(self, run: _Run, inst: TableInstantiator, table: str | None,
@@ -459,10 +465,10 @@ class Readi:
         ))
         return result
 
-    def _answer_table(self, run: _Run, inst: TableInstantiation) -> tuple[Any, ...]:
+    def _answer_table(self, run: _Run, inst: TableInstantiation, edits: int) -> tuple[Any, ...]:
         data = {"retrieved": len(inst.rows), "complete": inst.complete,
-                "instances": sorted({str(v) for r in inst.rows for v in r}
-                                    | {str(a) for a in inst.answers})[:500]}
+                "instances": list(inst.instances[:500]), "instance_count": len(inst.instances),
+                "counts": _counts(edits, inst.complete, len(inst.rows))}
         use_program = self.answer_mode == "program" or (
             self.answer_mode == "auto" and inst.complete)
         if use_program:
@@ -477,7 +483,8 @@ class Readi:
         answers = prompts.parse_answers(reply.text)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),
-                     data={**data, "source": "llm", "answers": list(answers)})
+                     data={**data, "source": "llm", "answers": list(answers),
+                           "counts": {**data["counts"], "answered_by_llm": 1.0}})
         return answers
 
     # -- LLM calls and records ----------------------------------------------------------------------
@@ -514,6 +521,13 @@ class Readi:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),
                      data={"path": path.as_dict(), "text": str(path), "format_error": None,
                            "source": source}))
+
+
+def _counts(edits: int, complete: bool, retrieved: int) -> dict[str, float]:
+    """The per-question numbers of a Readi run that evaluation averages (``step_usage``); the
+    answer step adds ``answered_by_llm``."""
+    return {"edits": float(edits), "instantiated": float(complete),
+            "retrieved": float(retrieved)}
 
 
 def _thought(text: str) -> str:

@@ -14,7 +14,7 @@ from pyql.agent.readi import Readi
 from pyql.agent.readi.prompts import parse_answers, task_of
 from pyql.agent.readi.standin import ReadiStandIn, corrupt_path, gold_path
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
-from pyql.agent.trajectory import Trajectory
+from pyql.agent.trajectory import Step, Trajectory
 from pyql.db import SqlDB
 from pyql.session import Session
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
@@ -160,37 +160,44 @@ def test_noisy_stand_in_repairs_only_a_listed_relation(kb):
     gold = gold_path(ITEM)
     path, n = corrupt_path(gold, 1.0, ["has_genre"], random.Random(1))
     assert n == 2 and path.length <= 2
-    # a stand-in whose first path has a wrong second relation: the error lists directed_by
-    llm = ReadiStandIn(gold, rate=0.0)
-    llm.gold = gold
-    scripted = ScriptedLLM(['Path: { "John Godey": [ John Godey → ^written_by → has_genre ] }'])
+    repairer = ReadiStandIn(gold)
 
-    class Both:
+    class FirstPath:
+        """Generates a given path; edits and answers as the stand-in (which observes)."""
+
         model = "test"
 
-        def complete(self, messages, **kw):
-            return (scripted if task_of(messages) == "generate" else llm).complete(messages, **kw)
+        def __init__(self, text):
+            self.first = ScriptedLLM([text])
+            self.observe = repairer.observe
 
-    result = readi(Both(), kb).run(QUESTION, ENTITIES)
+        def complete(self, messages, **kw):
+            if task_of(messages) == "generate":
+                return self.first.complete(messages, **kw)
+            return repairer.complete(messages, **kw)
+
     # has_genre connects from John Godey's movies: a complete, wrong path is not edited
+    result = readi(FirstPath('Path: { "John Godey": [ John Godey → ^written_by → has_genre ] }'),
+                   kb).run(QUESTION, ENTITIES)
     assert "edit" not in [s.kind for s in result.steps]
-    scripted = ScriptedLLM(['Path: { "John Godey": [ John Godey → ^written_by → weather ] }'])
-    result = readi(Both(), kb).run(QUESTION, ENTITIES)
+    # an irrelevant relation: the error lists directed_by, which the stand-in picks
+    result = readi(FirstPath('Path: { "John Godey": [ John Godey → ^written_by → weather ] }'),
+                   kb).run(QUESTION, ENTITIES)
     assert [s.kind for s in result.steps].count("edit") == 1 and set(result.answers) == GOLD
     # a candidate list without the gold relation: nothing repaired, the same path comes back
-    reply = llm.complete([{"role": "user", "content": (
-        "Question: q\nInitial Path: John Godey → ^written_by → weather\nError Message\n"
-        "Instantiation Context\nInstantiate Paths: John Godey → ^written_by → X\n"
-        'Candidate Relations\n["release_year"]\nCorrected Path')}])
+    stuck = {"entity": "John Godey", "relations": ["^written_by", "weather"], "position": 1,
+             "candidates": ["release_year"]}
+    repairer.observe(Step(n=1, kind="instantiate", data={"constraints": [{"stuck": stuck}]}))
+    reply = repairer.complete([{"role": "user", "content": "Question: q\nCorrected Path"}])
     assert reply.text.endswith("Final Path: John Godey → ^written_by → weather")
 
 
-def test_stand_in_answers_only_from_the_retrieved_knowledge():
+def test_stand_in_answers_only_from_the_retrieved_instances():
     llm = ReadiStandIn(None, answers=["Walter Hill"])
-    ask = [{"role": "user", "content": "Q: q\nKnowledge Triplets:\n(A, directed_by, Walter Hill)"
-                                       "\nA:"}]
+    ask = [{"role": "user", "content": "Q: q\nKnowledge Triplets:\n(A, r, B)\nA:"}]
+    llm.observe(Step(n=1, kind="instantiate", data={"instances": ["A", "Walter Hill"]}))
     assert llm.complete(ask).text.endswith("{Walter Hill}.")
-    ask[0]["content"] = "Q: q\nKnowledge Triplets:\n(A, directed_by, Jerry Paris)\nA:"
+    llm.observe(Step(n=2, kind="instantiate", data={"instances": ["Jerry Paris"]}))
     assert llm.complete(ask).text.endswith("{}.")
     with pytest.raises(LLMScriptExhaustedError):
         llm.complete([{"role": "user", "content": "Question: q\nThought:"}])
