@@ -1,9 +1,11 @@
 """LLM stand-ins for SRP without a model: ``--llm gold`` and ``--llm noisy-gold:RATE``.
 
-:class:`SRPStandIn` plays each SRP stage from the question's gold path and gold answers, reading
-only what the prompt shows, in the paper's output formats. The gold path, its corruption and the
-edit's repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SRP and
-Readi meet the same noise:
+:class:`SRPStandIn` plays each SRP stage from the question's gold path and gold answers. What a
+stage is shown it reads from the step records SRP hands to :meth:`SRPStandIn.observe` (the
+``candidates``, ``retrieve`` and ``knowledge`` steps' data), never from the prompt's wording,
+and it answers in the paper's output formats. The gold path, its corruption and the edit's
+repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SRP and Readi meet
+the same noise:
 
 - **relation check**: rates the gold path's first relation highest when it is among the
   candidates shown (then two more candidates, lower);
@@ -26,7 +28,6 @@ Replies carry no token usage (the strategy counts the prompt) and cost 0.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,33 +36,18 @@ from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.llm import LLMReply, Message
 from pyql.agent.paths import ReasoningPath, split_inverse
 from pyql.agent.readi.standin import ReadiStandIn, corrupt_path
-from pyql.agent.srp.prompts import read_triples, stage_of
+from pyql.agent.srp.prompts import stage_of
 from pyql.agent.srp.pruning import follow
 
 __all__ = ["SRPStandIn", "stand_in"]
 
-_ARROW = re.compile(r"\s*(?:->|→)\s*")
-
-
-def _line(text: str, label: str) -> str:
-    m = re.search(rf"(?m)^{re.escape(label)}\s*:\s*(.*)$", text)
-    return m.group(1).strip() if m else ""
-
-
-def _user(messages: Sequence[Message]) -> str:
-    content = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
-    return content if isinstance(content, str) else ""
-
-
-def _question_part(text: str) -> str:
-    """The user message after the references block (its last ``Question:`` / ``Q:``)."""
-    starts = [m.start() for m in re.finditer(r"(?m)^(?:Question|Q):", text)]
-    return text[starts[-1]:] if starts else text
-
-
 class SRPStandIn:
     """Plays SRP's stages for one question (module docstring) over Readi's stand-in ``readi``,
-    which holds the gold path, the corruption rate and its seeded RNG, and the gold answers."""
+    which holds the gold path, the corruption rate and its seeded RNG, and the gold answers.
+
+    What a stage is shown comes from the step records SRP hands to :meth:`observe` (the
+    candidates, the triplet sequences, the kept triples), never from the prompt's wording; the
+    prompt only says which stage is asked (:func:`~pyql.agent.srp.prompts.stage_of`)."""
 
     def __init__(self, readi: ReadiStandIn) -> None:
         self.readi = readi
@@ -72,11 +58,18 @@ class SRPStandIn:
         self.answers = readi.answers
         self.model = readi.model
         self._lock = threading.Lock()
+        #: the last record of each step kind SRP took
+        self._last: dict[str, dict[str, Any]] = {}
         #: the relations the plan was given (after corruption), for reports
         self.planned: tuple[str, ...] | None = None
 
     def __repr__(self) -> str:
         return f"SRPStandIn({self.model!r}, topic={self.topic!r}, relations={self.relations})"
+
+    def observe(self, step: Any) -> None:
+        """Read the record of the step SRP just took."""
+        with self._lock:
+            self._last[step.kind] = dict(step.data)
 
     def complete(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
                  tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
@@ -85,27 +78,29 @@ class SRPStandIn:
             what = self.readi.reason or "there is no gold relation path"
             raise LLMScriptExhaustedError(
                 f"{what}" if stage is not None else "not an SRP prompt", model=self.model)
-        text = _question_part(_user(messages))
         with self._lock:
-            reply = getattr(self, f"_{stage}")(text)
+            reply = getattr(self, f"_{stage}")()
         return LLMReply(text=reply, model=self.model, finish_reason="stop", cost=0.0)
 
     def _is_topic(self, name: str) -> bool:
         return self.topic is not None and name.strip().casefold() == self.topic.casefold()
 
+    def _seen(self, kind: str) -> dict[str, Any]:
+        return self._last.get(kind, {})
+
     # -- stages -----------------------------------------------------------------------------------
-    def _relation_check(self, text: str) -> str:
-        topic = _line(text, "Topic Entity")
-        candidates = [c.strip() for c in _line(text, "Candidate Relations").split(";") if c.strip()]
-        first = (split_inverse(self.relations[0])[0] if self.relations and self._is_topic(topic)
-                 else None)
+    def _relation_check(self) -> str:
+        shown = self._seen("candidates")
+        candidates = [str(c) for c in shown.get("candidates", ())]
+        first = (split_inverse(self.relations[0])[0]
+                 if self.relations and self._is_topic(str(shown.get("entity", ""))) else None)
         rated = ([first] if first in candidates else [])
         rated += [c for c in candidates if c not in rated][:3 - len(rated)]
         scores = [0.6, 0.3, 0.1] if first in candidates else [0.4, 0.3, 0.3]
         return "\n".join(f"{i}. ('{r}', {s}): {'on the path' if r == first else 'related'}."
                          for i, (r, s) in enumerate(zip(rated, scores, strict=False), 1))
 
-    def _plan(self, text: str) -> str:
+    def _plan(self) -> str:
         readi = self.readi
         assert isinstance(readi.gold, ReasoningPath) and self.topic is not None
         path, readi.corrupted = corrupt_path(readi.gold, readi.rate, readi.vocabulary, readi.rng)
@@ -115,13 +110,10 @@ class SRPStandIn:
         return (f"Thought: the gold relation path ({readi.corrupted} corrupted).\nPath: "
                 + json.dumps({self.topic: [chain]}, ensure_ascii=False))
 
-    def _judge(self, text: str) -> str:
-        body = text.split("Triplet sequences:", 1)[-1]
-        sequences: list[list[tuple[str, str, str]]] = []
-        for line in body.splitlines():
-            m = re.match(r"\s*\d+\.\s*(\[.*\])\s*$", line)
-            if m:
-                sequences.append(read_triples(m.group(1)) or [])
+    def _judge(self) -> str:
+        # the judge is shown the sequences of the constraints that retrieved something
+        sequences = [[tuple(t) for t in seq]
+                     for seq in self._seen("retrieve").get("sequences", ()) if seq]
         found = self._found(t for seq in sequences for t in seq)
         verdict = "<HAVE_ANSWER>" if found else "<NO_ANSWER>"
         assert self.topic is not None
@@ -136,41 +128,30 @@ class SRPStandIn:
         return f"Thinking Process: {why} {verdict}\nRetained sequences:\n{retained}"
 
     def _found(self, triples: Any) -> list[str]:
-        names = {x.casefold() for t in triples for x in (t[0], t[2])}
+        names = {str(x).casefold() for t in triples for x in (t[0], t[2])}
         return [a for a in self.answers if a.casefold() in names]
 
-    def _edit(self, text: str) -> str:
+    def _edit(self) -> str:
         assert self.topic is not None
-        initial = text.split("Initial Path:", 1)[-1].split(">> Error Message", 1)[0]
-        current: list[str] = list(self.relations)
-        for line in initial.strip().splitlines():
-            parts = _ARROW.split(line.strip())
-            if parts and self._is_topic(parts[0]):
-                current = parts[1:]
-                break
-        try:
-            candidates = json.loads(_line(text, "Candidate Relations") or "{}")
-        except ValueError:
-            candidates = {}
+        constraints = self._seen("retrieve").get("constraints", ())
+        current = next((list(c.get("relations", ())) for c in constraints
+                        if self._is_topic(str(c.get("entity", "")))), list(self.relations))
         fixed = list(current)
-        for chain, shown in candidates.items():
-            parts = _ARROW.split(chain.strip())
-            if not parts or not self._is_topic(parts[0]):
+        for at in self._seen("candidates").get("at", ()):
+            if not self._is_topic(str(at.get("entity", ""))):
                 continue
-            position = (len(parts) - 1) // 2
+            position = int(at.get("position", 0))
             wanted = self.relations
-            if position < len(wanted) and split_inverse(wanted[position])[0] in shown:
+            if position < len(wanted) and split_inverse(wanted[position])[0] in at["relations"]:
                 fixed = [*current[:position], *wanted[position:]]
                 break
         return ("Goal: the path should reach the answer of the question.\n"
                 "Thought: I correct the relation the candidates show.\n"
                 f"Final Path: {' -> '.join((self.topic, *fixed))}")
 
-    def _answer(self, text: str) -> str:
-        knowledge = _line(text, "Knowledge Triplets")
-        names = re.findall(r'"((?:[^"\\]|\\.)*)"', knowledge)
-        found = [a for a in self.answers
-                 if a.casefold() in {json.loads(f'"{n}"').casefold() for n in names}]
+    def _answer(self) -> str:
+        kept = self._seen("knowledge").get("kept", ())
+        found = self._found(kept)
         if not found:
             return "No triplet gives the answer. So, the answer is {}."
         return "Based on the triplets, the answer is " + ", ".join(f"{{{a}}}" for a in found) + "."

@@ -24,12 +24,16 @@ entity of the pruned sequence").
 relation check kept is mended before instantiation: the checked relation its first relation
 binds to, else the best-rated checked relation; the step record says which (``enforced``).
 
-**Step records** (``Step.kind`` and ``Step.data``): ``references`` (ids, questions, paths,
-scores), ``relation_check`` (entity, candidates, rated relations), ``plan`` (the path, what was
-enforced), ``retrieve`` (the instantiation: constraints, hops, stuck points, program, answers,
-the triplet sequences), ``judge`` (round, verdict, retained triples), ``edit`` (round, error
-messages, candidates, path before and after), ``answer`` (the kept triples, the chain-of-thought
-answers, the program's answers). Malformed replies are recorded (``parse_error``) and handled:
+**Step records** (``Step.kind`` and ``Step.data``). LLM calls: ``relation_check`` (entity, rated
+and checked relations), ``plan`` (the path, what was enforced), ``judge`` (round, verdict,
+sequences, retained triples), ``edit`` (round, path before and after), ``answer`` (the
+chain-of-thought answers, the program's answers). Environment work, recorded before the call
+that is shown it: ``references`` (ids, questions, paths, scores), ``candidates`` (for the
+relation check: the entity and its ranked one-hop relations; for an edit: the error messages,
+the instantiated chains and, per constraint, the position and relations offered), ``retrieve``
+(the instantiation: constraints, hops, stuck points, program, answers, retrieved instances, the
+triplet sequences), ``knowledge`` (the triples the answer is given). A stand-in LLM with an
+``observe(step)`` hook is handed every record as it is made, so it reads data, never prompts. Malformed replies are recorded (``parse_error``) and handled:
 a relation check falls back to the ranker's order, a plan to the best checked relation per
 topic, a judge to the instantiation's own state, an edit ends the reflection.
 
@@ -147,8 +151,10 @@ class SRP:
     ...     '1. [("Kismet", "directed_by", "William Dieterle")]',
     ...     "So, the answer is {William Dieterle}."])
     >>> result = SRP(llm, kb).run("who directed [Kismet]", {"Kismet": "Kismet"})
-    >>> result.answers, result.usage.llm_calls, [s.kind for s in result.steps]
-    (('William Dieterle',), 4, ['relation_check', 'plan', 'retrieve', 'judge', 'answer'])
+    >>> result.answers, result.usage.llm_calls
+    (('William Dieterle',), 4)
+    >>> [s.kind for s in result.steps]
+    ['candidates', 'relation_check', 'plan', 'retrieve', 'judge', 'knowledge', 'answer']
     """
 
     name = "srp"
@@ -263,6 +269,8 @@ class _Run:
         self.entities = entities
         self.meta = meta
         self.notify = notify
+        #: a stand-in LLM's hook: it reads each step's record, never the prompt's wording
+        self.observe: Callable[[Step], None] | None = getattr(srp.llm, "observe", None)
         self.steps: list[Step] = []
         self.hits: list[Retrieved] = []
         self.usage = Usage()
@@ -296,6 +304,8 @@ class _Run:
     def _record(self, step: Step, **update: Any) -> Step:
         step = step.model_copy(update=update)
         self.steps.append(step)
+        if self.observe is not None:
+            self.observe(step)
         if self.notify is not None:
             self.notify(step)
         return step
@@ -389,14 +399,16 @@ class _Run:
             relations, seconds, queries = self._kb_work(around)
             candidates = srp.binder.rank(self.question, list(relations),
                                          limit=srp.check_candidates)
-            data: dict[str, Any] = {"entity": mention, "candidates": candidates,
-                                    "relations_around": len(relations)}
+            self._env_step("candidates", f"get_relation({mention})",
+                           "; ".join(candidates) or "no relation around the entity",
+                           {"for": "relation_check", "entity": mention,
+                            "candidates": candidates, "relations_around": len(relations)},
+                           seconds=seconds, kb_queries=queries,
+                           status="ok" if candidates else "empty")
             if not candidates:
                 checked[mention] = ()
-                self._env_step("relation_check", f"get_relation({mention})",
-                               "no relation around the entity", data, seconds=seconds,
-                               kb_queries=queries, status="empty")
                 continue
+            data: dict[str, Any] = {"entity": mention}
             text, step = self._ask("relation_check", P.relation_check_messages(
                 self.question, mention, candidates, refs, count=srp.check_count,
                 profile=srp.profile), data)
@@ -413,8 +425,7 @@ class _Run:
             data["checked"] = list(kept)
             checked[mention] = kept
             self._record(step, observation=f"{mention}: {', '.join(kept)}", status=status,
-                         accepted=status == "ok", env_latency=seconds, kb_queries=queries,
-                         data=data)
+                         accepted=status == "ok", data=data)
         return checked
 
     def _constraint(self, text: str) -> Constraint | None:
@@ -553,10 +564,11 @@ class _Run:
         srp = self.srp
         errors: list[str] = []
         instantiated: list[str] = []
-        candidates: dict[str, list[str]] = {}
+        at: list[dict[str, Any]] = []
         retained = dict(zip([i for i, _ in self._sequences(inst)], judgement.retained,
                             strict=False))
         judged = bool(self._sequences(inst)) and not judgement.auto
+        start, before_queries = time.perf_counter(), self.usage.kb_queries
         for i, c in enumerate(inst.constraints):
             if c.stuck is not None:
                 errors += [f"{c.constraint.entity}: {m}" for m in c.stuck.messages()]
@@ -565,19 +577,29 @@ class _Run:
             keep = self._pruned_hops(c, retained.get(i, ())) if judged else len(c.hops)
             if c.stuck is not None and keep >= len(c.hops):
                 instantiated.append(c.stuck.instantiated_chain())
-                candidates[c.stuck.instantiated_chain()] = list(c.stuck.candidates)
+                at.append({"entity": c.constraint.entity, "position": c.stuck.position,
+                           "chain": c.stuck.instantiated_chain(),
+                           "relations": list(c.stuck.candidates)})
             else:
                 instantiated.append(_chain(c))
-                candidates[_chain(c, keep)] = self._around(c, keep)
+                at.append({"entity": c.constraint.entity, "position": keep,
+                           "chain": _chain(c, keep), "relations": self._around(c, keep)})
         if judgement.thinking or any(judgement.retained):
             errors.append(judgement.message())
         elif not errors:
             errors.append("Current Information is not enough.")
+        candidates = {a["chain"]: a["relations"] for a in at}
+        self._env_step("candidates", "get_relation at the tail of the pruned sequence",
+                       "; ".join(f"{k}: {', '.join(v)}" for k, v in candidates.items()),
+                       {"for": "edit", "round": round_, "errors": errors,
+                        "instantiated": instantiated, "at": at},
+                       seconds=time.perf_counter() - start,
+                       kb_queries=self.usage.kb_queries - before_queries)
         before = [c.chain() for c in path.constraints]
         text, step = self._ask("edit", P.edit_messages(
             self.question, before, errors, instantiated, candidates,
             [h.reference for h in references], profile=srp.profile),
-            {"round": round_, "errors": errors, "candidates": candidates, "before": str(path)})
+            {"round": round_, "before": str(path)})
         data = dict(step.data)
         edited: ReasoningPath | None = path
         try:
@@ -615,9 +637,11 @@ class _Run:
             source = "retrieved"
         program_counts = inst.complete and (judgement is None or judgement.have_answer)
         program_answers = tuple(inst.answers) if program_counts else ()
+        self._env_step("knowledge", f"keep the triples of the {source}",
+                       f"{len(kept)} triples", {"kept": [list(t) for t in kept],
+                                                "kept_from": source})
         text, step = self._ask("answer", P.answer_messages(self.question, kept,
-                                                           profile=srp.profile),
-                               {"kept": [list(t) for t in kept], "kept_from": source})
+                                                           profile=srp.profile), {})
         data = dict(step.data)
         try:
             cot = P.parse_answer(text)

@@ -12,7 +12,7 @@ from pyql.agent.srp.references import ReferenceLeakError, build_reference_base
 from pyql.agent.srp.stand_in import SRPStandIn
 from pyql.agent.srp.strategy import SRP
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
-from pyql.agent.trajectory import Trajectory
+from pyql.agent.trajectory import Step, Trajectory
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 from tests.support.fake_openai import FakeOpenAI, Text
 
@@ -38,16 +38,18 @@ def _no_answer(kept: str = '("Johnny Handsome", "written_by", "John Godey")') ->
 def test_the_four_modules_answer_with_the_cot_answer_then_the_programs(kb) -> None:
     llm = ScriptedLLM([CHECK, PLAN, HAVE, ANSWER])
     result = SRP(llm, kb).run(QUESTION, ENTITIES)
-    assert _kinds(result) == ["relation_check", "plan", "retrieve", "judge", "answer"]
+    assert _kinds(result) == ["candidates", "relation_check", "plan", "retrieve", "judge",
+                              "knowledge", "answer"]
     assert result.answers[0] == "Walter Hill" and set(result.answers) == GOLD
     assert (result.finished, result.stop_reason, result.strategy) == (True, "have_answer", "srp")
     assert result.usage.llm_calls == 4 and result.usage.kb_queries > 0
-    check, plan, retrieve, judge, answer = result.steps
-    assert check.data["candidates"] == ["written_by"] and check.data["checked"] == ["written_by"]
+    candidates, check, plan, retrieve, judge, knowledge, answer = result.steps
+    assert candidates.data["candidates"] == ["written_by"] and candidates.kb_queries > 0
+    assert check.data["checked"] == ["written_by"]
     assert plan.data["constraints"] == {"John Godey": ["written_by", "directed_by"]}
     assert retrieve.data["complete"] and len(retrieve.data["sequences"][0]) >= 6
     assert judge.data["verdict"] == "HAVE_ANSWER" and len(judge.data["retained"][0]) == 2
-    assert answer.data["kept"] == [list(t) for t in [("Johnny Handsome", "written_by",
+    assert knowledge.data["kept"] == [list(t) for t in [("Johnny Handsome", "written_by",
                                                       "John Godey"),
                                                      ("Johnny Handsome", "directed_by",
                                                       "Walter Hill")]]
@@ -77,15 +79,15 @@ def test_no_answer_edits_from_the_tail_of_the_pruned_sequence(kb) -> None:
             "Final Path: John Godey -> written_by -> directed_by")
     llm = ScriptedLLM([CHECK, years, _no_answer(), edit, HAVE, ANSWER])
     result = SRP(llm, kb).run(QUESTION, ENTITIES)
-    assert _kinds(result) == ["relation_check", "plan", "retrieve", "judge", "edit", "retrieve",
-                              "judge", "answer"]
-    edit_step = result.steps[4]
+    assert _kinds(result) == ["candidates", "relation_check", "plan", "retrieve", "judge",
+                              "candidates", "edit", "retrieve", "judge", "knowledge", "answer"]
+    shown, edit_step = result.steps[5:7]
     # the judge kept the first hop: the candidates are the relations around the movies
-    [(chain, candidates)] = edit_step.data["candidates"].items()
-    assert chain.startswith("John Godey → written_by → ") and "directed_by" in candidates
-    assert "release_year" in candidates
-    assert edit_step.data["errors"][0].startswith("Current Information is not enough. these "
-                                                  "are years")
+    [at] = shown.data["at"]
+    assert at["position"] == 1 and at["chain"].startswith("John Godey → written_by → ")
+    assert "directed_by" in at["relations"] and "release_year" in at["relations"]
+    assert shown.data["errors"][0].startswith("Current Information is not enough. these are "
+                                              "years")
     assert edit_step.data["after"].endswith("[ John Godey → written_by → directed_by ] }")
     prompt = llm.calls[3]["messages"][1]["content"]
     assert "Initial Path: John Godey → written_by → release_year" in prompt
@@ -98,9 +100,9 @@ def test_a_stuck_relation_is_reported_with_the_stuck_candidates(kb) -> None:
     edit = "Final Path: John Godey -> written_by -> directed_by"
     llm = ScriptedLLM([CHECK, bad, _no_answer(), edit, HAVE, ANSWER])
     result = SRP(llm, kb).run(QUESTION, ENTITIES)
-    retrieve, judge, edit_step = result.steps[2:5]
+    retrieve, _judge, shown = result.steps[3:6]
     assert retrieve.status == "stuck" and not retrieve.data["complete"]
-    assert 'John Godey: relation "spouse" not instantiated.' in edit_step.data["errors"]
+    assert 'John Godey: relation "spouse" not instantiated.' in shown.data["errors"]
     assert set(result.answers) == GOLD
 
 
@@ -134,7 +136,7 @@ def test_an_unchanged_or_unreadable_edit_ends_the_reflection(kb) -> None:
 def test_malformed_replies_fall_back_and_are_recorded(kb) -> None:
     result = SRP(ScriptedLLM(["written_by looks best", "I am not sure.", "hmm", "no idea"]),
                  kb).run(QUESTION, ENTITIES)
-    check, plan, _retrieve, judge, answer = result.steps
+    _candidates, check, plan, _retrieve, judge, _knowledge, answer = result.steps
     assert check.data["parse_error"] == "no_relations" and check.data["fallback"] == "ranker"
     assert check.data["checked"] == ["written_by"] and check.status == "error"
     assert plan.data["parse_error"] == "no_path"
@@ -148,7 +150,8 @@ def test_malformed_replies_fall_back_and_are_recorded(kb) -> None:
 
 def test_without_reflection_there_is_no_judge_and_no_edit(kb) -> None:
     result = SRP(ScriptedLLM([CHECK, PLAN, ANSWER]), kb, reflection=False).run(QUESTION, ENTITIES)
-    assert _kinds(result) == ["relation_check", "plan", "retrieve", "answer"]
+    assert _kinds(result) == ["candidates", "relation_check", "plan", "retrieve", "knowledge",
+                              "answer"]
     assert result.usage.llm_calls == 3 and result.stop_reason == "no_reflection"
     assert set(result.answers) == GOLD
 
@@ -202,44 +205,52 @@ def test_the_gold_stand_in_plans_the_gold_path_and_judges_by_the_gold_answers(kb
     item = _item()
     result = SRP(SRP.stand_in("gold", item), kb).run(item.question, item.entities)
     assert set(result.answers) == GOLD and result.usage.llm_calls == 4
-    assert result.steps[1].data["constraints"] == {"John Godey": ["^written_by", "directed_by"]}
+    plan = next(s for s in result.steps if s.kind == "plan")
+    assert plan.data["constraints"] == {"John Godey": ["^written_by", "directed_by"]}
     measures = srp_measures(result.steps, item)
     assert (measures["judged"], measures["judge_correct"], measures["edits"]) == (1, 1, 0)
 
 
-def test_the_noisy_edit_repairs_only_from_the_candidates_shown() -> None:
-    llm = SRP.stand_in("noisy-gold:0.3", _item())
-    assert isinstance(llm, SRPStandIn) and llm.relations == ("^written_by", "directed_by")
-    edit = [{"role": "system", "content": _system("edit")}]
-    shown = ('Question: q\nInitial Path: John Godey → ^written_by → release_year\n'
-             '>> Error Message\n1. x\n>> Instantiation Context\nInstantiate Paths: y\n'
-             'Candidate Relations: {"John Godey → written_by → Johnny Handsome": {}}\n'
-             '>> Corrected Path\nGoal:')
-    repaired = llm.complete([*edit, {"role": "user", "content": shown.replace(
-        "{}", '["release_year", "directed_by"]')}]).text
-    assert repaired.endswith("Final Path: John Godey -> ^written_by -> directed_by")
-    kept = llm.complete([*edit, {"role": "user", "content": shown.replace(
-        "{}", '["release_year", "has_genre"]')}]).text
-    assert kept.endswith("Final Path: John Godey -> ^written_by -> release_year")
-
-
-def _system(stage: str) -> str:
+def _edit_prompt() -> list[dict]:
     from pyql.agent.srp import prompts
 
-    return prompts.edit_messages("q", [], [], [], {})[0]["content"] if stage == "edit" else ""
+    return prompts.edit_messages("q", [], [], [], {})
+
+
+def test_the_noisy_edit_repairs_only_from_the_candidates_it_is_shown() -> None:
+    llm = SRP.stand_in("noisy-gold:0.3", _item())
+    assert isinstance(llm, SRPStandIn) and llm.relations == ("^written_by", "directed_by")
+    llm.observe(Step(n=1, kind="retrieve", data={"constraints": [
+        {"entity": "John Godey", "relations": ["^written_by", "release_year"]}]}))
+
+    def shown(relations: list[str]) -> Step:
+        return Step(n=2, kind="candidates", data={"for": "edit", "at": [
+            {"entity": "John Godey", "position": 1, "chain": "John Godey → written_by → x",
+             "relations": relations}]})
+
+    llm.observe(shown(["release_year", "directed_by"]))
+    assert llm.complete(_edit_prompt()).text.endswith(
+        "Final Path: John Godey -> ^written_by -> directed_by")
+    llm.observe(shown(["release_year", "has_genre"]))
+    assert llm.complete(_edit_prompt()).text.endswith(
+        "Final Path: John Godey -> ^written_by -> release_year")
 
 
 def test_the_stand_in_judge_says_no_answer_when_the_triples_miss_the_gold() -> None:
     from pyql.agent.srp import prompts
 
+    sequence = [("Johnny Handsome", "written_by", "John Godey"),
+                ("Johnny Handsome", "release_year", "1989")]
     llm = SRP.stand_in("gold", _item())
-    missing = prompts.judge_messages(QUESTION, [[("Johnny Handsome", "written_by", "John Godey"),
-                                                 ("Johnny Handsome", "release_year", "1989")]])
-    reply = llm.complete(missing).text
-    judgement = prompts.parse_judge(reply, [[("Johnny Handsome", "written_by", "John Godey"),
-                                             ("Johnny Handsome", "release_year", "1989")]])
+    llm.observe(Step(n=1, kind="retrieve", data={"sequences": [[], [list(t) for t in sequence]]}))
+    judgement = prompts.parse_judge(llm.complete(prompts.judge_messages("q", [sequence])).text,
+                                    [sequence])
     assert judgement.verdict == "NO_ANSWER"
     assert judgement.retained == ((("Johnny Handsome", "written_by", "John Godey"),),)
+    llm.observe(Step(n=2, kind="retrieve", data={"sequences": [[
+        ["Johnny Handsome", "written_by", "John Godey"],
+        ["Johnny Handsome", "directed_by", "Walter Hill"]]]}))
+    assert "<HAVE_ANSWER>" in llm.complete(prompts.judge_messages("q", [sequence])).text
 
 
 def test_registered_and_built_from_config_with_text_options(kb, tmp_path) -> None:
@@ -269,7 +280,8 @@ def test_a_run_through_the_openai_client_and_its_trajectory_round_trips(
     path = result.trajectory.save(tmp_path / "t.jsonl")
     again = Trajectory.load(path)
     assert [s.kind for s in again.steps] == _kinds(result)
-    assert again.steps[3].data["verdict"] == "HAVE_ANSWER" and again.strategy == "srp"
+    judge = next(s for s in again.steps if s.kind == "judge")
+    assert judge.data["verdict"] == "HAVE_ANSWER" and again.strategy == "srp"
 
 
 def test_two_topic_entities_are_checked_planned_and_joined(kb) -> None:
@@ -283,12 +295,13 @@ def test_two_topic_entities_are_checked_planned_and_joined(kb) -> None:
     llm = ScriptedLLM(["('written_by', 1.0)", "('directed_by', 1.0)", plan, judge,
                        "So, the answer is {Johnny Handsome}."])
     result = SRP(llm, kb).run(question, entities)
-    assert _kinds(result) == ["relation_check", "relation_check", "plan", "retrieve", "judge",
-                              "answer"]
-    assert [s.data["entity"] for s in result.steps[:2]] == ["John Godey", "Walter Hill"]
-    assert result.steps[2].data["constraints"] == {"John Godey": ["^written_by"],
+    assert _kinds(result) == ["candidates", "relation_check", "candidates", "relation_check",
+                              "plan", "retrieve", "judge", "knowledge", "answer"]
+    checks = [s for s in result.steps if s.kind == "relation_check"]
+    assert [s.data["entity"] for s in checks] == ["John Godey", "Walter Hill"]
+    assert result.steps[4].data["constraints"] == {"John Godey": ["^written_by"],
                                                    "Walter Hill": ["^directed_by"]}
-    retrieve = result.steps[3]
+    retrieve = result.steps[5]
     assert retrieve.data["complete"] and len(retrieve.data["sequences"]) == 2
     # the program joins the two constraints on the answer: the intersection
     assert result.answers == ("Johnny Handsome",)
