@@ -33,7 +33,10 @@ relation check: the entity and its ranked one-hop relations; for an edit: the er
 the instantiated chains and, per constraint, the position and relations offered), ``retrieve``
 (the instantiation: constraints, hops, stuck points, program, answers, retrieved instances, the
 triplet sequences), ``knowledge`` (the triples the answer is given). A stand-in LLM with an
-``observe(step)`` hook is handed every record as it is made, so it reads data, never prompts. Malformed replies are recorded (``parse_error``) and handled:
+``observe(step)`` hook is handed every record as it is made, so it reads data, never prompts.
+The evaluation runner reads ``data["counts"]`` (``judge.have_answer``, ``judge.no_answer``,
+``plans_mended``) and the retrieved ``instances`` (answer coverage) into its per-strategy
+metrics (``pyql.agent.evaluation.metrics.step_usage``). Malformed replies are recorded (``parse_error``) and handled:
 a relation check falls back to the ranker's order, a plan to the best checked relation per
 topic, a judge to the instantiation's own state, an edit ends the reflection.
 
@@ -485,7 +488,8 @@ class _Run:
             if note is not None:
                 enforced.append(note)
         path = ReasoningPath(tuple(constraints.values()))
-        data.update(path=str(path), constraints=path.as_dict(), enforced=enforced)
+        data.update(path=str(path), constraints=path.as_dict(), enforced=enforced,
+                    counts={"plans_mended": float(bool(enforced))})
         self._record(step, thought=thought, observation=str(path), data=data,
                      status="error" if "parse_error" in data else "ok",
                      accepted="parse_error" not in data)
@@ -528,7 +532,9 @@ class _Run:
             judgement = Judgement(verdict, "", tuple(tuple(t) for t in shown), auto=True)
             data.update(parse_error=exc.reason, fallback="instantiation")
         data.update(verdict=judgement.verdict, retained=[list(s) for s in judgement.retained],
-                    unknown=list(judgement.unknown))
+                    unknown=list(judgement.unknown),
+                    counts={"judge.have_answer": float(judgement.have_answer),
+                            "judge.no_answer": float(not judgement.have_answer)})
         self._record(step, thought=judgement.thinking, observation=judgement.verdict, data=data,
                      status="error" if "parse_error" in data else "ok",
                      accepted="parse_error" not in data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pyql.agent.evaluation.metrics import step_usage
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.llm import OpenAIChat, ScriptedLLM
 from pyql.agent.srp.labelled import LabelledQuestion
@@ -56,6 +57,11 @@ def test_the_four_modules_answer_with_the_cot_answer_then_the_programs(kb) -> No
     assert answer.data["cot"] == ["Walter Hill"]
     assert set(answer.data["program_answers"]) == PROGRAM
     assert "add_fact" in str(result.program) and result.query.startswith("SELECT")
+    # what the evaluation runner reads into its per-strategy metrics
+    usage = step_usage(result.steps, GOLD)
+    assert usage["judge.have_answer"] == 1.0 and usage["judge.no_answer"] == 0.0
+    assert usage["answer_coverage"] == 1.0 and usage["plans_mended"] == 0.0
+    assert usage["llm_calls.relation_check"] == usage["llm_calls.judge"] == 1.0
     # the prompts are the paper's: the relation check lists the one-hop candidates
     assert "Candidate Relations: written_by\nAnswer:" in llm.calls[0]["messages"][1]["content"]
     assert 'Valuable Relations: {"John Godey": ["written_by"]}' in \
