@@ -37,7 +37,10 @@ def _llm_for(spec: str, kind: Any, item: Any, seed: int, shared: dict[str, Any])
 
             shared["client"] = OpenAIChat(spec.partition(":")[2])
         return shared["client"]
-    return kind.stand_in(spec, item, seed=seed)
+    from pyql.agent.evaluation.specs import item_seed
+
+    # the question's own seed, derived from the run's as the evaluation runner does
+    return kind.stand_in(spec, item, seed=item_seed(seed, item.id))
 
 
 def compare(dataset: str, references: str, *, strategies: Sequence[str] = ("srp",),

@@ -17,8 +17,9 @@ the same noise:
   (:func:`~pyql.agent.srp.pruning.follow`);
 - **edit**: repairs only from the candidates shown: if the gold relation at the position of the
   candidates (the tail of the pruned sequence, or the stuck point) is among them, the path
-  becomes the prefix up to there, that relation, then the rest of the gold path (Readi's rule);
-  otherwise the path is written back unchanged (SRP then stops editing);
+  becomes the prefix up to there, that relation, then the rest of the gold path corrupted at the
+  same rate (Readi's rule: the model re-plans as noisily as it planned); otherwise the path is
+  written back unchanged (SRP then stops editing);
 - **answer**: the gold answers that occur in the triples shown, in braces (none: ``{}``, no
   answer).
 
@@ -143,7 +144,11 @@ class SRPStandIn:
             position = int(at.get("position", 0))
             wanted = self.relations
             if position < len(wanted) and split_inverse(wanted[position])[0] in at["relations"]:
-                fixed = [*current[:position], *wanted[position:]]
+                # Readi's rule: the rest re-planned as noisily as the plan was
+                readi = self.readi
+                rest, _ = corrupt_path(ReasoningPath.of({self.topic: wanted[position + 1:]}),
+                                       readi.rate, readi.vocabulary, readi.rng)
+                fixed = [*current[:position], wanted[position], *rest.constraints[0].relations]
                 break
         return ("Goal: the path should reach the answer of the question.\n"
                 "Thought: I correct the relation the candidates show.\n"
