@@ -1,0 +1,34 @@
+"""SRP — Self-Reflective Planning (reference search, relation check, path planning, knowledge
+retrieval along the path, judge and edit, chain-of-thought answer) over a pyql KB.
+
+- :mod:`pyql.agent.srp.strategy`: :class:`SRP`, the strategy (``srp`` in ``pyql.strategies``);
+- :mod:`pyql.agent.srp.labelled`: solved questions with their gold relation paths;
+- :mod:`pyql.agent.srp.references`: the reference base (build, save, open, retrieve);
+- :mod:`pyql.agent.srp.prompts`: the paper's prompts and the parsers of their replies;
+- :mod:`pyql.agent.srp.pruning`: how far the judge's kept triples go along a path;
+- :mod:`pyql.agent.srp.stand_in`: ``gold`` / ``noisy-gold:R`` stand-ins;
+- :mod:`pyql.agent.srp.metrics`, :mod:`pyql.agent.srp.compare`: measures, and strategies side by
+  side on held-out questions;
+- :mod:`pyql.agent.srp.cli`: ``pyql references build|show``.
+
+``SRP`` and ``ReferenceBase`` are importable from here (loaded on first use, so that the CLI,
+which imports :mod:`pyql.agent.srp.cli`, stays light).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SRP", "ReferenceBase"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SRP":
+        from pyql.agent.srp.strategy import SRP
+
+        return SRP
+    if name == "ReferenceBase":
+        from pyql.agent.srp.references import ReferenceBase
+
+        return ReferenceBase
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

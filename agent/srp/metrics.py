@@ -1,0 +1,96 @@
+"""SRP's own measures, read from a trajectory's step records (``Step.kind`` / ``Step.data``).
+
+- **judge accuracy**: a judge verdict is right when it says ``HAVE_ANSWER`` exactly when the
+  triples it was shown contain a gold answer (an entity of a triple equal to a gold answer, case
+  aside). Verdicts the model did not give (nothing retrieved, an unreadable reply) are not
+  counted.
+- **reference hit**: a retrieved reference has the question's gold relation path (the same
+  relations, the same directions: the path core's ``^relation`` notation).
+- **edits**, **rounds** (retrievals), **enforced** (plans whose first relation was mended to a
+  checked one), **complete** (the last instantiation joined every constraint).
+
+The gold path is the item's (:func:`pyql.agent.readi.standin.gold_path`, the first constraint
+with relations, as references are labelled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pyql.agent.trajectory import Step
+
+__all__ = ["judge_outcomes", "reference_hit", "srp_measures", "summarise"]
+
+
+def _names(sequences: Iterable[Sequence[Sequence[str]]]) -> set[str]:
+    return {str(t[i]).casefold() for seq in sequences for t in seq for i in (0, 2)
+            if len(t) == 3}
+
+
+def judge_outcomes(steps: Iterable[Step], gold: Iterable[Any]) -> list[tuple[bool, bool]]:
+    """``(said HAVE_ANSWER, the triples shown contain a gold answer)`` per judge verdict."""
+    answers = {str(a).casefold() for a in gold}
+    out = []
+    for step in steps:
+        if step.kind != "judge" or step.data.get("auto") or "parse_error" in step.data:
+            continue
+        names = _names(step.data.get("sequences", ()))
+        out.append((step.data.get("verdict") == "HAVE_ANSWER", bool(answers & names)))
+    return out
+
+
+def reference_hit(steps: Iterable[Step], gold_path: Sequence[str] | None) -> bool | None:
+    """Whether a retrieved reference has ``gold_path``; None without references or gold path."""
+    if not gold_path:
+        return None
+    refs = next((s.data.get("references", []) for s in steps if s.kind == "references"), None)
+    if refs is None:
+        return None
+    return any(tuple(r.get("path", ())) == tuple(gold_path) for r in refs)
+
+
+def _gold_relations(item: Any) -> tuple[str, ...] | None:
+    from pyql.agent.paths import ReasoningPath
+    from pyql.agent.readi.standin import gold_path
+
+    path = gold_path(item)
+    if not isinstance(path, ReasoningPath):
+        return None
+    first = next((c for c in path.constraints if c.relations), None)
+    return first.relations if first is not None else None
+
+
+def srp_measures(steps: Sequence[Step], item: Any) -> dict[str, Any]:
+    """The measures of one question (module docstring) for an evaluation item."""
+    outcomes = judge_outcomes(steps, item.answers)
+    retrieves = [s for s in steps if s.kind == "retrieve"]
+    plan = next((s for s in steps if s.kind == "plan"), None)
+    return {
+        "judged": len(outcomes),
+        "judge_correct": sum(1 for said, has in outcomes if said == has),
+        "reference_hit": reference_hit(steps, _gold_relations(item)),
+        "edits": sum(1 for s in steps if s.kind == "edit"),
+        "rounds": len(retrieves),
+        "enforced": bool(plan is not None and plan.data.get("enforced")),
+        "complete": bool(retrieves and retrieves[-1].data.get("complete")),
+    }
+
+
+def summarise(measures: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Totals over questions: judge accuracy, reference hit rate, mean edits and rounds, the
+    share of plans mended and of complete instantiations."""
+    rows = list(measures)
+    n = len(rows) or 1
+    judged = sum(r["judged"] for r in rows)
+    hits = [r["reference_hit"] for r in rows if r["reference_hit"] is not None]
+    return {
+        "questions": len(rows),
+        "judge_accuracy": sum(r["judge_correct"] for r in rows) / judged if judged else None,
+        "judged": judged,
+        "reference_hit_rate": sum(hits) / len(hits) if hits else None,
+        "edits_per_question": sum(r["edits"] for r in rows) / n,
+        "rounds_per_question": sum(r["rounds"] for r in rows) / n,
+        "enforced_rate": sum(r["enforced"] for r in rows) / n,
+        "complete_rate": sum(r["complete"] for r in rows) / n,
+    }

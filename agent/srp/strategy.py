@@ -1,0 +1,665 @@
+"""SRP as a strategy (registered as ``srp`` in ``pyql.strategies``).
+
+One question, the paper's four modules (Figure 2)::
+
+    references   <- top-k of the reference base                    (no LLM call)
+    for each topic entity:
+        R0       <- LLM rates its one-hop relations                 relation check, 1 call each
+    path         <- LLM plans, each constraint starting from R0     path planning, 1 call
+    repeat (at most max_rounds edits):
+        S        <- instantiate the path on the KB                  Readi's PathInstantiator
+        verdict, S' <- LLM judges S                                 sequence judge, 1 call
+        if HAVE_ANSWER: stop
+        path     <- LLM edits with the judge message, the stuck     path edit, 1 call
+                    points and the candidates at the tail of S'
+    answers      <- LLM answers by chain of thought over S'         answering, 1 call
+                    (+ the program's answers when the path is complete and judged to answer)
+
+The path type, relation binding and instantiation are Readi's (:mod:`pyql.agent.paths`); SRP
+adds the references, the relation check, the judge and its pruned triples, and the edit
+candidates at the pruned sequence's tail (section 4.5: "the 1-hop relations linked to the tail
+entity of the pruned sequence").
+
+**The plan starts from a checked relation.** A constraint whose first relation is not one the
+relation check kept is mended before instantiation: the checked relation its first relation
+binds to, else the best-rated checked relation; the step record says which (``enforced``).
+
+**Step records** (``Step.kind`` and ``Step.data``). LLM calls: ``relation_check`` (entity, rated
+and checked relations), ``plan`` (the path, what was enforced), ``judge`` (round, verdict,
+sequences, retained triples), ``edit`` (round, path before and after), ``answer`` (the
+chain-of-thought answers, the program's answers). Environment work, recorded before the call
+that is shown it: ``references`` (ids, questions, paths, scores), ``candidates`` (for the
+relation check: the entity and its ranked one-hop relations; for an edit: the error messages,
+the instantiated chains and, per constraint, the position and relations offered), ``retrieve``
+(the instantiation: constraints, hops, stuck points, program, answers, retrieved instances, the
+triplet sequences), ``knowledge`` (the triples the answer is given). A stand-in LLM with an
+``observe(step)`` hook is handed every record as it is made, so it reads data, never prompts.
+The evaluation runner reads ``data["counts"]`` (``judge.have_answer``, ``judge.no_answer``,
+``plans_mended``) and the retrieved ``instances`` (answer coverage) into its per-strategy
+metrics (``pyql.agent.evaluation.metrics.step_usage``). Malformed replies are recorded (``parse_error``) and handled:
+a relation check falls back to the ranker's order, a plan to the best checked relation per
+topic, a judge to the instantiation's own state, an edit ends the reflection.
+
+``reflection=False`` is the paper's "w/o self-reflection": no judge, no edit.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.llm import LLM, prompt_fingerprint
+from pyql.agent.paths import (
+    BINDING_TOP_K,
+    MAX_CANDIDATES,
+    Constraint,
+    ConstraintInstance,
+    Instantiation,
+    PathFormatError,
+    PathInstantiator,
+    ReasoningPath,
+    RelationBinder,
+    RelationVocabulary,
+    parse_chain,
+    split_inverse,
+)
+from pyql.agent.paths.instantiate import checked as checked_observation
+from pyql.agent.ranking import RelationRanker
+
+# the path core's vocabulary of a KB, asked once per KB (shared with Readi)
+from pyql.agent.readi.strategy import _vocabulary
+from pyql.agent.srp import prompts as P
+from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
+from pyql.agent.srp.pruning import follow
+from pyql.agent.srp.references import DEFAULT_K, ReferenceBase, Retrieved
+from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.trajectory import Step, Trajectory
+from pyql.kb.base import KB
+from pyql.program import Call, Program
+from pyql.syntax import Atom, AtomKind
+
+__all__ = ["SRP", "DEFAULT_MAX_ROUNDS", "DEFAULT_CHECK_COUNT", "open_references"]
+
+log = logging.getLogger(__name__)
+
+#: edits after the first retrieval (the paper does not say; Readi's default edit budget)
+DEFAULT_MAX_ROUNDS = 3
+#: relations the relation check keeps per topic entity (the paper's prompt: 3)
+DEFAULT_CHECK_COUNT = 3
+#: one-hop relations shown to the relation check (ranked against the question, capped)
+DEFAULT_CHECK_CANDIDATES = MAX_CANDIDATES
+#: triples shown to the answering prompt when the judge kept none
+MAX_ANSWER_TRIPLES = 100
+_INT_OPTIONS = ("top_k_references", "max_rounds", "check_count", "check_candidates",
+                "binding_top_k", "max_frontier", "max_triples")
+
+
+@lru_cache(maxsize=16)
+def _open_cached(path: str, stamp: float) -> ReferenceBase:
+    return ReferenceBase.open(path)
+
+
+def open_references(spec: ReferenceBase | str | Path | None) -> ReferenceBase | None:
+    """A reference base from an instance or a directory (opened once per directory and
+    manifest version: strategies built per question share it)."""
+    if spec is None or isinstance(spec, ReferenceBase):
+        return spec
+    path = Path(spec).expanduser().resolve()
+    manifest = path / "manifest.json"
+    stamp = manifest.stat().st_mtime if manifest.is_file() else 0.0
+    return _open_cached(str(path), stamp)
+
+
+def _mention(written: str, entities: Mapping[str, str]) -> str | None:
+    if written in entities:
+        return written
+    folded = written.casefold()
+    return next((m for m, i in entities.items() if m.casefold() == folded or i == written), None)
+
+
+def _chain(inst: ConstraintInstance, hops: int | None = None) -> str:
+    """``Kismet → directed_by → William Dieterle``: what a constraint reached, hop by hop."""
+    parts = [inst.constraint.entity]
+    for hop in inst.hops[:hops]:
+        parts += [hop.bound, hop.end()]
+    return " → ".join(parts)
+
+
+class SRP:
+    """Self-Reflective Planning over a KB (see the module docstring).
+
+    ``references``: a :class:`~pyql.agent.srp.references.ReferenceBase` or its directory (None:
+    no references, the paper's "w/o reference"); ``top_k_references``: how many are retrieved
+    (4); ``max_rounds``: edits at most (3); ``check_count``: relations the relation check keeps
+    per topic (3); ``check_candidates``: one-hop relations it is shown (35, ranked);
+    ``reflection``: judge and edit (False: the paper's "w/o self-reflection"); ``ranker`` and
+    ``binding_top_k``: relation binding (Readi's); ``vocabulary``: the relations paths bind to (a
+    :class:`~pyql.agent.paths.RelationVocabulary`, a file with one per line, or None: every
+    relation of the KB); ``profile``: the prompts' demonstrations (``freebase`` or ``metaqa``,
+    default from the KB). ``on_step`` is called with each step as soon as it is recorded.
+
+    >>> from pyql.agent.llm import ScriptedLLM
+    >>> from pyql.kb import OxigraphKB
+    >>> kb = OxigraphKB(profile="metaqa")
+    >>> kb.load_bytes(b'<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/directed_by> <http://pyql.dev/metaqa/entity/William_Dieterle> .', format="ntriples")
+    >>> llm = ScriptedLLM([
+    ...     "1. ('directed_by', 1.0): the director.",
+    ...     'Thought: one hop.\\nPath: {"Kismet": ["Kismet -> directed_by"]}',
+    ...     'Thinking Process: the director is there. <HAVE_ANSWER>\\nRetained sequences:\\n'
+    ...     '1. [("Kismet", "directed_by", "William Dieterle")]',
+    ...     "So, the answer is {William Dieterle}."])
+    >>> result = SRP(llm, kb).run("who directed [Kismet]", {"Kismet": "Kismet"})
+    >>> result.answers, result.usage.llm_calls
+    (('William Dieterle',), 4)
+    >>> [s.kind for s in result.steps]
+    ['candidates', 'relation_check', 'plan', 'retrieve', 'judge', 'knowledge', 'answer']
+    """
+
+    name = "srp"
+
+    def __init__(
+        self,
+        llm: LLM,
+        kb: KB,
+        *,
+        references: ReferenceBase | str | Path | None = None,
+        top_k_references: int = DEFAULT_K,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        check_count: int = DEFAULT_CHECK_COUNT,
+        check_candidates: int = DEFAULT_CHECK_CANDIDATES,
+        reflection: bool = True,
+        ranker: RelationRanker | str | None = "bm25",
+        binding_top_k: int = BINDING_TOP_K,
+        vocabulary: RelationVocabulary | str | Path | None = None,
+        profile: str | None = None,
+        max_frontier: int = 2000,
+        max_triples: int = 50,
+        price_table: PriceTable | Mapping[str, Any] | None = None,
+        token_counter: TokenCounter | None = None,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> None:
+        if not isinstance(kb, KB):
+            raise TypeError(f"SRP runs on a pyql KB, not {type(kb).__name__}")
+        if max_rounds < 0 or top_k_references < 0 or check_count < 1 or check_candidates < 1:
+            raise ValueError("max_rounds and top_k_references must be >= 0, check_count and "
+                             "check_candidates >= 1")
+        self.llm = llm
+        self.kb = kb
+        self.references = open_references(references)
+        self.top_k_references = top_k_references
+        self.max_rounds = max_rounds
+        self.check_count = check_count
+        self.check_candidates = check_candidates
+        self.reflection = reflection
+        if vocabulary is None:
+            vocab = _vocabulary(kb)
+        elif isinstance(vocabulary, RelationVocabulary):
+            vocab = vocabulary
+        else:
+            vocab = RelationVocabulary.from_file(vocabulary)
+        self.binder = RelationBinder(vocab, ranker, top_k=binding_top_k)
+        self.instantiator = PathInstantiator(kb, self.binder, max_frontier=max_frontier,
+                                             max_triples=max_triples)
+        name = profile or kb.profile.name
+        self.profile = name if name in P.PROFILES else "freebase"
+        self.price_table = (price_table if isinstance(price_table, PriceTable)
+                            else PriceTable(price_table))
+        self._counter = token_counter
+        self.on_step = on_step
+
+    @classmethod
+    def from_config(cls, llm: LLM, backend: KB, config: StrategyConfig) -> SRP:
+        """The ``srp`` strategy factory: ``config.ranker`` binds relations, ``config.top_k``
+        caps the relation-check candidates, ``config.profile`` picks the demonstrations; the
+        options are constructor keywords (``references``, ``top_k_references``, ``max_rounds``,
+        ``reflection``, ``check_count``, ``vocabulary``, ...)."""
+        kwargs: dict[str, Any] = {"token_counter": config.token_counter,
+                                  "price_table": config.price_table}
+        if config.ranker is not None:  # None: SRP's own default
+            kwargs["ranker"] = config.ranker
+        if config.profile in P.PROFILES:
+            kwargs["profile"] = config.profile
+        if config.top_k is not None:
+            kwargs["check_candidates"] = config.top_k
+        for key, value in config.options.items():  # text from ``--option key=value``
+            if key in _INT_OPTIONS and isinstance(value, str):
+                value = int(value)
+            elif key == "reflection" and isinstance(value, str):
+                value = value.strip().lower() in ("1", "true", "yes", "on")
+            kwargs[key] = value
+        return cls(llm, backend, **kwargs)
+
+    @classmethod
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+        """``gold`` or ``noisy-gold:RATE``: an LLM that plays SRP's stages from the item's gold
+        program (:mod:`pyql.agent.srp.stand_in`)."""
+        from pyql.agent.srp.stand_in import stand_in
+
+        return stand_in(spec, item, seed=seed)
+
+    def __repr__(self) -> str:
+        return (f"SRP(llm={self.llm!r}, profile={self.profile!r}, references="
+                f"{len(self.references) if self.references is not None else 'none'}, "
+                f"max_rounds={self.max_rounds}, reflection={self.reflection})")
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
+        return self._counter
+
+    # -- one question -------------------------------------------------------------------------
+    def run(self, question: str, entities: Mapping[str, str] | None = None, *,
+            meta: Mapping[str, Any] | None = None, on_step: Callable[[Step], None] | None = None,
+            **context: Any) -> Result:
+        """Answer one question (see the module docstring). ``meta["id"]`` is checked against the
+        reference base's source questions (:class:`~pyql.agent.srp.references.ReferenceLeakError`).
+        Other ``context`` keys of the Strategy contract are not used."""
+        return _Run(self, question, dict(entities or {}), dict(meta or {}),
+                    on_step if on_step is not None else self.on_step).run()
+
+
+class _Run:
+    """The state of one question."""
+
+    def __init__(self, srp: SRP, question: str, entities: dict[str, str], meta: dict[str, Any],
+                 notify: Callable[[Step], None] | None) -> None:
+        self.srp = srp
+        self.question = question
+        self.entities = entities
+        self.meta = meta
+        self.notify = notify
+        #: a stand-in LLM's hook: it reads each step's record, never the prompt's wording
+        self.observe: Callable[[Step], None] | None = getattr(srp.llm, "observe", None)
+        self.steps: list[Step] = []
+        self.hits: list[Retrieved] = []
+        self.usage = Usage()
+        self.started = time.perf_counter()
+
+    # -- records --------------------------------------------------------------------------------
+    def _ask(self, kind: str, messages: list[dict[str, Any]], data: dict[str, Any]
+             ) -> tuple[str, Step]:
+        """One LLM call, accounted and recorded as a step of ``kind``; ``data`` is completed
+        by the caller through :meth:`_amend`."""
+        srp = self.srp
+        reply = srp.llm.complete(messages)
+        tokens = reply.usage
+        if tokens is None:
+            counter = srp.token_counter
+            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
+                                completion_tokens=counter.count(reply.text), estimated=True)
+        cost = reply.cost
+        if cost is None:
+            cost = srp.price_table.cost(reply.model or getattr(srp.llm, "model", ""),
+                                        tokens.prompt_tokens, tokens.completion_tokens,
+                                        tokens.cached_tokens)
+        self.usage = self.usage.add_call(tokens, cost=cost, seconds=reply.latency)
+        step = Step(n=len(self.steps) + 1, kind=kind, action=kind, reply_text=reply.text,
+                    model=reply.model or getattr(srp.llm, "model", ""),
+                    prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
+                    estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
+                    retries=reply.retries, prompt_hash=prompt_fingerprint(messages), data=data)
+        return reply.text, step
+
+    def _record(self, step: Step, **update: Any) -> Step:
+        step = step.model_copy(update=update)
+        self.steps.append(step)
+        if self.observe is not None:
+            self.observe(step)
+        if self.notify is not None:
+            self.notify(step)
+        return step
+
+    def _env_step(self, kind: str, action: str, observation: str, data: dict[str, Any], *,
+                  seconds: float = 0.0, kb_queries: int = 0, status: str = "ok") -> Step:
+        return self._record(Step(n=len(self.steps) + 1, kind=kind, action=action,
+                                 observation=observation, env_latency=seconds,
+                                 kb_queries=kb_queries, status=status, data=data))
+
+    def _kb_work(self, fn: Callable[[], Any]) -> tuple[Any, float, int]:
+        kb = self.srp.kb
+        before, start = kb.query_count, time.perf_counter()
+        value = fn()
+        queries = kb.query_count - before
+        self.usage = self.usage.model_copy(update={"kb_queries": self.usage.kb_queries + queries})
+        return value, time.perf_counter() - start, queries
+
+    # -- the modules ----------------------------------------------------------------------------
+    def run(self) -> Result:
+        srp = self.srp
+        references = self.hits = self._references()
+        checked = self._relation_check(references)
+        path = self._plan(checked, references)
+        stop = "no_plan"
+        inst: Instantiation | None = None
+        judgement: Judgement | None = None
+        rounds = 0
+        while path is not None and path.constraints:
+            inst = self._retrieve(path, rounds)
+            if not srp.reflection:
+                stop = "no_reflection"
+                break
+            judgement = self._judge(inst, rounds)
+            if judgement.have_answer:
+                stop = "have_answer"
+                break
+            if rounds >= srp.max_rounds:
+                stop = "max_rounds"
+                break
+            edited = self._edit(path, inst, judgement, checked, references, rounds)
+            rounds += 1
+            if edited is None:
+                stop = "edit_failed"
+                break
+            if edited == path:
+                stop = "unchanged_edit"
+                break
+            path = edited
+        answers = self._answer(inst, judgement)
+        program = inst.program if inst is not None else Program(tools="sparql")
+        self.usage = self.usage.model_copy(update={"seconds": time.perf_counter() - self.started})
+        trajectory = Trajectory(
+            question=self.question, entities=self.entities, strategy=srp.name,
+            profile=srp.profile, mode="text", tools="sparql",
+            model=getattr(srp.llm, "model", ""), steps=tuple(self.steps), answers=answers,
+            query=inst.query if inst is not None else "", program=str(program),
+            finished=stop in ("have_answer", "no_reflection"), stop_reason=stop,
+            usage=self.usage, meta=self.meta)
+        return Result(trajectory=trajectory, program=program)
+
+    def _references(self) -> list[Retrieved]:
+        base = self.srp.references
+        if base is None:
+            return []
+        if "id" in self.meta:
+            base.check_disjoint([str(self.meta["id"])])
+        start = time.perf_counter()
+        hits = base.retrieve(self.question, self.srp.top_k_references, mentions=self.entities)
+        shown = "\n".join(f"{h.score:.3f} {h.reference.question} | "
+                          f"{P.render_reference_path(h.reference)}" for h in hits)
+        self._env_step("references", f"retrieve {self.srp.top_k_references} references", shown, {
+            "references": [{"id": h.reference.id, "question": h.reference.question,
+                            "path": list(h.reference.path),
+                            "score": h.score, "cluster": h.reference.cluster} for h in hits],
+            "base": base.manifest.source, "model": base.manifest.model,
+        }, seconds=time.perf_counter() - start)
+        return hits
+
+    def _relation_check(self, references: list[Retrieved]) -> dict[str, tuple[str, ...]]:
+        srp = self.srp
+        refs = [h.reference for h in references]
+        checked: dict[str, tuple[str, ...]] = {}
+        for mention in self.entities:
+            def around(mention: str = mention) -> tuple[str, ...]:
+                session = srp.instantiator.session(self.entities)
+                topic = Atom(AtomKind.STRING, mention)
+                obs = checked_observation(session.run(Call.of("get_relation", topic)))
+                return obs.relations.all if obs.relations else ()
+
+            relations, seconds, queries = self._kb_work(around)
+            candidates = srp.binder.rank(self.question, list(relations),
+                                         limit=srp.check_candidates)
+            self._env_step("candidates", f"get_relation({mention})",
+                           "; ".join(candidates) or "no relation around the entity",
+                           {"for": "relation_check", "entity": mention,
+                            "candidates": candidates, "relations_around": len(relations)},
+                           seconds=seconds, kb_queries=queries,
+                           status="ok" if candidates else "empty")
+            if not candidates:
+                checked[mention] = ()
+                continue
+            data: dict[str, Any] = {"entity": mention}
+            text, step = self._ask("relation_check", P.relation_check_messages(
+                self.question, mention, candidates, refs, count=srp.check_count,
+                profile=srp.profile), data)
+            try:
+                check = P.parse_relation_check(text, candidates, count=srp.check_count)
+                kept = check.names
+                data.update(rated=[[r.relation, r.score] for r in check.relations],
+                            unknown=list(check.unknown))
+                status = "ok"
+            except SRPParseError as exc:
+                kept = tuple(candidates[:srp.check_count])
+                data.update(parse_error=exc.reason, fallback="ranker")
+                status = "error"
+            data["checked"] = list(kept)
+            checked[mention] = kept
+            self._record(step, observation=f"{mention}: {', '.join(kept)}", status=status,
+                         accepted=status == "ok", data=data)
+        return checked
+
+    def _constraint(self, text: str) -> Constraint | None:
+        try:
+            return parse_chain(f"Final Path: {text}", list(self.entities))
+        except PathFormatError:
+            return None
+
+    def _enforce(self, constraint: Constraint, checked: Mapping[str, tuple[str, ...]]
+                 ) -> tuple[Constraint, dict[str, Any] | None]:
+        """The constraint with a checked first relation (module docstring)."""
+        mention = _mention(constraint.entity, self.entities)
+        kept = checked.get(mention or "", ())
+        if not kept:
+            return constraint, None
+        first = constraint.relations[0] if constraint.relations else None
+        name = split_inverse(first)[0] if first else None
+        if name in kept:
+            return constraint, None
+        bound = [r for r in (self.srp.binder.bind(name) if name else ()) if r in kept]
+        chosen = bound[0] if bound else kept[0]
+        rest = constraint.relations[1:] if first else ()
+        how = "bound" if bound else "replaced"
+        return constraint.with_relations((chosen, *rest)), {
+            "entity": constraint.entity, "from": first, "to": chosen, "how": how}
+
+    def _plan(self, checked: Mapping[str, tuple[str, ...]], references: list[Retrieved]
+              ) -> ReasoningPath | None:
+        srp = self.srp
+        relations = {m: list(r) for m, r in checked.items() if r}
+        if not relations:
+            return None
+        text, step = self._ask("plan", P.plan_messages(
+            self.question, relations, [h.reference for h in references], profile=srp.profile),
+            {"checked": relations})
+        data = dict(step.data)
+        constraints: dict[str, Constraint] = {}
+        try:
+            reply = P.parse_plan(text)
+            for _topic, chain in reply.paths:
+                constraint = self._constraint(chain)
+                if constraint is not None and constraint.entity not in constraints:
+                    constraints[constraint.entity] = constraint
+            thought = reply.thought
+            if not constraints:
+                data["parse_error"] = "no_topic_path"
+        except SRPParseError as exc:
+            thought = ""
+            data["parse_error"] = exc.reason
+        if not constraints:  # the best checked relation of each topic
+            constraints = {m: Constraint(m, (r[0],)) for m, r in relations.items()}
+            data["fallback"] = "checked_relation"
+        enforced = []
+        for entity, constraint in list(constraints.items()):
+            constraint, note = self._enforce(constraint, checked)
+            constraints[entity] = constraint
+            if note is not None:
+                enforced.append(note)
+        path = ReasoningPath(tuple(constraints.values()))
+        data.update(path=str(path), constraints=path.as_dict(), enforced=enforced,
+                    counts={"plans_mended": float(bool(enforced))})
+        self._record(step, thought=thought, observation=str(path), data=data,
+                     status="error" if "parse_error" in data else "ok",
+                     accepted="parse_error" not in data)
+        return path
+
+    def _retrieve(self, path: ReasoningPath, round_: int) -> Instantiation:
+        inst, seconds, queries = self._kb_work(
+            lambda: self.srp.instantiator.instantiate(path, self.entities, self.question))
+        sequences = [list(c.triples) for c in inst.constraints]
+        data = {**inst.to_dict(), "round": round_, "sequences": sequences}
+        shown = "; ".join(_chain(c) for c in inst.constraints)
+        self._env_step("retrieve", str(path), shown, data, seconds=seconds, kb_queries=queries,
+                       status="ok" if inst.complete else "stuck")
+        return inst
+
+    def _sequences(self, inst: Instantiation) -> list[tuple[int, tuple[Triple, ...]]]:
+        """(constraint index, triples) of the constraints that retrieved something."""
+        return [(i, c.triples) for i, c in enumerate(inst.constraints) if c.triples]
+
+    def _judge(self, inst: Instantiation, round_: int) -> Judgement:
+        srp = self.srp
+        sequences = self._sequences(inst)
+        shown = [list(t) for _, t in sequences]
+        if not sequences:  # nothing retrieved: nothing to judge
+            judgement = Judgement("NO_ANSWER", "No triple was retrieved.", (), auto=True)
+            self._env_step("judge", "judge", "NO_ANSWER (nothing retrieved)",
+                           {"round": round_, "verdict": judgement.verdict, "auto": True,
+                            "sequences": []})
+            return judgement
+        refs = [h.reference for h in self.hits]
+        text, step = self._ask("judge", P.judge_messages(self.question, shown, refs,
+                                                         profile=srp.profile),
+                               {"round": round_, "sequences": shown})
+        data = dict(step.data)
+        try:
+            judgement = P.parse_judge(text, shown)
+        except SRPParseError as exc:
+            # unreadable: the instantiation's own state decides, and every triple is kept
+            verdict = "HAVE_ANSWER" if inst.complete else "NO_ANSWER"
+            judgement = Judgement(verdict, "", tuple(tuple(t) for t in shown), auto=True)
+            data.update(parse_error=exc.reason, fallback="instantiation")
+        data.update(verdict=judgement.verdict, retained=[list(s) for s in judgement.retained],
+                    unknown=list(judgement.unknown),
+                    counts={"judge.have_answer": float(judgement.have_answer),
+                            "judge.no_answer": float(not judgement.have_answer)})
+        self._record(step, thought=judgement.thinking, observation=judgement.verdict, data=data,
+                     status="error" if "parse_error" in data else "ok",
+                     accepted="parse_error" not in data)
+        return judgement
+
+    def _pruned_hops(self, inst: ConstraintInstance, retained: Sequence[Triple]) -> int:
+        """How many leading hops of ``inst`` the judge's retained triples cover (the tail of the
+        pruned sequence, :func:`~pyql.agent.srp.pruning.follow`)."""
+        mention = _mention(inst.constraint.entity, self.entities) or inst.constraint.entity
+        return len(follow(retained, mention, [(h.bound, h.forward) for h in inst.hops]))
+
+    def _around(self, inst: ConstraintInstance, hops: int) -> list[str]:
+        """The relations around the node ``hops`` hops along ``inst``, ranked, capped."""
+        srp = self.srp
+        mention = _mention(inst.constraint.entity, self.entities) or inst.constraint.entity
+        topic = Atom(AtomKind.STRING, mention)
+        names = [h.var.lstrip("?") for h in inst.hops]
+
+        def work() -> tuple[str, ...]:
+            session = srp.instantiator.session(self.entities)
+            for call in inst.calls(topic, names)[:hops]:
+                checked_observation(session.run(call))
+            node = Atom(AtomKind.VAR, names[hops - 1]) if hops else topic
+            obs = checked_observation(session.run(Call.of("get_relation", node)))
+            return obs.relations.all if obs.relations else ()
+
+        around, _, _ = self._kb_work(work)
+        return srp.binder.rank(self.question, list(around), limit=srp.instantiator.max_candidates)
+
+    def _edit(self, path: ReasoningPath, inst: Instantiation, judgement: Judgement,
+              checked: Mapping[str, tuple[str, ...]], references: list[Retrieved], round_: int
+              ) -> ReasoningPath | None:
+        srp = self.srp
+        errors: list[str] = []
+        instantiated: list[str] = []
+        at: list[dict[str, Any]] = []
+        retained = dict(zip([i for i, _ in self._sequences(inst)], judgement.retained,
+                            strict=False))
+        judged = bool(self._sequences(inst)) and not judgement.auto
+        start, before_queries = time.perf_counter(), self.usage.kb_queries
+        for i, c in enumerate(inst.constraints):
+            if c.stuck is not None:
+                errors += [f"{c.constraint.entity}: {m}" for m in c.stuck.messages()]
+            # the tail of the pruned sequence: where the judge stopped keeping triples (the stuck
+            # point when it kept everything instantiated)
+            keep = self._pruned_hops(c, retained.get(i, ())) if judged else len(c.hops)
+            if c.stuck is not None and keep >= len(c.hops):
+                instantiated.append(c.stuck.instantiated_chain())
+                at.append({"entity": c.constraint.entity, "position": c.stuck.position,
+                           "chain": c.stuck.instantiated_chain(),
+                           "relations": list(c.stuck.candidates)})
+            else:
+                instantiated.append(_chain(c))
+                at.append({"entity": c.constraint.entity, "position": keep,
+                           "chain": _chain(c, keep), "relations": self._around(c, keep)})
+        if judgement.thinking or any(judgement.retained):
+            errors.append(judgement.message())
+        elif not errors:
+            errors.append("Current Information is not enough.")
+        candidates = {a["chain"]: a["relations"] for a in at}
+        self._env_step("candidates", "get_relation at the tail of the pruned sequence",
+                       "; ".join(f"{k}: {', '.join(v)}" for k, v in candidates.items()),
+                       {"for": "edit", "round": round_, "errors": errors,
+                        "instantiated": instantiated, "at": at},
+                       seconds=time.perf_counter() - start,
+                       kb_queries=self.usage.kb_queries - before_queries)
+        before = [c.chain() for c in path.constraints]
+        text, step = self._ask("edit", P.edit_messages(
+            self.question, before, errors, instantiated, candidates,
+            [h.reference for h in references], profile=srp.profile),
+            {"round": round_, "before": str(path)})
+        data = dict(step.data)
+        edited: ReasoningPath | None = path
+        try:
+            reply = P.parse_edit(text)
+            found = [c for c in (self._constraint(t) for t in reply.paths) if c is not None]
+            if not found:
+                raise SRPParseError("edit", "no_topic_path", text)
+            for constraint in found:
+                mention = _mention(constraint.entity, self.entities)
+                current = next((c for c in path.constraints
+                                if _mention(c.entity, self.entities) == mention), None)
+                if current is not None:
+                    constraint = Constraint(current.entity, constraint.relations)
+                edited = edited.replace(constraint) if edited is not None else None
+            thought = reply.thought
+        except SRPParseError as exc:
+            edited, thought = None, ""
+            data["parse_error"] = exc.reason
+        data["after"] = str(edited) if edited is not None else None
+        self._record(step, thought=thought, observation=data["after"] or "no path",
+                     data=data, status="error" if edited is None else "ok",
+                     accepted=edited is not None)
+        return edited
+
+    def _answer(self, inst: Instantiation | None, judgement: Judgement | None
+                ) -> tuple[Any, ...]:
+        srp = self.srp
+        if inst is None:
+            return ()
+        kept: tuple[Triple, ...] = judgement.kept if judgement is not None else ()
+        source = "judge"
+        if not kept:
+            kept = tuple(dict.fromkeys(t for _, seq in self._sequences(inst) for t in seq))
+            kept = kept[:MAX_ANSWER_TRIPLES]
+            source = "retrieved"
+        program_counts = inst.complete and (judgement is None or judgement.have_answer)
+        program_answers = tuple(inst.answers) if program_counts else ()
+        self._env_step("knowledge", f"keep the triples of the {source}",
+                       f"{len(kept)} triples", {"kept": [list(t) for t in kept],
+                                                "kept_from": source})
+        text, step = self._ask("answer", P.answer_messages(self.question, kept,
+                                                           profile=srp.profile), {})
+        data = dict(step.data)
+        try:
+            cot = P.parse_answer(text)
+        except SRPParseError as exc:
+            cot = ()
+            data["parse_error"] = exc.reason
+        answers = tuple(dict.fromkeys((*cot, *program_answers)))
+        data.update(cot=list(cot), program_answers=[str(a) for a in program_answers[:50]],
+                    program_answer_count=len(program_answers))
+        self._record(step, thought=text, observation=", ".join(map(str, answers[:20])),
+                     data=data, status="error" if "parse_error" in data else "ok",
+                     accepted="parse_error" not in data)
+        return answers
