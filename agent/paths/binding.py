@@ -18,6 +18,8 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from pyql.agent.ranking import RelationRanker, get_ranker
 from pyql.kb.base import KB
@@ -74,6 +76,20 @@ class RelationVocabulary:
         hidden = kb.profile.hidden_relations
         names = sorted({c.iri for (c,) in rs.rows if isinstance(c, Entity)} - hidden)
         return cls(kb.profile.compact(iri) for iri in names)
+
+    @classmethod
+    def of_kb(cls, kb: KB) -> RelationVocabulary:
+        """:meth:`from_kb`, asked once per KB and shared (an evaluation's per-question view of
+        a KB shares its KB's vocabulary)."""
+        base = getattr(kb, "inner", kb)
+        found = _VOCABULARIES.get(base)
+        if found is None:
+            found = _VOCABULARIES[base] = cls.from_kb(kb)
+        return found
+
+
+# one vocabulary per KB (the relations of a whole KB are asked once)
+_VOCABULARIES: WeakKeyDictionary[Any, RelationVocabulary] = WeakKeyDictionary()
 
 
 class RelationBinder:

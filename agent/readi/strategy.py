@@ -68,10 +68,6 @@ log = logging.getLogger(__name__)
 InitialPath = Literal["generate", "corrupt", "empty"]
 AnswerMode = Literal["auto", "program", "llm"]
 
-# one vocabulary per KB (the relations of a whole KB are asked once)
-_VOCABULARIES: WeakKeyDictionary[Any, RelationVocabulary] = WeakKeyDictionary()
-
-
 # one binder (and its cache of bindings) per vocabulary, ranker and top_k: a run builds Readi
 # once per question
 _BINDERS: WeakKeyDictionary[RelationVocabulary, dict[tuple[str, int], RelationBinder]] = (
@@ -91,14 +87,6 @@ def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> Relation
     if key not in binders:
         binders[key] = RelationBinder(vocabulary, ranker, top_k=top_k)
     return binders[key]
-
-
-def _vocabulary(kb: KB) -> RelationVocabulary:
-    base = getattr(kb, "inner", kb)  # an evaluation's per-question view shares its KB's
-    found = _VOCABULARIES.get(base)
-    if found is None:
-        found = _VOCABULARIES[base] = RelationVocabulary.from_kb(kb)
-    return found
 
 
 @dataclass(frozen=True)
@@ -221,7 +209,7 @@ class Readi:
             elif relations is not None:
                 vocabulary = RelationVocabulary(relations)
             else:
-                vocabulary = _vocabulary(backend)
+                vocabulary = RelationVocabulary.of_kb(backend)
             self.binder = _binder(vocabulary, ranker, top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,

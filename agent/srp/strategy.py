@@ -72,7 +72,6 @@ from pyql.agent.paths.instantiate import checked as checked_observation
 from pyql.agent.ranking import RelationRanker
 
 # the path core's vocabulary of a KB, asked once per KB (shared with Readi)
-from pyql.agent.readi.strategy import _vocabulary
 from pyql.agent.srp import prompts as P
 from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.srp.pruning import follow
@@ -197,7 +196,7 @@ class SRP:
         self.check_candidates = check_candidates
         self.reflection = reflection
         if vocabulary is None:
-            vocab = _vocabulary(kb)
+            vocab = RelationVocabulary.of_kb(kb)
         elif isinstance(vocabulary, RelationVocabulary):
             vocab = vocabulary
         else:
