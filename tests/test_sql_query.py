@@ -782,8 +782,9 @@ def test_spider_gold_queries_give_the_gold_results(pyql_data) -> None:  # noqa: 
 
 
 def _value_of(node: exp.Expression) -> object:
-    if isinstance(node, exp.Neg):
-        return -_value_of(node.this)  # type: ignore[operator]
+    if isinstance(node, exp.Neg):  # copy_negate: unary minus would round to 28 digits
+        inner = _value_of(node.this)
+        return inner.copy_negate() if isinstance(inner, Decimal) else -inner  # type: ignore[operator]
     assert isinstance(node, exp.Literal), node
     return node.this if node.is_string else Decimal(node.this)
 
