@@ -18,8 +18,8 @@ The LLM is any OpenAI-compatible server: ``--model``/``$PYQL_MODEL``, ``--base-u
 to set one up and exits with 2; an LLM failure (authentication, unknown model, context window,
 rate limit after the retries) is one ``error:`` line and exit code 1.
 
-This module is loaded by :mod:`pyql.cli` (``EXTENSION_MODULES``) and imports :mod:`pyql.cli`
-only inside the command, since ``pyql.cli`` imports it while starting.
+Registered through the ``pyql.commands`` entry point ``ask`` (:mod:`pyql.cli.plugins`); the
+KB/DB, entity table, errors and output come from the shared :mod:`pyql.cli` helpers.
 """
 
 from __future__ import annotations
@@ -34,9 +34,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.rule import Rule
-from rich.syntax import Syntax
 from rich.text import Text
+
+from pyql.cli import (
+    CliError,
+    open_kb,
+    open_sql_session,
+    pairs,
+    print_json,
+    print_query,
+    reported,
+    stderr,
+    stdout,
+    warnings_shown,
+)
+from pyql.cli import (
+    entities as entity_table,
+)
+from pyql.cli.backends import KB_HELP
+from pyql.cli.errors import one_line
+from pyql.cli.options import PROFILE_HELP
 
 if TYPE_CHECKING:
     from pyql.agent.errors import LLMError
@@ -76,7 +93,7 @@ def ask_command(
         typer.Option(
             "--kb",
             metavar="PATH_OR_URL",
-            help="RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA kb.txt.",
+            help=KB_HELP,
         ),
     ] = None,
     db: Annotated[
@@ -88,9 +105,7 @@ def ask_command(
     ] = None,
     profile: Annotated[
         str | None,
-        typer.Option(
-            "--profile", "-p", help="KB profile: generic (default), freebase or metaqa."
-        ),
+        typer.Option("--profile", "-p", help=PROFILE_HELP),
     ] = None,
     prefix: Annotated[
         list[str] | None,
@@ -173,8 +188,6 @@ def ask_command(
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
     --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
     """
-    from pyql import cli as core  # here, not at the top: pyql.cli imports this module
-
     if (kb is None) == (db is None):
         raise typer.BadParameter(
             "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
@@ -182,21 +195,21 @@ def ask_command(
     if mode not in ("text", "tools"):
         raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
     if not _llm_configured(model, base_url, api_key):
-        _error_line(NO_LLM_MESSAGE)
+        stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
         raise typer.Exit(2)
-    out = None if as_json else core._stdout()
-    with _warnings_shown(), core._reported(), _llm_errors(base_url):
+    out = None if as_json else stdout()
+    with warnings_shown(), reported(), _llm_errors(base_url):
         llm = _make_llm(model, base_url, api_key)  # first: a missing key fails fast
-        given = core._entities(entity, entities_file)
+        given = entity_table(entity, entities_file)
         linking: Linking | None = None
         if db is not None:
-            session = core._open_sql_session(db, table, 10, None)
+            session = open_sql_session(db, table)
             backend: Any = session.db
             entities: dict[str, str] = {}
             language, location = "sql", db
         else:
             assert kb is not None
-            backend = _open_kb(kb, profile, prefix)
+            backend = open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"))
             if given:
                 entities = given
             else:
@@ -219,13 +232,13 @@ def ask_command(
             meta["linking"] = [m.model_dump(mode="json") for m in linking.mentions]
         result = agent.run(question, entities, table=table, meta=meta)
         if result.stop_reason == "context_length" and not result.steps:
-            raise core.CliError(
+            raise CliError(
                 f"the prompt does not fit the context window of {llm.model}: "
                 "use a model with a longer context"
             )
         saved = result.trajectory.save(save_trajectory) if save_trajectory else None
     if as_json:
-        core._print_json(_as_json(result, linking, entities, location, language, saved,
+        print_json(_as_json(result, linking, entities, location, language, saved,
                                   not no_guidelines))
         return
     assert out is not None
@@ -249,28 +262,6 @@ def _make_llm(model: str | None, base_url: str | None, api_key: str | None) -> A
     return OpenAIChat(model, base_url=base_url, api_key=api_key)
 
 
-def _open_kb(location: str, profile: str | None, prefix: list[str] | None) -> KB:
-    """A KB from ``--kb``: MetaQA's ``kb.txt`` (``head|relation|tail`` lines), else what
-    ``pyql run`` opens (an RDF file, a store directory or an endpoint)."""
-    from pyql import cli as core
-
-    is_url = location.startswith(("http://", "https://"))
-    path = Path(location)
-    if not is_url and path.suffix == ".txt" and path.is_file():
-        if profile not in (None, "metaqa"):
-            raise typer.BadParameter(
-                f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}",
-                param_hint="--profile",
-            )
-        from pyql.datasets.metaqa import load_kb
-
-        return load_kb(path)
-    declared = {} if is_url else core._declared_prefixes(path)
-    built = core._build_profile(profile or "generic", declared,
-                                core._pairs(prefix, "--prefix", "NAME=IRI"))
-    return core._open_kb(location, built)
-
-
 def _link(kb: KB, question: str, cache: Path | None) -> Linking:
     from pyql.agent.linking import LabelIndex, LabelLinker
     from pyql.kb.oxigraph import OxigraphKB
@@ -286,18 +277,17 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 @contextmanager
 def _llm_errors(base_url: str | None) -> Iterator[None]:
     """LLM failures as one ``error:`` line (a :class:`pyql.cli.CliError` without a hint)."""
-    from pyql import cli as core
     from pyql.agent.errors import LLMError
 
     try:
         yield
     except LLMError as exc:
         where = base_url or os.environ.get("OPENAI_BASE_URL")
-        raise core.CliError(_llm_message(exc, where)) from None
+        raise CliError(_llm_message(exc, where)) from None
     except ModuleNotFoundError as exc:
         if exc.name != "openai":
             raise
-        raise core.CliError(
+        raise CliError(
             "the openai package is not installed: pip install 'pyql-kbqa[agent]'"
         ) from None
 
@@ -312,7 +302,7 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
         LLMTimeoutError,
     )
 
-    detail = _one_line(str(exc))
+    detail = one_line(str(exc))
     where = base_url or "the OpenAI API"
     if isinstance(exc, LLMAuthError):
         if exc.status is None:
@@ -330,42 +320,6 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
     if isinstance(exc, (LLMTimeoutError, LLMServerError)):
         return f"the LLM server failed after the retries ({detail}): is {where} up?"
     return f"the LLM call failed ({detail})"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-class _WarningLines(logging.Handler):
-    """pyql's warnings (an LLM retry, a model without a price) as ``warning:`` lines."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = _one_line(record.getMessage())
-        except (TypeError, ValueError):  # a malformed log call must not end the command
-            message = str(record.msg)
-        console = Console(stderr=True, highlight=False, soft_wrap=True)
-        console.print(Text.assemble(("warning: ", "yellow"), message))
-
-
-@contextmanager
-def _warnings_shown() -> Iterator[None]:
-    """Show pyql's warnings while the command runs, unless logging is configured already."""
-    logger = logging.getLogger("pyql")
-    if logger.handlers or logging.getLogger().handlers:
-        yield
-        return
-    handler = _WarningLines(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-
-
-def _error_line(message: str) -> None:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text.assemble(("error: ", "bold red"), message))
 
 
 # -- showing ----------------------------------------------------------------------------------
@@ -430,9 +384,7 @@ def _show_step(out: Console, step: Step) -> None:
 def _show_result(out: Console, result: Result, language: str, saved: Path | None) -> None:
     out.print()
     if result.query:
-        out.print(Rule(language.upper(), align="left", style="dim"))
-        out.print(Syntax(result.query, language, background_color="default", word_wrap=True))
-        out.print(Rule(style="dim"))
+        print_query(out, result.query, language)
     answers = [str(a) for a in result.answers]
     if answers:
         out.print(Text.assemble(("Answer: ", "bold green"), ", ".join(answers)))

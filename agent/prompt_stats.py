@@ -1,4 +1,5 @@
-"""Static prompt sizes: ``python -m pyql.agent.prompt_stats [--tiktoken-dir DIR] [--json]``.
+"""Static prompt sizes: ``pyql prompts stats [--tiktoken-dir DIR] [--json]`` (also
+``python -m pyql.agent.prompt_stats``).
 
 Counts the tokens (cl100k_base, the encoding of the paper's gpt-3.5-turbo) of the static prefix
 each question shares — the system message, plus the tool schemas in tools mode — and compares them
@@ -8,16 +9,18 @@ tokens). Encodings are read from ``--tiktoken-dir`` or ``$PYQL_TIKTOKEN_DIR`` wh
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import typer
 
 from pyql.agent.accounting import TokenCounter, get_encoding
 from pyql.agent.prompting import get_prompt_profile, system_prompt, tool_schemas
+from pyql.cli import group, print_json, reported
+from pyql.cli.standalone import run_standalone
 
-__all__ = ["ORIGINAL_TOKENS", "prompt_stats", "main"]
+__all__ = ["ORIGINAL_TOKENS", "format_rows", "main", "prompt_stats", "register", "stats_command"]
 
 #: tokens of the original prompts, by the prompt profile that replaces them
 ORIGINAL_TOKENS = {"freebase": 1875, "metaqa": 932, "wikisql": 1647}
@@ -44,26 +47,41 @@ def prompt_stats(directory: str | None = None, encoding: str = "cl100k_base") ->
     return rows
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyql.agent.prompt_stats",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tiktoken-dir", default=None,
-                        help="directory with cl100k_base.tiktoken (default: $PYQL_TIKTOKEN_DIR)")
-    parser.add_argument("--json", action="store_true", help="print JSON rows")
-    args = parser.parse_args(argv)
-    rows = prompt_stats(args.tiktoken_dir)
-    out = sys.stdout
-    if args.json:
-        out.write(json.dumps(rows, indent=2) + "\n")
-        return 0
-    out.write(f"{'dataset':<9} {'mode':<6} {'system':>7} {'tools':>6} {'static':>7} "
-              f"{'original':>9} {'ratio':>6}\n")
+def format_rows(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows of :func:`prompt_stats` as a plain-text table."""
+    lines = [f"{'dataset':<9} {'mode':<6} {'system':>7} {'tools':>6} {'static':>7} "
+             f"{'original':>9} {'ratio':>6}"]
     for r in rows:
-        out.write(f"{r['dataset']:<9} {r['mode']:<6} {r['system_tokens']:>7} "
-                  f"{r['tool_schema_tokens']:>6} {r['static_tokens']:>7} "
-                  f"{r['original_tokens']:>9} {r['ratio']:>6}\n")
-    out.write("tokens: cl100k_base; static = system message (+ tool schemas in tools mode)\n")
-    return 0
+        lines.append(f"{r['dataset']:<9} {r['mode']:<6} {r['system_tokens']:>7} "
+                     f"{r['tool_schema_tokens']:>6} {r['static_tokens']:>7} "
+                     f"{r['original_tokens']:>9} {r['ratio']:>6}")
+    lines.append("tokens: cl100k_base; static = system message (+ tool schemas in tools mode)")
+    return "\n".join(lines)
+
+
+def stats_command(
+    tiktoken_dir: Annotated[str | None, typer.Option(
+        "--tiktoken-dir", metavar="DIR",
+        help="A directory with cl100k_base.tiktoken (default: $PYQL_TIKTOKEN_DIR).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Tokens of the static prompt prefix per profile and mode, against the paper's prompts."""
+    with reported():
+        rows = prompt_stats(tiktoken_dir)
+    if as_json:
+        print_json(rows)
+    else:
+        typer.echo(format_rows(rows))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``pyql prompts stats`` (the ``pyql.commands`` entry point ``prompts``)."""
+    group(app, "prompts", help="The agent's prompts.").command("stats")(stats_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pyql.agent.prompt_stats``: ``pyql prompts stats``."""
+    return run_standalone(stats_command, argv, "python -m pyql.agent.prompt_stats")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,22 @@
-"""``pyql guidelines list`` and ``pyql guidelines show CODE``: the installed ERASER guidelines.
+"""``pyql guidelines list`` and ``pyql guidelines show CODE_OR_NAME``: the installed ERASER guidelines.
 
-Loaded by ``pyql.cli`` as a command extension (its ``EXTENSION_MODULES``): :func:`register`
-adds the ``guidelines`` sub-app. The content comes from :mod:`pyql.guidelines.docs`
+Registered through the ``pyql.commands`` entry point ``guidelines``: :func:`register` adds the
+``guidelines`` sub-app. The content comes from :mod:`pyql.guidelines.docs`
 (:func:`~pyql.guidelines.docs.list_rows`, :func:`~pyql.guidelines.docs.describe`).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+
+from pyql.cli import fail, print_json
 
 if TYPE_CHECKING:
+    from pyql.guidelines.base import Guideline
     from pyql.guidelines.registry import Registry
 
 __all__ = ["guidelines_app", "register"]
@@ -29,26 +29,18 @@ guidelines_app = typer.Typer(
 )
 
 
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text.assemble(("error: ", "bold red"), re.sub(r"\s*\n\s*", " ", message)))
-    if hint:
-        console.print(Text.assemble(("hint: ", "yellow"), hint))
-    raise typer.Exit(1)
-
-
 def _registry(enable: list[str] | None = None, disable: list[str] | None = None) -> Registry:
     from pyql.guidelines import GuidelineLoadError, default_registry
 
     try:
         registry = default_registry()
     except GuidelineLoadError as exc:
-        _fail(str(exc), "fix or uninstall the plugin named above")
+        fail(str(exc), "fix or uninstall the plugin named above")
     if enable or disable:
         try:
             registry = registry.select(enable=enable or None, disable=disable)
         except ValueError as exc:
-            _fail(str(exc), "codes (KB201), code prefixes (RM), names or groups (sql, paper)")
+            fail(str(exc), "codes (KB201), code prefixes (RM), names or groups (sql, paper)")
     return registry
 
 
@@ -65,7 +57,7 @@ def list_command(
 
     rows = list_rows(_registry(enable, disable))
     if json_output:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        print_json(rows)
         return
     table = Table(show_lines=False, highlight=False)
     for column in ("Code", "Name", "Env", "Triggers on", "Description"):
@@ -77,24 +69,37 @@ def list_command(
 
 @guidelines_app.command("show")
 def show_command(
-    code: Annotated[str, typer.Argument(help="A guideline code, e.g. KB201.")],
+    code: Annotated[str, typer.Argument(
+        metavar="CODE_OR_NAME",
+        help="A guideline code or name, e.g. KB201 or kb.empty_fact_unlisted_relation.")],
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Describe one guideline: what it detects, what it reads, and a bad and a fixed example."""
-    from pyql.guidelines.derive import closest
     from pyql.guidelines.docs import describe, list_rows
 
     registry = _registry()
-    wanted = code.strip().upper()
-    if wanted not in registry:
-        near = closest(wanted, registry.codes, cutoff=0.5)
-        _fail(f"no guideline {code!r}",
-              f"did you mean {', '.join(near)}?" if near else "see `pyql guidelines list`")
+    guideline = find(registry, code)
     if json_output:
-        row = next(r for r in list_rows(registry) if r["code"] == wanted)
-        typer.echo(json.dumps(row, ensure_ascii=False, indent=2))
+        row = next(r for r in list_rows(registry) if r["code"] == guideline.code)
+        print_json(row)
         return
-    typer.echo(describe(registry[wanted], registry), nl=False)
+    typer.echo(describe(guideline, registry), nl=False)
+
+
+def find(registry: Registry, wanted: str) -> Guideline:
+    """The guideline whose code or name is ``wanted`` (any case), or a one-line error that
+    suggests the closest codes and names."""
+    from pyql.guidelines.derive import closest
+
+    key = wanted.strip()
+    if key.upper() in registry:
+        return registry[key.upper()]
+    by_name = {g.name.casefold(): g for g in registry}
+    if key.casefold() in by_name:
+        return by_name[key.casefold()]
+    near = closest(key, [*registry.codes, *(g.name for g in registry)], cutoff=0.5)
+    fail(f"no guideline {wanted!r}",
+         f"did you mean {', '.join(near)}?" if near else "see `pyql guidelines list`")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
-import typer
 from typer.testing import CliRunner
 
 import pyql.demo as demo
 from pyql import Session, __version__
-from pyql.cli import _load_extensions, app
+from pyql.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 ENTITIES = REPO / "examples" / "movies_entities.json"
@@ -197,13 +196,19 @@ def test_demo_reports_a_tour_that_misses_its_answers(monkeypatch):
     ("args", "expected"),
     [
         (
-            ["add_fact(m.0crbvqz, meteorology.tropical_cyclone.category, ?c)\nset_answer(?c)"],
+            [
+                "add_fact(m.0crbvqz, meteorology.tropical_cyclone.category, ?c)\nset_answer(?c)",
+                "-p",
+                "freebase",
+            ],
             ["PREFIX ns: <http://rdf.freebase.com/ns/>", "SELECT DISTINCT ?c", "ns:m.0crbvqz"],
         ),
         (
             [
                 "a=PyQL()\na.add_fact('m.03_r3', 'location.country.languages_spoken', 'x0')\n"
-                "a.set_answer('x0')"
+                "a.set_answer('x0')",
+                "-p",
+                "freebase",
             ],
             ["SELECT DISTINCT ?x0", "ns:m.03_r3"],
         ),
@@ -213,10 +218,15 @@ def test_demo_reports_a_tour_that_misses_its_answers(monkeypatch):
                 "a.add_max('x0')\na.set_answer('x0')",
                 "--extremum",
                 "limit",
+                "-p",
+                "freebase",
             ],
             ["ORDER BY DESC(?x0)", "LIMIT 1"],
         ),
-        (["add_fact(m.03_r3, location.country.population, ?p)\nadd_max(?p)"], ["MAX(?p)"]),
+        (
+            ["add_fact(m.03_r3, location.country.population, ?p)\nadd_max(?p)", "-p", "freebase"],
+            ["MAX(?p)"],
+        ),
         (
             [
                 "add_fact(?film, directed_by, Kismet)\nadd_count(?film, ?n)",
@@ -276,10 +286,10 @@ def test_compile_reads_files_and_stdin(tmp_path):
     path = tmp_path / "program.pyql"
     path.write_text(program)
     outputs = {
-        "path": invoke("compile", str(path)),
-        "at-file": invoke("compile", f"@{path}"),
-        "stdin": invoke("compile", "-", input=program),
-        "inline": invoke("compile", program),
+        "path": invoke("compile", "-p", "freebase", str(path)),
+        "at-file": invoke("compile", "-p", "freebase", f"@{path}"),
+        "stdin": invoke("compile", "-p", "freebase", "-", input=program),
+        "inline": invoke("compile", "-p", "freebase", program),
     }
     for name, result in outputs.items():
         assert result.exit_code == 0, (name, result.output)
@@ -287,12 +297,30 @@ def test_compile_reads_files_and_stdin(tmp_path):
 
 
 def test_compile_json():
-    result = invoke("compile", "--json", "add_fact(m.0x, a.b, ?y)\nset_answer(?y)")
+    result = invoke("compile", "-p", "freebase", "--json", "add_fact(m.0x, a.b, ?y)\nset_answer(?y)")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["program"] == "add_fact(m.0x, a.b, ?y)\nset_answer(?y)"
     assert data["profile"] == "freebase"
     assert is_valid_sparql(data["sparql"])
+
+
+def test_compile_defaults_to_the_generic_profile_like_run():
+    """One rule for --profile: generic unless given (metaqa for MetaQA's kb.txt)."""
+    program = "add_fact(?x, <http://e/r>, ?y)\nset_answer(?y)"
+    compiled = json.loads(invoke("compile", "--json", program).stdout)
+    assert compiled["profile"] == "generic"
+    ran = json.loads(invoke("run", "--json", "--kb", movies(), program).stdout)
+    assert ran["profile"] == compiled["profile"]
+    for command in ("compile", "run", "ask"):
+        help_text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
+        assert "generic for anything else" in help_text, command
+
+
+def test_a_freebase_id_without_the_freebase_profile_hints_at_it():
+    result = invoke("compile", "add_fact(m.0crbvqz, ns:a.b, ?c)")
+    assert_one_line_error(result, hint=True)
+    assert "--profile freebase" in result.stderr
 
 
 def test_compile_sql():
@@ -359,7 +387,7 @@ def test_compile_parse_error_names_the_file(tmp_path):
             "unknown entity 'Titanic'",
             True,
         ),
-        (["get_relation(m.0x)"], "builds no query", True),
+        (["get_relation(m.0x)", "-p", "freebase"], "builds no query", True),
         (["missing-program.pyql"], "no such program file", True),
         (["@missing-program.pyql"], "not found", False),
     ],
@@ -632,31 +660,6 @@ def test_help_lists_the_commands():
     assert result.exit_code == 0
     for command in ("demo", "compile", "run"):
         assert command in result.stdout
-
-
-def test_extension_modules_add_commands(monkeypatch):
-    module = types.ModuleType("pyql_test_cli_extension")
-
-    def register(target: typer.Typer) -> None:
-        sub = typer.Typer()
-
-        @sub.command("list")
-        def list_() -> None:
-            typer.echo("G001 one guideline")
-
-        target.add_typer(sub, name="guidelines")
-
-    module.register = register  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    target = typer.Typer()
-
-    @target.command("demo")
-    def _demo() -> None: ...
-
-    _load_extensions(target, [module.__name__, "pyql_no_such_extension_module"])
-    result = runner.invoke(target, ["guidelines", "list"])
-    assert result.exit_code == 0, result.output
-    assert "G001" in result.stdout
 
 
 def test_python_m_pyql_demo_subprocess():

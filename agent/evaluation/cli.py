@@ -11,33 +11,25 @@ At the end the metrics table is printed (``--json``: the metrics as JSON on stdo
 one ``error:`` line on stderr (with a ``hint:``) and exit code 1; a run that stopped (an
 authentication error, an unknown model...) exits 1 too, and can be resumed once fixed.
 
-``register(app)`` adds the command to ``pyql`` (see ``pyql.cli.EXTENSION_MODULES``).
+``register(app)`` adds the command to ``pyql`` (the ``pyql.commands`` entry point ``eval``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pyql.cli import fail, print_json
+
 __all__ = ["register", "eval_command", "render_metrics"]
 
 log = logging.getLogger(__name__)
-
-
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text.assemble(("error: ", "bold red"), re.sub(r"\s*\n\s*", " ", message)))
-    if hint:
-        console.print(Text.assemble(("hint: ", "yellow"), hint))
-    raise typer.Exit(1)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -168,7 +160,7 @@ def eval_command(
         kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
     )
     if json_output:
-        typer.echo(json.dumps(metrics, indent=2, ensure_ascii=False, default=str))
+        print_json(metrics)
     else:
         render_metrics(metrics, Console(highlight=False))
     run = metrics.get("run") or {}
@@ -190,7 +182,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.errors import PyqlError
 
     if mode not in ("text", "tools"):
-        _fail(f"--mode must be text or tools, not {mode!r}")
+        fail(f"--mode must be text or tools, not {mode!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
@@ -199,23 +191,23 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--sample", sample), ("--kb", kb), ("--db", db), ("--llm-cache", llm_cache),
                 ("--kb-cache", kb_cache), ("--out", out)) if value is not None]
             if given:
-                _fail(f"--resume continues a run as it was configured; {', '.join(given)} "
+                fail(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
                       "(only --concurrency may differ when resuming)")
             return resume(resume_dir, progress=progress, concurrency=concurrency)
         missing = [name for name, value in (("--dataset", dataset), ("--llm", llm),
                                             ("--out", out)) if value is None]
         if missing:
-            _fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
+            fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
                   "--out RUN_DIR, or pyql eval --resume RUN_DIR")
         assert dataset is not None and llm is not None and out is not None
         if data_dir is None:
             try:
                 data_dir = default_data_dir()
             except FileNotFoundError as exc:
-                _fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
+                fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
         if dataset not in DATASETS:
-            _fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(DATASETS)}")
+            fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(DATASETS)}")
         parse_llm_spec(llm)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
@@ -230,15 +222,15 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         )
         return evaluate(config, out, progress=progress)
     except EvalAbort as exc:
-        _fail(f"the run stopped: {exc}",
+        fail(f"the run stopped: {exc}",
               hint="fix the cause, then pyql eval --resume RUN_DIR (finished questions are kept)")
     except LLMSpecError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (PyqlError, OSError) as exc:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-        _fail(f"{where}{exc}")
+        fail(f"{where}{exc}")
     except KeyboardInterrupt:
-        _fail("interrupted; questions in flight finish and are saved",
+        fail("interrupted; questions in flight finish and are saved",
               hint="pyql eval --resume RUN_DIR runs the rest")
 
 

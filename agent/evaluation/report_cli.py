@@ -1,6 +1,6 @@
 """``pyql report RUN_DIR``: an evaluation run directory as one static HTML page.
 
-Registered through :data:`pyql.cli.EXTENSION_MODULES`; the work is done by
+Registered through the ``pyql.commands`` entry point ``report``; the work is done by
 :func:`pyql.agent.evaluation.report.write_report`.
 """
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from pyql.cli import CliError, reported
 
 __all__ = ["register", "report_command"]
 
@@ -41,9 +43,7 @@ def report_command(
     corrections, charts, and every question with its trajectory, filterable and searchable.
     """
     from pyql.agent.evaluation.report import RunDirError, write_report
-    from pyql.cli import CliError, _reported
-
-    with _reported():
+    with reported():
         try:
             path = write_report(run_dir, out, max_trajectories=max_trajectories)
         except RunDirError as exc:

@@ -37,6 +37,21 @@ def test_show_describes_one_guideline() -> None:
     assert data["name"] == "kb.filter_before_get_relation" and data["env"] == "RM"
 
 
+def test_show_accepts_names_as_well_as_codes() -> None:
+    """Issue 15 item 6: ``show`` took codes (as ``list --select`` takes names) but not names."""
+    by_code = runner.invoke(app, ["guidelines", "show", "KB201"])
+    for name in ("kb.empty_fact_unlisted_relation", "KB.Empty_Fact_Unlisted_Relation"):
+        by_name = runner.invoke(app, ["guidelines", "show", name])
+        assert by_name.exit_code == 0, by_name.output
+        assert by_name.stdout == by_code.stdout
+    data = json.loads(runner.invoke(
+        app, ["guidelines", "show", "kb.filter_before_get_relation", "--json"]).stdout)
+    assert data["code"] == "RM205"
+    typo = runner.invoke(app, ["guidelines", "show", "kb.empty_fact_unlisted_relatoin"])
+    assert typo.exit_code == 1
+    assert "hint: did you mean kb.empty_fact_unlisted_relation," in typo.stderr
+
+
 def test_unknown_code_and_selector_are_one_line_errors() -> None:
     result = runner.invoke(app, ["guidelines", "show", "KB209"])
     assert result.exit_code == 1

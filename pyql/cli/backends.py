@@ -1,0 +1,149 @@
+"""The one place commands open what they query: a KB (:func:`open_kb`) or a database
+(:func:`open_db`, :func:`open_sql_session`). ``pyql run``, ``pyql ask`` and every command of a
+plugin take the same ``--kb`` / ``--db`` values and fail with the same errors."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import typer
+
+from pyql.cli.errors import CliError, as_cli_error, one_line
+from pyql.cli.inputs import build_profile, declared_prefixes
+from pyql.errors import InputError
+from pyql.kb.base import KB
+
+__all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
+           "sql_function"]
+
+#: the ``--kb`` values every command accepts
+KB_HELP = "RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA's kb.txt."
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+def is_metaqa_kb(location: str) -> bool:
+    """A ``.txt`` file is read as MetaQA's ``kb.txt`` (``head|relation|tail`` lines)."""
+    path = Path(location)
+    return not is_url(location) and path.suffix == ".txt" and path.is_file()
+
+
+def open_kb(
+    location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None
+) -> KB:
+    """The KB at ``location``: an http(s) SPARQL endpoint, an Oxigraph store directory, an RDF
+    file (loaded in memory; a Turtle file's ``@prefix`` lines are declared), or MetaQA's
+    ``kb.txt`` (profile ``metaqa``).
+
+    ``profile`` defaults to :data:`~pyql.cli.inputs.DEFAULT_PROFILE` (``metaqa`` for a kb.txt);
+    ``prefixes`` (``--prefix``) are added to it. The profile is ``kb.profile``.
+    """
+    if is_metaqa_kb(location):
+        return _open_metaqa(Path(location), profile, prefixes or {})
+    url = is_url(location)
+    if not url and not Path(location).exists():
+        raise CliError(
+            f"KB not found: {location}",
+            hint="give an RDF file (.ttl, .nt, ...), an Oxigraph store directory, MetaQA's "
+            "kb.txt or an http(s) SPARQL endpoint URL",
+        )
+    declared = {} if url else declared_prefixes(Path(location))
+    built = build_profile(profile, declared, prefixes or {})
+    from pyql.kb import open_kb as open_location
+
+    try:
+        kb = open_location(location, profile=built.name)
+    except SyntaxError as exc:  # pyoxigraph reports malformed RDF as SyntaxError
+        raise CliError(f"cannot load {location}: {one_line(str(exc))}") from None
+    except ValueError as exc:
+        raise CliError(
+            f"cannot open {location}: {exc}",
+            hint="RDF files are read by their extension: .ttl, .nt, .nq, .trig, .n3, .rdf, "
+            ".xml (optionally .gz); MetaQA's KB is a .txt file",
+        ) from None
+    except OSError as exc:
+        raise CliError(f"cannot open {location}: {exc.strerror or exc}") from None
+    kb.profile = built
+    return kb
+
+
+def _open_metaqa(path: Path, profile: str | None, prefixes: Mapping[str, str]) -> KB:
+    if profile not in (None, "metaqa"):
+        raise typer.BadParameter(
+            f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}",
+            param_hint="--profile",
+        )
+    from pyql.datasets.metaqa import load_kb
+
+    try:
+        kb = load_kb(path)
+    except ValueError as exc:  # a line that is not head|relation|tail
+        raise CliError(f"cannot load {path} as MetaQA's kb.txt: {one_line(str(exc))}") from None
+    if prefixes:
+        kb.profile = build_profile("metaqa", prefixes)
+    return kb
+
+
+def sql_function(name: str) -> Callable[..., Any]:
+    """``pyql.sql.<name>``, or a clear error while the SQL side is not there."""
+    try:
+        module = importlib.import_module("pyql.sql")
+    except ImportError:
+        module = None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise CliError(
+            "SQL support is not installed in this build",
+            hint=f"pyql.sql.{name} is not available; drop --sql/--db to work with SPARQL",
+        )
+    return cast("Callable[..., Any]", fn)
+
+
+def open_db(url: str, timeout: float | None = None) -> Any:
+    """A read-only :class:`~pyql.db.SqlDB` on ``url``: a SQLAlchemy URL or a SQLite file."""
+    try:
+        from pyql.db import SqlDB
+    except ImportError:
+        raise CliError("SQL support is not installed in this build",
+                       hint="pyql.db.SqlDB is not available; use --kb to run SPARQL programs"
+                       ) from None
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if not path.is_file():
+            raise CliError(f"no such database file: {url}",
+                           hint="give a SQLite file or a URL such as sqlite:///path.db, "
+                           "postgresql://user@host/db or duckdb:///file.duckdb")
+        url = f"sqlite:///{path.resolve()}"
+    options: dict[str, Any] = {}
+    if timeout is not None:
+        options["statement_timeout"] = timeout
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return SqlDB(url, **options)
+    except ImportError as exc:  # a SQLAlchemy dialect whose driver is not installed
+        raise CliError(f"cannot open {url}: {exc}",
+                       hint="install the database driver (pip install 'pyql-kbqa[postgres]' "
+                       "or 'pyql-kbqa[duckdb]')") from None
+    except SQLAlchemyError as exc:  # not a URL SQLAlchemy understands
+        raise CliError(f"cannot open {url}: {exc}",
+                       hint="give a SQLite file or a SQLAlchemy URL") from None
+
+
+def open_sql_session(url: str, table: str | None, max_values: int = 10,
+                     timeout: float | None = None) -> Any:
+    """A :class:`~pyql.sql.session.SqlSession` on ``url`` (see :func:`open_db`)."""
+    session_cls = sql_function("SqlSession")
+    db = open_db(url, timeout)
+    try:
+        return session_cls(db, table=table, max_values=max_values)
+    except InputError as exc:
+        error = as_cli_error(exc)
+        if error.hint is None and getattr(exc, "suggestions", ()):
+            error.hint = "tables: " + ", ".join(exc.suggestions)  # type: ignore[attr-defined]
+        raise error from None

@@ -1,0 +1,133 @@
+"""Errors on the command line: one red ``error:`` line on stderr, an optional ``hint:``, an exit
+code. Every command reports through :func:`reported` / :func:`fail`, so the format is the same
+everywhere and never a traceback for an error pyql raises on purpose."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import typer
+from rich.text import Text
+
+from pyql.cli.output import stderr
+from pyql.errors import (
+    BackendTimeoutError,
+    BackendUnavailableError,
+    ParseError,
+    PyqlError,
+    QueryError,
+    TermError,
+    UnknownEntityError,
+)
+from pyql.profiles import Profile
+
+__all__ = [
+    "CliError",
+    "as_cli_error",
+    "fail",
+    "hint_for",
+    "one_line",
+    "prefix_hint",
+    "reported",
+    "ENTITY_HINT",
+    "TIMEOUT_HINT",
+]
+
+#: what to do about a mention that is not a KB id
+ENTITY_HINT = "link the mention to a KB id with --entity 'MENTION=ID' (or --entities FILE.json)"
+#: what to do about a query that ran out of time
+TIMEOUT_HINT = "the query ran out of time; raise --timeout or simplify the program"
+
+
+class CliError(PyqlError):
+    """A failure to report as one ``error:`` line (and an optional hint), exiting with ``code``.
+
+    ``detail`` is shown as it is under the error line (a caret under a parse error)."""
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, detail: str | None = None, code: int = 1
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+        self.code = code
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks (and the blanks around them) turned into one space."""
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def fail(error: CliError | str, hint: str | None = None) -> NoReturn:
+    """Print ``error`` (and its hint) on stderr and exit with its code (1 for a string)."""
+    if isinstance(error, str):
+        error = CliError(error, hint=hint)
+    console = stderr()
+    console.print(Text.assemble(("error: ", "bold red"), one_line(error.message)))
+    if error.detail:
+        for line in error.detail.splitlines():
+            console.print(Text("  | " + line, style="dim"))
+    if error.hint:
+        console.print(Text.assemble(("hint: ", "yellow"), one_line(error.hint)))
+    raise typer.Exit(error.code)
+
+
+def prefix_hint(text: str, profile: Profile | None) -> str | None:
+    """A hint to declare the prefix of ``text`` (``ex:Film``) when ``profile`` lacks it."""
+    m = re.fullmatch(r"([A-Za-z][\w\-.]*):[^/\s]*", text.strip())
+    if m is None or profile is None or m.group(1) in profile.prefixes:
+        return None
+    return f"the prefix {m.group(1)!r} is not declared: add --prefix {m.group(1)}=NAMESPACE_IRI"
+
+
+def freebase_hint(text: str, profile: Profile | None) -> str | None:
+    """A hint to use ``--profile freebase`` for a Freebase id (``m.0x``) in another profile."""
+    if profile is not None and profile.name == "freebase":
+        return None
+    if re.fullmatch(r"[mg]\.[0-9a-z_]+", text.strip()) is None:
+        return None
+    return f"{text.strip()} looks like a Freebase id: add --profile freebase"
+
+
+def hint_for(exc: Exception, profile: Profile | None = None) -> str | None:
+    """What to try after a pyql error, read from its structured fields."""
+    if isinstance(exc, TermError):
+        hint = prefix_hint(exc.text, profile) or freebase_hint(exc.text, profile)
+        if hint:
+            return hint
+        if isinstance(exc, UnknownEntityError):
+            return ENTITY_HINT
+        return f"expected {exc.expected}" if exc.expected else None
+    if isinstance(exc, QueryError) and exc.suggestions:
+        return "try: " + ", ".join(exc.suggestions[:5])
+    if isinstance(exc, BackendTimeoutError):
+        return TIMEOUT_HINT
+    if isinstance(exc, BackendUnavailableError):
+        return "is the endpoint up and the URL right?"
+    return None
+
+
+def as_cli_error(exc: Exception, profile: Profile | None = None, where: str = "") -> CliError:
+    """``exc`` as a :class:`CliError`, prefixed with ``where`` (a file, a call)."""
+    if isinstance(exc, CliError):
+        return exc
+    lead = f"{where}: " if where else ""
+    if isinstance(exc, ParseError):
+        return CliError(lead + str(exc), detail=exc.highlight if exc.text else None)
+    return CliError(lead + str(exc), hint=hint_for(exc, profile))
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn the errors pyql raises on purpose (and OS errors) into one ``error:`` line."""
+    try:
+        yield
+    except PyqlError as exc:
+        fail(as_cli_error(exc))
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        fail(CliError(f"{where}{exc.strerror or exc}"))

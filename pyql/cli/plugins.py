@@ -1,0 +1,170 @@
+"""Commands from other packages: the entry-point group ``pyql.commands``.
+
+An entry point's value is a function ``register(app: typer.Typer) -> None`` that adds commands
+or a sub-app to the ``pyql`` app; its name is the command (or sub-app) it adds::
+
+    [project.entry-points."pyql.commands"]
+    ask = "pyql.agent.cli:register"
+
+To add a command under an existing (or new) group such as ``pyql fidelity`` or ``pyql kb``,
+take the group with :func:`group`::
+
+    def register(app: typer.Typer) -> None:
+        group(app, "kb", help="Load and inspect KBs.").command("load")(load_command)
+
+The core CLI (``demo``, ``compile``, ``run``, ``fidelity``) imports none of its plugins: the upper
+layers (the agent, the evaluation, the guidelines) plug in here. A plugin that fails to load is
+not skipped in silence: its command stays listed, marked unavailable with the reason, and running
+it prints that reason as one ``error:`` line (:class:`CommandPluginError`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, MutableMapping
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+from typer.main import get_command
+
+from pyql.cli.errors import CliError, fail
+from pyql.cli.output import stderr
+from pyql.errors import PyqlError
+
+__all__ = ["GROUP", "CommandPluginError", "PluginGroup", "group", "plugin_commands"]
+
+log = logging.getLogger(__name__)
+
+#: the entry-point group of command plugins
+GROUP = "pyql.commands"
+
+
+class CommandPluginError(PyqlError):
+    """A command plugin that could not be loaded or registered.
+
+    ``name`` is the entry point's (the command it adds), ``target`` its ``module:function``,
+    ``error_type`` and ``detail`` what went wrong."""
+
+    def __init__(self, name: str, target: str, error_type: str, detail: str) -> None:
+        self.name = name
+        self.target = target
+        self.error_type = error_type
+        self.detail = detail
+        super().__init__(
+            f"the command plugin {name!r} ({target}) failed to load: {error_type}: {detail}"
+        )
+
+
+def group(app: typer.Typer, name: str, *, help: str | None = None) -> typer.Typer:  # noqa: A002
+    """The sub-app ``pyql NAME`` of ``app``, added (with ``help``) when it is not there yet."""
+    for info in app.registered_groups:
+        if info.name == name and info.typer_instance is not None:
+            return info.typer_instance
+    sub = typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False)
+    app.add_typer(sub, name=name)
+    return sub
+
+
+def plugin_commands(
+    plugins: Iterable[EntryPoint] | None = None,
+) -> tuple[dict[str, Any], list[CommandPluginError]]:
+    """The commands each plugin of :data:`GROUP` (or of ``plugins``) registers, by name, and
+    the plugins that failed (each leaves an unavailable command of its name in their place)."""
+    found = list(entry_points(group=GROUP)) if plugins is None else list(plugins)
+    if plugins is None and not found:
+        stderr().print("warning: no pyql command plugins are installed (ask, eval, report, "
+                       "guidelines ...): reinstall pyql, e.g. pip install -e .", style="yellow")
+    commands: dict[str, Any] = {}
+    failures = []
+    seen: set[tuple[str, str]] = set()
+    for entry in sorted(found, key=lambda e: e.name):
+        if (entry.name, entry.value) in seen:  # one distribution seen twice on sys.path
+            continue
+        seen.add((entry.name, entry.value))
+        collector = _collector()
+        try:
+            register = entry.load()
+            if not callable(register):
+                raise TypeError(f"{entry.value} is not a function register(app)")
+            register(collector)
+            added = get_command(collector).commands  # type: ignore[attr-defined]
+        except Exception as exc:  # any failure of a plugin is reported, never a crash
+            error = CommandPluginError(entry.name, entry.value, type(exc).__name__, str(exc))
+            log.warning("%s", error)
+            failures.append(error)
+            added = {error.name: _unavailable(error)}
+        for name, command in added.items():
+            _merge(commands, name, command)
+    return commands, failures
+
+
+class PluginGroup(TyperGroup):
+    """The ``pyql`` group: the plugins' commands are added the first time a command is looked
+    up that the core does not have (or a group such as ``fidelity`` that plugins extend), so
+    ``pyql compile`` never imports the layers above and no import order can break a plugin."""
+
+    _plugins_loaded = False
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        commands, _ = plugin_commands()
+        for name, command in commands.items():
+            _merge(self.commands, name, command)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        self._load_plugins()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None or isinstance(command, TyperGroup):
+            self._load_plugins()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+
+def _merge(commands: MutableMapping[str, Any], name: str, command: Any) -> None:
+    """Add ``command``; the commands of a group that is there already join it (the first
+    registration of a name wins)."""
+    existing = commands.get(name)
+    if existing is None:
+        commands[name] = command
+    elif isinstance(existing, TyperGroup) and isinstance(command, TyperGroup):
+        for sub_name, sub in command.commands.items():
+            _merge(existing.commands, sub_name, sub)
+    else:
+        log.warning("the pyql command %r is registered twice; the first one is kept", name)
+
+
+def _collector() -> typer.Typer:
+    """The app a plugin's ``register`` is given (its commands are then taken from it)."""
+    collector = typer.Typer(rich_markup_mode="markdown", add_completion=False)
+    collector.callback()(_no_options)
+    return collector
+
+
+def _no_options() -> None:
+    """(plugin commands)"""
+
+
+def _unavailable(error: CommandPluginError) -> Any:
+    """A command that says why the plugin ``error.name`` is not there."""
+
+    def unavailable(
+        args: list[str] | None = typer.Argument(None, hidden=True),  # noqa: B008
+    ) -> None:
+        fail(CliError(str(error), hint="reinstall the package that provides it, or fix the "
+                      "error above"))
+
+    collector = _collector()
+    collector.command(
+        error.name,
+        help=f"(unavailable: {error.error_type}: {error.detail})",
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )(unavailable)
+    return get_command(collector).commands[error.name]  # type: ignore[attr-defined]
