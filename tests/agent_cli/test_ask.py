@@ -4,6 +4,7 @@ OpenAI-compatible server (tests/support/fake_openai.py) on the bundled movie KB.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +13,14 @@ from pyql.agent.cli import NO_LLM_MESSAGE
 from pyql.agent.trajectory import Trajectory
 from pyql.cli import app
 from pyql.demo import movies_path
-from tests.support.fake_openai import ContextTooLong, FakeOpenAI, RateLimit, Text, ToolCalls
+from tests.support.fake_openai import (
+    ContextTooLong,
+    FakeOpenAI,
+    Hang,
+    RateLimit,
+    Text,
+    ToolCalls,
+)
 
 runner = CliRunner()
 
@@ -261,3 +269,28 @@ def test_query_agent_on_step_hook(movies_kb):
     agent.run(QUESTION, {"Christopher Nolan": "ex:Christopher_Nolan"},
               on_step=lambda step: mine.append(step.action))
     assert mine[-1] == "execute()" and seen == [1, 2, 3, 4]
+
+
+def test_a_hung_llm_costs_the_attempts_given_by_the_flags(fake_openai):
+    # issue 15 item 3: a server that never answers held `pyql ask` for 312 s
+    fake_openai.push(*[Hang()] * 5)
+    start = time.monotonic()
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity",
+                 "Christopher Nolan=ex:Christopher_Nolan", "--llm-timeout", "0.3",
+                 "--max-retries", "1", env=env_for(fake_openai))
+    elapsed = time.monotonic() - start
+    line = assert_one_line_error(result)
+    assert "in time" in line and "--llm-timeout" in line
+    assert elapsed < 3.0 and len(fake_openai.chat_requests) == 2
+
+
+def test_the_deadline_bounds_the_whole_question(fake_openai):
+    fake_openai.push(*[Hang()] * 20)
+    start = time.monotonic()
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity",
+                 "Christopher Nolan=ex:Christopher_Nolan", "--llm-timeout", "0.4",
+                 "--max-retries", "9", "--deadline", "1", env=env_for(fake_openai))
+    elapsed = time.monotonic() - start
+    line = assert_one_line_error(result)
+    assert "deadline" in line
+    assert elapsed < 3.0 and len(fake_openai.chat_requests) <= 4
