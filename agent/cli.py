@@ -15,9 +15,12 @@ answers; ``--json`` prints one JSON object instead, ``--save-trajectory`` writes
 as JSONL.
 
 The LLM is any OpenAI-compatible server: ``--model``/``$PYQL_MODEL``, ``--base-url``/
-``$OPENAI_BASE_URL`` and ``--api-key``/``$OPENAI_API_KEY``. With none of them the command says how
-to set one up and exits with 2; an LLM failure (authentication, unknown model, context window,
-rate limit after the retries) is one ``error:`` line and exit code 1.
+``$OPENAI_BASE_URL`` and ``--api-key``/``$OPENAI_API_KEY``. Its time is bounded by the wall
+clock: ``--llm-timeout`` seconds per request (30), ``--max-retries`` (2), and ``--deadline``
+seconds for the whole question (without it, each LLM call ends within a minute). With none of
+the LLM settings the command says how to set one up and exits with 2; an LLM failure
+(authentication, unknown model, context window, rate limit after the retries, no reply in time)
+is one ``error:`` line and exit code 1.
 
 Registered through the ``pyql.commands`` entry point ``ask`` (:mod:`pyql.cli.plugins`); the
 KB/DB, entity table, errors and output come from the shared :mod:`pyql.cli` helpers.
@@ -56,6 +59,7 @@ from pyql.cli import (
 from pyql.cli.backends import KB_HELP
 from pyql.cli.errors import one_line
 from pyql.cli.options import PROFILE_HELP
+from pyql.deadline import within
 
 if TYPE_CHECKING:
     from pyql.agent.errors import LLMError
@@ -204,6 +208,23 @@ def ask_command(
         typer.Option("--ranker", help="Relation ranker: bm25, openai, minilm, hybrid, "
                      "hybrid:openai (default: the preset's; bm25)."),
     ] = None,
+    llm_timeout: Annotated[
+        float | None,
+        typer.Option("--llm-timeout", min=0.001, metavar="SECONDS",
+                     help="Wall-clock seconds one LLM request may take (default 30)."),
+    ] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option("--max-retries", min=0,
+                     help="Retries of a failed or timed-out LLM request: 429, 5xx, timeouts "
+                     "(default 2)."),
+    ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option("--deadline", min=0.001, metavar="SECONDS",
+                     help="Wall-clock seconds for the whole question (every LLM call, retries "
+                     "included); default: each LLM call ends within a minute."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
@@ -230,7 +251,8 @@ def ask_command(
         from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 
         get_strategy(strategy)  # an unknown name fails before anything is opened
-        llm = _make_llm(model, base_url, api_key)  # first: a missing key fails fast
+        llm = _make_llm(model, base_url, api_key, timeout=llm_timeout,
+                        max_retries=max_retries)  # first: a missing key fails fast
         given = entity_table(entity, entities_file)
         linking: Linking | None = None
         if db is not None:
@@ -264,8 +286,9 @@ def ask_command(
         meta: dict[str, Any] = {"source": location}
         if linking is not None:
             meta["linking"] = [m.model_dump(mode="json") for m in linking.mentions]
-        result = agent.run(question, entities, table=table, meta=meta,
-                           on_step=partial(_show_step, out) if out is not None else None)
+        with within(deadline):
+            result = agent.run(question, entities, table=table, meta=meta,
+                               on_step=partial(_show_step, out) if out is not None else None)
         if result.stop_reason == "context_length" and not result.steps:
             raise CliError(
                 f"the prompt does not fit the context window of {llm.model}: "
@@ -303,10 +326,13 @@ def _llm_configured(model: str | None, base_url: str | None, api_key: str | None
     )
 
 
-def _make_llm(model: str | None, base_url: str | None, api_key: str | None) -> Any:
+def _make_llm(model: str | None, base_url: str | None, api_key: str | None, *,
+              timeout: float | None = None, max_retries: int | None = None) -> Any:
     from pyql.agent.llm import OpenAIChat
 
-    return OpenAIChat(model, base_url=base_url, api_key=api_key)
+    bounds: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries}
+    return OpenAIChat(model, base_url=base_url, api_key=api_key,
+                      **{k: v for k, v in bounds.items() if v is not None})
 
 
 def _link(kb: KB, question: str, cache: Path | None) -> Linking:
@@ -364,7 +390,10 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
     if isinstance(exc, LLMRateLimitError):
         wait = f"; the server asks to wait {exc.retry_after:.0f}s" if exc.retry_after else ""
         return f"rate limited by {where} after the retries ({detail}{wait}): try again later"
-    if isinstance(exc, (LLMTimeoutError, LLMServerError)):
+    if isinstance(exc, LLMTimeoutError):
+        return (f"no reply from {where} in time ({detail}): is it up? (raise --llm-timeout "
+                "or --deadline for a slow model)")
+    if isinstance(exc, LLMServerError):
         return f"the LLM server failed after the retries ({detail}): is {where} up?"
     return f"the LLM call failed ({detail})"
 

@@ -19,6 +19,7 @@ from pyql.demo import movies_path
 from tests.support.fake_openai import (
     ContextTooLong,
     FakeOpenAI,
+    Hang,
     RateLimit,
     Slow,
     Text,
@@ -381,3 +382,28 @@ def test_ask_preset_errors_are_one_line(fake_openai):
                  env=env_for(fake_openai))
     assert "pass dataset=" in assert_one_line_error(result)
     assert fake_openai.chat_requests == []
+
+
+def test_a_hung_llm_costs_the_attempts_given_by_the_flags(fake_openai):
+    # issue 15 item 3: a server that never answers held `pyql ask` for 312 s
+    fake_openai.push(*[Hang()] * 5)
+    start = time.monotonic()
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity",
+                 "Christopher Nolan=ex:Christopher_Nolan", "--llm-timeout", "0.3",
+                 "--max-retries", "1", env=env_for(fake_openai))
+    elapsed = time.monotonic() - start
+    line = assert_one_line_error(result)
+    assert "in time" in line and "--llm-timeout" in line
+    assert elapsed < 3.0 and len(fake_openai.chat_requests) == 2
+
+
+def test_the_deadline_bounds_the_whole_question(fake_openai):
+    fake_openai.push(*[Hang()] * 20)
+    start = time.monotonic()
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity",
+                 "Christopher Nolan=ex:Christopher_Nolan", "--llm-timeout", "0.4",
+                 "--max-retries", "9", "--deadline", "1", env=env_for(fake_openai))
+    elapsed = time.monotonic() - start
+    line = assert_one_line_error(result)
+    assert "deadline" in line
+    assert elapsed < 3.0 and len(fake_openai.chat_requests) <= 4
