@@ -15,10 +15,10 @@ from pyql.agent.evaluation.report import (
     REPORT,
     RunDirError,
     is_stand_in,
-    local_aggregate,
     question_status,
     write_report,
 )
+from pyql.agent.evaluation.runner import recompute_metrics
 from tests.evaluation_report.support import (
     FIXTURE,
     Page,
@@ -215,35 +215,40 @@ def test_pages_and_sizes_scale(tmp_path: Path) -> None:
     assert per_row < 2_000, per_row  # a listed-only question costs little
 
 
-def test_without_metrics_json_the_metrics_are_computed(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_metrics_json_the_runners_aggregate_is_computed(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     (run / "metrics.json").unlink()
     text, _ = _render(run)
-    assert re.search(r"Headline metrics computed (by metrics.aggregate|here from results)", text)
-    monkeypatch.setattr(report, "_external_aggregate", lambda rows: None)
+    assert "Headline metrics computed by metrics.aggregate from results.jsonl" in text
+    assert ">66.7<" in text  # hit@1
+
+
+def test_the_report_shows_the_runners_aggregate(tmp_path: Path) -> None:
+    """One aggregate: what metrics.json holds is what the page shows (no second computation)."""
+    run = copy_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["hit@1"] = 0.4321
+    metrics["by"]["hops"]["3"]["errors"] = 97
+    metrics["guidelines"]["by_code"]["KB201"]["triggers"] = 11
+    (run / "metrics.json").write_text(json.dumps(metrics))
     text, _ = _render(run)
-    assert "Headline metrics computed here from results.jsonl" in text
-    assert ">66.7<" in text  # hit@1, computed locally
+    assert ">43.2<" in text
+    hops = text.split('id="breakdown-hops"')[1].split("</table>")[0]
+    assert "<td class=num>97</td>" in hops
+    by_code = text.split('id="guidelines-by-code"')[1].split("</table>")[0]
+    assert re.search(r">KB201<.*?<td class=num>11</td>", by_code, re.S)
 
 
-def test_local_aggregate_agrees_with_the_metrics_module() -> None:
-    metrics = pytest.importorskip("pyql.agent.evaluation.metrics")
-    rows = [QuestionResult.model_validate(r) for r in results(FIXTURE)]
-    ours, theirs = local_aggregate(rows), metrics.aggregate(rows)
-    for key in ("n", "primary", "hit@1", "f1", "em", "top1", "tpq", "qpq", "cpq", "llm_calls",
-                "prompt_tokens", "completion_tokens", "tokens", "cost", "seconds", "errors",
-                "finished", "stop_reasons"):
-        if isinstance(theirs[key], float):
-            assert ours[key] == pytest.approx(theirs[key]), key
-        else:
-            assert ours[key] == theirs[key], key
-    g, tg = ours["guidelines"], theirs["guidelines"]
-    for key in ("triggers", "per_question", "questions", "corrected", "correction_rate"):
-        assert g[key] == pytest.approx(tg[key]), key
-    assert {c: v["triggers"] for c, v in g["by_code"].items()} == {
-        c: v["triggers"] for c, v in tg["by_code"].items()}
-    assert ours["by"]["hops"]["3"]["hit@1"] == pytest.approx(theirs["by"]["hops"]["3"]["hit@1"])
+def test_an_older_metrics_json_is_recomputed(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    for key in ("scored", "outages", "outage_total", "qpq_paper"):
+        metrics.pop(key)
+    metrics["hit@1"] = 0.4321
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text, _ = _render(run)
+    assert "metrics.json was written by an older pyql" in text
+    assert "43.2" not in text and ">66.7<" in text
 
 
 def test_a_stale_metrics_json_is_not_trusted(tmp_path: Path) -> None:
@@ -290,6 +295,7 @@ def test_no_guidelines_and_no_results(tmp_path: Path) -> None:
         row.update(guidelines={}, corrected={})
         row["steps"] = [dict(s, hint=None) for s in row["steps"]]
     write_results(run, rows)
+    recompute_metrics(run)
     edit_config(run, lambda c: c.update(guidelines=False))
     text, page = _render(run)
     assert page.ids["guidelines-empty"] == 1 and "were off in this run" in text
