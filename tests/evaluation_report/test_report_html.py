@@ -347,3 +347,52 @@ def test_the_assets_ship_as_package_data() -> None:
         assert any(fnmatch(name, p) for p in patterns), (
             f'add "pyql.agent.evaluation" = ["*.css", "*.js"] to [tool.setuptools.package-data] '
             f"in pyproject.toml so that {name} ships in the wheel")
+
+
+def test_outages_are_counted_apart_and_marked_in_the_list(tmp_path: Path) -> None:
+    """Issue 15: a KB/DB or LLM outage is not a wrong answer: the summary shows scored and the
+    outages per status (from metrics.json), the list marks the question Outage."""
+    run = copy_run(tmp_path)
+    rows = results(run)
+    down = {"2hop-dev-3": "backend_error", "3hop-dev-5": "llm_timeout"}
+    for row in rows:
+        if row["id"] in down:
+            row.update(status=down[row["id"]], error="unreachable", metrics={"hit@1": 0.0})
+    write_results(run, rows)
+    metrics = recompute_metrics(run)
+    assert metrics["scored"] == 10 and metrics["outage_total"] == 2
+    text, page = _render(run)
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert re.search(r">Scored</td><td class=num>10<", summary)
+    assert re.search(r">Outages</td><td class=num>2<", summary)
+    assert "backend_error 1, llm_timeout 1" in summary
+    assert f">{100 * metrics['hit@1']:.1f}<" in summary  # over the scored questions
+    statuses = {a["id"]: a["data-status"] for a in page.find("details", cls="q")}
+    chunks = _question_chunks(text)
+    for qid in down:
+        assert 'data-status="outage"' in chunks[qid] and ">Outage<" in chunks[qid]
+    assert list(statuses.values()).count("outage") == 2
+    assert 'data-status="outage"' in text.split('id="q-list"')[0]  # a filter button
+
+
+def test_question_status_reads_the_recorded_status() -> None:
+    for status in ("backend_error", "llm_error", "llm_timeout"):
+        result = QuestionResult(id="1", status=status, error="down", metrics={"hit@1": 0.0})
+        assert question_status(result) == "outage"
+    assert question_status(QuestionResult(id="2", status="error", error="bad",
+                                          metrics={"hit@1": 0.0})) == "error"
+
+
+def test_qpq_as_the_paper_counts_it(tmp_path: Path) -> None:
+    """Issue 12: QPQ with every query, and without the label lookups as the paper counts it."""
+    run = copy_run(tmp_path)
+    rows = results(run)
+    for row in rows:
+        row["usage"]["kb_queries"] = 10
+        row["usage"]["label_queries"] = 4
+    write_results(run, rows)
+    recompute_metrics(run)
+    text, _ = _render(run)
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert re.search(r">QPQ</td><td class=num>10\.00<", summary)
+    assert re.search(r">QPQ \(paper: without label lookups\)</td><td class=num>6\.00<", summary)
