@@ -13,8 +13,9 @@ all markup). It shows:
   scores then measure the environment and the guidelines, not a language model).
 - **Guidelines**: ERASER triggers by environment class (``PY``/``KB``/``DB``/``RM``, the prefix of
   the code: the environment whose feedback detected the error), by the paper's Table 8 class of
-  the feedback a guideline reads (``KB+RM`` ...) when the guideline registry can be loaded, and
-  by code (Table 9), each with how often a triggered hint was followed by an accepted step (a
+  the feedback a guideline reads (``KB+RM`` ...: ``Guideline.env_class()``, from its ``needs``)
+  when the guideline registry can be loaded, and by code (Table 9: code, name and the paper's
+  class side by side), each with how often a triggered hint was followed by an accepted step (a
   successful correction).
 - **Charts**: the main metric by question type, steps per question, guideline triggers by code.
 - **Questions**: every question with its outcome, filterable (status, type, hints) and searchable;
@@ -566,13 +567,14 @@ def _guideline_info() -> dict[str, tuple[str, str, str]]:
     """code -> (name, Table 8 class, description) from the installed guidelines, if loadable."""
     try:
         from pyql.guidelines import default_registry
-        from pyql.guidelines.base import env_class, parse_docstring
+        from pyql.guidelines.base import parse_docstring
 
         registry = default_registry()
     except (ImportError, PyqlError) as exc:
         log.debug("guideline registry not available for the report: %s", exc)
         return {}
-    return {g.code: (g.name, env_class(g.needs), parse_docstring(type(g).__doc__)["description"])
+    # the paper's class is data on the guideline: the feedback it reads (``needs``)
+    return {g.code: (g.name, g.env_class(), parse_docstring(type(g).__doc__)["description"])
             for g in registry}
 
 

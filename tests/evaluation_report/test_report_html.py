@@ -116,6 +116,12 @@ def test_the_guideline_tables(fixture_page: tuple[str, Page]) -> None:
     assert "kb.empty_fact_unlisted_relation" in rows[0]  # names from the guideline registry
     cells = re.findall(r"<td class=num>([^<]*)</td>", rows[0])
     assert cells == ["12", "80.0", "2", "1", "8.3"]  # triggers, share, questions, corrected, rate
+    # the paper's class (Tables 8/9) next to our code and name, from the guideline's needs
+    paper = {re.findall(r">([A-Z]{2}\d{3})<", r)[0]:
+             re.findall(r'<td class="paper-class">([^<]*)</td>', r)[0] for r in rows}
+    assert paper == {"KB201": "KB+RM", "PY102": "Python", "PY104": "Python", "RM202": "RM"}
+    feedback = text.split('id="guidelines-by-feedback"')[1].split("</table>")[0]
+    assert ">KB+RM<" in feedback and ">RM<" in feedback
     by_class = text.split('id="guidelines-by-class"')[1].split("</table>")[0]
     assert ">PY<" in by_class and ">KB<" in by_class and ">RM<" in by_class
     assert "15 triggers in 5 of 12 questions" in text
