@@ -185,13 +185,6 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _sort_key(value: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(value), value)
-    except ValueError:
-        return (1, 0.0, value)
-
-
 def is_stand_in(llm: str | None) -> str | None:
     """``"gold"``/``"noisy-gold"`` when the llm spec names a stand-in, else None.
 

@@ -101,6 +101,7 @@ def test_the_summary_shows_the_metrics_and_config(fixture_page: tuple[str, Page]
                   "Tokens / question", "Total cost"):
         assert f">{label}<" in summary, label
     assert f"{metrics['tokens']:,.0f}" in summary
+    assert re.search(r">Steps / question</td><td class=num>6\.33<", summary)
     assert "metaqa" in summary and "openai:gpt-4o-mini" in summary
     assert 'class="pill on"' in summary  # guidelines on
     assert "Headline metrics from metrics.json" in summary
