@@ -5,23 +5,25 @@ network, no CDN, no chart library), rendered from the Jinja2 templates in ``temp
 (HTML-autoescaped; this module computes the numbers and the chart geometry, the templates hold
 all markup). It shows:
 
-- **Summary**: the metrics (n, Hit@1 / F1 / EM / Top-1 / accuracy where defined; TPQ, QPQ, CPQ:
-  time in seconds, KB/DB queries and cost per question; LLM calls and tokens per question; total
-  cost and time), the run's configuration, breakdowns by question meta
+- **Summary**: the metrics (n, scored, outages per status; Hit@1 / F1 / EM / Top-1 / accuracy
+  where defined; TPQ, QPQ, CPQ: time in seconds, KB/DB queries and cost per question, and QPQ as
+  the paper counts it, without label lookups; LLM calls and tokens per question; total cost and
+  time), the run's configuration, breakdowns by question meta
   (qtype, hops, ...), and a notice when the "LLM" was the ``gold``/``noisy-gold`` stand-in (the
   scores then measure the environment and the guidelines, not a language model).
 - **Guidelines**: ERASER triggers by environment class (``PY``/``KB``/``DB``/``RM``, the prefix of
   the code: the environment whose feedback detected the error), by the paper's Table 8 class of
-  the feedback a guideline reads (``KB+RM`` ...) when the guideline registry can be loaded, and
-  by code (Table 9), each with how often a triggered hint was followed by an accepted step (a
+  the feedback a guideline reads (``KB+RM`` ...: ``Guideline.env_class()``, from its ``needs``)
+  when the guideline registry can be loaded, and by code (Table 9: code, name and the paper's
+  class side by side), each with how often a triggered hint was followed by an accepted step (a
   successful correction).
 - **Charts**: the main metric by question type, steps per question, guideline triggers by code.
 - **Questions**: every question with its outcome, filterable (status, type, hints) and searchable;
   each expands (``<details>``, no JS needed) to its trajectory: thought, action, observation or
   guideline hint (highlighted), the query after the step, tokens and time.
 
-All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (aggregate, then
-render) and the page is written as it is produced, so memory stays small; a question that appears
+All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (rows, then
+trajectories) and the page is written as it is produced, so memory stays small; a question that appears
 twice (a resumed run) counts once, its last line wins; malformed lines are skipped and counted.
 
 **Big runs.** Every question gets a row in the list (id, question, outcome, gold and predicted
@@ -35,18 +37,18 @@ gives its line in ``results.jsonl``. A 10,000-question MetaQA run makes a ~18 MB
 Observations and other long texts are cut to a preview with an expander, and to
 :data:`MAX_TEXT_CHARS` at most.
 
-**Metrics.** The summary takes its headline numbers from ``metrics.json`` when it is there and
-counts as many questions as ``results.jsonl``; without it, from
-:func:`pyql.agent.evaluation.metrics.aggregate` when that module is importable and works, else
-from :func:`local_aggregate` (plain means over ``results.jsonl``). Guideline tables, breakdowns
-and charts are always computed from ``results.jsonl``.
+**Metrics.** The headline numbers, the breakdowns by question meta and the guideline tables are
+the run's one aggregate, :func:`pyql.agent.evaluation.metrics.aggregate` (what the runner writes
+to ``metrics.json``; ``runner.recompute_metrics`` rewrites it): read from ``metrics.json`` when it
+counts the questions of ``results.jsonl``, else computed by that function over ``results.jsonl``.
+Outages (the KB/DB or the LLM failed: ``QuestionResult.status`` in
+:data:`~pyql.agent.evaluation.records.OUTAGES`) are not scored: the summary gives ``scored``, the
+outages per status, and the list marks those questions *Outage*, not wrong. The report itself
+only derives presentation from ``results.jsonl``: the per-question rows and the steps chart.
 
 >>> from pyql.agent.evaluation.records import QuestionResult
->>> agg = local_aggregate([QuestionResult(id="1", metrics={"hit@1": 1.0, "f1": 0.5},
-...                                       guidelines={"KB201": 2}, corrected={"KB201": 1}),
-...                        QuestionResult(id="2", metrics={"hit@1": 0.0, "f1": 0.0})])
->>> agg["n"], agg["hit@1"], agg["f1"], agg["guidelines"]["by_class"]["KB"]["triggers"]
-(2, 0.5, 0.25, 2)
+>>> question_status(QuestionResult(id="1", status="backend_error", error="KB down"))
+'outage'
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ import math
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import resources
@@ -69,9 +71,11 @@ import jinja2
 from markupsafe import Markup
 from pydantic import ValidationError
 
+from pyql.agent.evaluation.metrics import ENV_CLASSES, aggregate
 from pyql.agent.evaluation.records import (
     CONFIG,
     METRICS,
+    OUTAGES,
     RESULTS,
     QuestionResult,
     RunConfig,
@@ -86,10 +90,8 @@ __all__ = [
     "PREVIEW_CHARS",
     "MAX_TEXT_CHARS",
     "QUALITY_METRICS",
-    "ENV_CLASSES",
     "RunDirError",
     "write_report",
-    "local_aggregate",
     "question_status",
     "is_stand_in",
 ]
@@ -122,33 +124,24 @@ _LABELS = {
     "qpq": "QPQ",
     "cpq": "CPQ",
 }
-_ALIASES = {
-    "hits@1": "hit@1",
-    "hit1": "hit@1",
-    "hit_at_1": "hit@1",
-    "exact_match": "em",
-    "acc": "accuracy",
+#: display names of the environment classes of :data:`pyql.agent.evaluation.metrics.ENV_CLASSES`
+_CLASS_NAMES = {
+    "python": "Python interpreter",
+    "kb": "Knowledge base",
+    "db": "Database",
+    "memory": "Reasoning memory",
+    "other": "other codes",
 }
-#: environment classes by code prefix: the environment whose feedback detects the error
-ENV_CLASSES: dict[str, str] = {
-    "PY": "Python interpreter",
-    "KB": "Knowledge base",
-    "DB": "Database",
-    "RM": "Reasoning memory",
-}
-_STATUSES = ("correct", "incorrect", "error", "unscored")
+#: the code prefix of each environment class (``kb`` -> ``KB``)
+_CLASS_PREFIX = {cls: prefix for prefix, cls in ENV_CLASSES.items()}
+_STATUSES = ("correct", "incorrect", "error", "outage", "unscored")
 _STATUS_LABELS = {
     "correct": "Correct",
     "incorrect": "Incorrect",
     "error": "Error",
+    "outage": "Outage",
     "unscored": "Unscored",
 }
-#: meta keys used for breakdowns whenever present
-_KNOWN_BREAKDOWNS = ("qtype", "hops", "difficulty", "hardness", "agg", "conds", "expressible",
-                     "db_id", "level", "type")
-#: scalar aggregate keys taken from metrics.json (or metrics.aggregate) when it is current
-_HEADLINE = frozenset({"n", *QUALITY_METRICS, "tpq", "qpq", "cpq", "llm_calls", "prompt_tokens",
-                       "completion_tokens", "tokens", "cost", "seconds"})
 _STAND_IN = re.compile(r"^\s*(noisy-)?gold\b", re.IGNORECASE)
 
 
@@ -192,13 +185,6 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _sort_key(value: str) -> tuple[int, float, str]:
-    try:
-        return (0, float(value), value)
-    except ValueError:
-        return (1, 0.0, value)
-
-
 def is_stand_in(llm: str | None) -> str | None:
     """``"gold"``/``"noisy-gold"`` when the llm spec names a stand-in, else None.
 
@@ -222,13 +208,19 @@ def _primary(keys: Iterable[str]) -> str | None:
 
 
 def question_status(result: QuestionResult) -> str:
-    """``error``, ``correct``, ``incorrect`` or ``unscored`` (no per-question metric).
+    """``outage``, ``error``, ``correct``, ``incorrect`` or ``unscored`` (no per-question metric).
 
-    A question is correct when its headline metric (``accuracy``, else ``hit@1``, ...) is 1.
+    An outage (``status`` in :data:`~pyql.agent.evaluation.records.OUTAGES`: the KB/DB or the LLM
+    failed) is not an answer and is not scored; a question is correct when its headline metric
+    (``accuracy``, else ``hit@1``, ...) is 1.
 
     >>> question_status(QuestionResult(id="1", metrics={"hit@1": 1.0, "em": 0.0}))
     'correct'
+    >>> question_status(QuestionResult(id="2", status="llm_timeout", error="timed out"))
+    'outage'
     """
+    if result.status in OUTAGES:
+        return "outage"
     if result.error is not None:
         return "error"
     key = _primary(k for k, v in result.metrics.items() if _num(v) is not None)
@@ -237,52 +229,11 @@ def question_status(result: QuestionResult) -> str:
     return "correct" if float(result.metrics[key]) >= 1 - 1e-9 else "incorrect"
 
 
-def _tokens(result: QuestionResult) -> tuple[float, float]:
-    """Prompt and completion tokens: the usage, else the sum over the steps."""
-    prompt = _num(result.usage.get("prompt_tokens"))
-    completion = _num(result.usage.get("completion_tokens"))
-    if prompt is None and completion is None and result.steps:
-        prompt = float(sum(s.prompt_tokens for s in result.steps))
-        completion = float(sum(s.completion_tokens for s in result.steps))
-    return prompt or 0.0, completion or 0.0
-
-
-def _prefix(code: str) -> str:
-    return code[:2] if code[:2] in ENV_CLASSES else "other"
-
-
 def _scalar_meta(meta: Mapping[str, Any]) -> dict[str, str]:
-    """The meta values that can label a breakdown (strings, numbers, booleans), as text."""
-    return {str(k): (str(v) if v != "" else "(empty)") for k, v in meta.items()
-            if isinstance(v, str) or _num(v) is not None}
-
-
-# -- aggregation --------------------------------------------------------------------------------
-@dataclass
-class _Group:
-    """Counters of one breakdown cell (or of the whole run)."""
-
-    n: int = 0
-    errors: int = 0
-    steps: int = 0
-    hints: int = 0
-    metrics: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
-    scored: Counter[str] = field(default_factory=Counter)
-
-    def add(self, result: QuestionResult, n_steps: int) -> None:
-        self.n += 1
-        self.errors += result.error is not None
-        self.steps += n_steps
-        self.hints += sum(result.guidelines.values())
-        for key, value in result.metrics.items():
-            number = _num(value)
-            if number is not None:
-                self.metrics[key] += number
-                self.scored[key] += 1
-
-    def mean(self, key: str) -> float | None:
-        """The mean of a metric over the questions that have it (an error scores 0 there)."""
-        return self.metrics[key] / self.scored[key] if self.scored[key] else None
+    """The meta values that can label a breakdown (strings, numbers, booleans), as text (as
+    :func:`pyql.agent.evaluation.metrics.aggregate` names the breakdown's values)."""
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v) if v != "" else "(empty)")
+            for k, v in meta.items() if isinstance(v, str) or _num(v) is not None}
 
 
 @dataclass
@@ -294,138 +245,6 @@ class _Row:
     status: str
     n_steps: int
     hint_codes: tuple[str, ...]
-
-
-class _Aggregator:
-    """Everything the summary, the guideline tables and the charts need, in one pass."""
-
-    def __init__(self) -> None:
-        self.total = _Group()
-        self.finished = 0
-        self.stop_reasons: Counter[str] = Counter()
-        self.usage: defaultdict[str, float] = defaultdict(float)
-        self.prompt_tokens = 0.0
-        self.completion_tokens = 0.0
-        self.metric_keys: dict[str, None] = {}
-        self.by_code: Counter[str] = Counter()
-        self.corrected: Counter[str] = Counter()
-        self.questions_by_code: Counter[str] = Counter()
-        self.questions_with_triggers = 0
-        self.meta: dict[str, dict[str, _Group]] = defaultdict(lambda: defaultdict(_Group))
-        self.steps_hist: dict[int, Counter[str]] = defaultdict(Counter)
-
-    def add(self, result: QuestionResult, *, n_steps: int | None = None,
-            status: str | None = None) -> None:
-        n_steps = len(result.steps) if n_steps is None else n_steps
-        status = question_status(result) if status is None else status
-        self.total.add(result, n_steps)
-        self.finished += bool(result.finished)
-        self.stop_reasons[result.stop_reason or ""] += 1
-        for key in result.metrics:
-            self.metric_keys.setdefault(key, None)
-        for key, value in result.usage.items():
-            number = _num(value)
-            if number is not None:
-                self.usage[key] += number
-        prompt, completion = _tokens(result)
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-        fired = {c: k for c, k in result.guidelines.items() if k > 0}
-        self.by_code.update(fired)
-        self.questions_by_code.update(fired.keys())
-        self.questions_with_triggers += bool(fired)
-        self.corrected.update({c: k for c, k in result.corrected.items() if k > 0})
-        for key, value in _scalar_meta(result.meta).items():
-            self.meta[key][value].add(result, n_steps)
-        self.steps_hist[n_steps][status] += 1
-
-    # -- views ----------------------------------------------------------------------------------
-    def breakdown_keys(self) -> list[str]:
-        """Meta keys worth a breakdown: the known ones, and others with few distinct values."""
-        n = self.total.n
-        keys = [k for k in _KNOWN_BREAKDOWNS if k in self.meta and len(self.meta[k]) >= 1]
-        for key, cells in self.meta.items():
-            if key in keys:
-                continue
-            if 2 <= len(cells) <= 12 and len(cells) <= n / 2:
-                keys.append(key)
-        return keys
-
-    def quality(self) -> list[str]:
-        """The quality metrics of this run, in display order."""
-        return [k for k in QUALITY_METRICS if k in self.metric_keys]
-
-    def _guideline_stats(self, codes: Iterable[str], total: int) -> dict[str, Any]:
-        codes = list(codes)
-        triggers = sum(self.by_code[c] for c in codes)
-        fixed = sum(min(self.corrected[c], self.by_code[c]) for c in codes)
-        return {"triggers": triggers, "share": triggers / total if total else 0.0,
-                "questions": sum(self.questions_by_code[c] for c in codes), "corrected": fixed,
-                "correction_rate": fixed / triggers if triggers else None}
-
-    def as_dict(self) -> dict[str, Any]:
-        n = self.total.n
-        per_q: Callable[[float], float | None] = (lambda v: v / n) if n else (lambda v: None)
-        out: dict[str, Any] = {"n": n, "primary": _primary(self.metric_keys)}
-        for key in [*self.quality(), *[k for k in self.metric_keys if k not in QUALITY_METRICS]]:
-            out[key] = self.total.mean(key)
-        out.update({
-            "tpq": per_q(self.usage["seconds"]),
-            "qpq": per_q(self.usage["kb_queries"]),
-            "cpq": per_q(self.usage["cost"]),
-            "llm_calls": per_q(self.usage["llm_calls"]),
-            "prompt_tokens": per_q(self.prompt_tokens),
-            "completion_tokens": per_q(self.completion_tokens),
-            "tokens": per_q(self.prompt_tokens + self.completion_tokens),
-            "steps": per_q(self.total.steps),
-            "cost": self.usage["cost"],
-            "seconds": self.usage["seconds"],
-            "errors": self.total.errors,
-            "finished": self.finished / n if n else None,
-            "stop_reasons": dict(sorted(self.stop_reasons.items())),
-        })
-        total = sum(self.by_code.values())
-        fixed = sum(min(self.corrected[c], k) for c, k in self.by_code.items())
-        classes = {cls: [c for c in self.by_code if _prefix(c) == cls]
-                   for cls in [*ENV_CLASSES, "other"]}
-        out["guidelines"] = {
-            "triggers": total,
-            "per_question": total / n if n else 0.0,
-            "questions": self.questions_with_triggers,
-            "corrected": fixed,
-            "correction_rate": fixed / total if total else None,
-            "by_class": {cls: self._guideline_stats(codes, total)
-                         for cls, codes in classes.items() if codes or cls != "other"},
-            "by_code": {c: {"class": _prefix(c), **self._guideline_stats([c], total)}
-                        for c in sorted(self.by_code)},
-        }
-        out["by"] = {
-            key: {
-                value: {"n": g.n, **{m: g.mean(m) for m in self.metric_keys if g.scored[m]},
-                        "errors": g.errors}
-                for value, g in sorted(self.meta[key].items(), key=lambda kv: _sort_key(kv[0]))
-            }
-            for key in self.breakdown_keys()
-        }
-        return out
-
-
-def local_aggregate(results: Iterable[QuestionResult]) -> dict[str, Any]:
-    """The run's aggregate, computed here from the results (a stand-alone fallback).
-
-    The keys and meanings of :func:`pyql.agent.evaluation.metrics.aggregate`: ``n``,
-    ``primary``; each per-question metric's mean over the questions that have it (``hit@1``,
-    ``f1``, ...); per question ``tpq`` (seconds), ``qpq`` (KB/DB queries), ``cpq`` (cost),
-    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``tokens``, ``steps``; totals
-    ``cost`` and ``seconds``; ``errors`` (count), ``finished`` (share), ``stop_reasons``;
-    ``guidelines`` (``triggers``, ``per_question``, ``questions``, ``corrected``,
-    ``correction_rate``, ``by_class`` keyed by code prefix ``PY``/``KB``/``DB``/``RM``,
-    ``by_code``) and ``by`` (meta key -> value -> ``n``, metrics, ``errors``).
-    """
-    agg = _Aggregator()
-    for result in results:
-        agg.add(result)
-    return agg.as_dict()
 
 
 # -- reading the run ------------------------------------------------------------------------------
@@ -471,36 +290,6 @@ def _parse(line: str) -> QuestionResult | None:
         return None
 
 
-def _external_aggregate(results: Sequence[QuestionResult]) -> dict[str, Any] | None:
-    """:func:`pyql.agent.evaluation.metrics.aggregate`, if it is there and works."""
-    try:
-        from pyql.agent.evaluation.metrics import aggregate
-    except ImportError:
-        return None
-    try:
-        out = aggregate(list(results))
-    except Exception as exc:  # an optional, independently developed module: never fatal here
-        log.warning("metrics.aggregate failed (%s); computing metrics locally", exc)
-        return None
-    if hasattr(out, "model_dump"):
-        out = out.model_dump()
-    return dict(out) if isinstance(out, Mapping) else None
-
-
-def _normalise(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """Scalar headline numbers of a recorded aggregate, aliases resolved, percents as ratios."""
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        number = _num(value)
-        if number is None:
-            continue
-        name = _ALIASES.get(key.lower(), key.lower())
-        if name in QUALITY_METRICS and number > 1.0 + 1e-9:
-            number /= 100.0
-        out[name] = number
-    return out
-
-
 @dataclass
 class _Run:
     """The first pass over a run directory."""
@@ -510,14 +299,29 @@ class _Run:
     config_raw: dict[str, Any]
     config_note: str | None
     rows: list[_Row]
-    agg: _Aggregator
-    local: dict[str, Any]
-    headline: dict[str, float]
-    primary: str | None
+    metrics: dict[str, Any]  # the run's one aggregate (metrics.aggregate)
     metrics_source: str
     notes: list[str]
     bad_lines: int
     duplicates: int
+    steps_hist: dict[int, Counter[str]]  # steps -> outcome -> questions (a chart)
+
+    @property
+    def primary(self) -> str | None:
+        primary = self.metrics.get("primary")
+        return primary if isinstance(primary, str) else None
+
+    def quality(self) -> list[str]:
+        """The quality metrics this run defines, in display order."""
+        return [k for k in QUALITY_METRICS if _num(self.metrics.get(k)) is not None]
+
+    def breakdown(self) -> dict[str, dict[str, dict[str, Any]]]:
+        by = self.metrics.get("by")
+        return by if isinstance(by, dict) else {}
+
+    def guideline_stats(self) -> dict[str, Any]:
+        stats = self.metrics.get("guidelines")
+        return stats if isinstance(stats, dict) else {}
 
 
 def _load(run_dir: Path) -> _Run:
@@ -536,64 +340,48 @@ def _load(run_dir: Path) -> _Run:
             continue
         seen += 1
         codes = tuple(s.hint for s in result.steps if s.hint)
-        prompt, completion = _tokens(result)
-        usage = dict(result.usage)
-        usage.setdefault("prompt_tokens", prompt)
-        usage.setdefault("completion_tokens", completion)
-        light = result.model_copy(update={"steps": (), "query": "", "program": "", "usage": usage})
+        light = result.model_copy(update={"steps": (), "query": "", "program": ""})
         by_id.pop(result.id, None)  # re-insert: file order of the last occurrence
         by_id[result.id] = _Row(number, light, question_status(result), len(result.steps), codes)
     rows = list(by_id.values())
-    agg = _aggregate(rows)
-    local = agg.as_dict()
-    headline, primary, source, notes = _headline(run_dir, rows, local)
-    return _Run(run_dir, config, config_raw, config_note, rows, agg, local, headline, primary,
-                source, notes, bad, seen - len(rows))
-
-
-def _aggregate(rows: Sequence[_Row]) -> _Aggregator:
-    """The report's own aggregate (breakdowns, guideline tables, charts): the one call site of
-    :class:`_Aggregator`."""
-    agg = _Aggregator()
+    metrics, source, notes = _metrics(run_dir, rows)
+    steps_hist: dict[int, Counter[str]] = defaultdict(Counter)
     for row in rows:
-        agg.add(row.result, n_steps=row.n_steps, status=row.status)
-    return agg
+        steps_hist[row.n_steps][row.status] += 1
+    return _Run(run_dir, config, config_raw, config_note, rows, metrics, source, notes, bad,
+                seen - len(rows), steps_hist)
 
 
-def _headline(run_dir: Path, rows: Sequence[_Row], local: Mapping[str, Any]
-              ) -> tuple[dict[str, float], str | None, str, list[str]]:
-    """(headline numbers, primary metric, where they come from, notes): ``metrics.json`` when
-    it matches ``results.jsonl``, else :func:`pyql.agent.evaluation.metrics.aggregate`, else the
-    report's own ``local`` numbers. The one place that chooses the summary's numbers."""
+#: what a ``metrics.json`` must hold to be shown as it is (older runs wrote less)
+_METRICS_KEYS = ("n", "scored", "outages", "guidelines", "by")
+
+
+def _metrics(run_dir: Path, rows: Sequence[_Row]) -> tuple[dict[str, Any], str, list[str]]:
+    """(the run's aggregate, where it comes from, notes): ``metrics.json`` when it is current
+    (counts the questions of ``results.jsonl`` and has every section), else
+    :func:`pyql.agent.evaluation.metrics.aggregate` over ``results.jsonl`` (what
+    ``runner.recompute_metrics`` would write). The one place that chooses the numbers."""
     notes: list[str] = []
     recorded = _read_metrics(run_dir)
-    source = f"computed here from {RESULTS}"
     if recorded is not None:
         rec_n = _num(recorded.get("n"))
         if rec_n is not None and int(rec_n) != len(rows):
             notes.append(f"{METRICS} counts {int(rec_n)} questions but {RESULTS} has {len(rows)} "
                          f"(a run still going, or resumed): the metrics are computed from "
                          f"{RESULTS}.")
-            recorded = None
+        elif all(key in recorded for key in _METRICS_KEYS):
+            return recorded, f"from {METRICS}", notes
         else:
-            source = f"from {METRICS}"
-    elif rows:
-        recorded = _external_aggregate([r.result for r in rows])
-        if recorded is not None:
-            source = f"computed by metrics.aggregate (no {METRICS})"
-    headline = {k: float(v) for k, v in local.items() if _num(v) is not None}
-    primary = local.get("primary")
-    if recorded is not None:
-        headline.update({k: v for k, v in _normalise(recorded).items() if k in _HEADLINE})
-        if isinstance(recorded.get("primary"), str):
-            primary = recorded["primary"]
-    return headline, primary if isinstance(primary, str) else None, source, notes
+            notes.append(f"{METRICS} was written by an older pyql: the metrics are computed "
+                         f"from {RESULTS}.")
+    source = f"computed by metrics.aggregate from {RESULTS}"
+    return aggregate(r.result for r in rows), source, notes
 
 
 # -- charts: geometry here, markup in templates/report/charts.svg.j2 ------------------------------
 _SERIES_COLORS = ("#3b5bdb", "#74c0fc", "#12b886", "#f59f00")
 _STATUS_COLORS = {"correct": "#2f9e44", "incorrect": "#e03131", "error": "#868e96",
-                  "unscored": "#adb5bd"}
+                  "outage": "#f59f00", "unscored": "#adb5bd"}
 _CLASS_COLORS = {"PY": "#7048e8", "KB": "#1c7ed6", "DB": "#0ca678", "RM": "#f08c00",
                  "other": "#868e96"}
 _CHAR_W = 6.6  # approximate width of one character at 12px
@@ -726,38 +514,40 @@ def _chart_guidelines(rows: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
 
 def _figures(run: _Run) -> list[dict[str, Any]]:
     """The charts section: (id, caption, chart) of each figure."""
-    agg = run.agg
     figures = []
-    quality = agg.quality()
+    quality = run.quality()
     primary = run.primary if run.primary in quality else _primary(quality)
     series = ([primary] if primary else []) + (["f1"] if "f1" in quality and primary != "f1"
                                                else [])
-    for key in agg.breakdown_keys()[:2]:
-        if not series:
+    for key, by_value in list(run.breakdown().items())[:2]:
+        if not series or not by_value:
             break
-        cells = sorted(agg.meta[key].items(), key=lambda kv: _sort_key(kv[0]))
+        cells = list(by_value.items())
         if len(cells) > 30:
-            cells = sorted(cells, key=lambda kv: -kv[1].n)[:30]
+            cells = sorted(cells, key=lambda kv: -kv[1].get("n", 0))[:30]
             note = " (the 30 most frequent)"
         else:
             note = ""
-        groups = [(v, g.n, {m: g.mean(m) for m in series}) for v, g in cells]
+        groups = [(v, int(cell.get("n", 0)), {m: _num(cell.get(m)) for m in series})
+                  for v, cell in cells]
         names = " and ".join(_LABELS[s] for s in series)
         wide = max(len(v) for v, _ in cells) > 22  # long labels: the chart takes a full row
         figures.append({"id": f"chart-by-{_slug(key)}", "caption": f"{names} by {key}{note}",
                         "wide": wide, "chart": _chart_by_group(
                             f"{names} by {key}", groups, series, width=1100 if wide else 640)})
-    if agg.steps_hist:
+    if run.steps_hist:
         figures.append({"id": "chart-steps", "caption": "Steps per question, by outcome",
-                        "wide": False, "chart": _chart_steps(agg.steps_hist)})
-    top = sorted(agg.by_code.items(), key=lambda kv: (-kv[1], kv[0]))[:25]
+                        "wide": False, "chart": _chart_steps(run.steps_hist)})
+    by_code = run.guideline_stats().get("by_code", {})
+    top = sorted(by_code.items(), key=lambda kv: (-kv[1]["triggers"], kv[0]))[:25]
     if top:
-        more = len(agg.by_code) - len(top)
+        more = len(by_code) - len(top)
         figures.append({"id": "chart-guidelines",
                         "caption": "Guideline triggers by code"
                                    + (f" (top 25; {more} more)" if more else ""),
                         "wide": False,
-                        "chart": _chart_guidelines([(c, k, agg.corrected[c]) for c, k in top])})
+                        "chart": _chart_guidelines([(c, int(st["triggers"]), int(st["corrected"]))
+                                                    for c, st in top])})
     return figures
 
 
@@ -770,13 +560,14 @@ def _guideline_info() -> dict[str, tuple[str, str, str]]:
     """code -> (name, Table 8 class, description) from the installed guidelines, if loadable."""
     try:
         from pyql.guidelines import default_registry
-        from pyql.guidelines.base import env_class, parse_docstring
+        from pyql.guidelines.base import parse_docstring
 
         registry = default_registry()
     except (ImportError, PyqlError) as exc:
         log.debug("guideline registry not available for the report: %s", exc)
         return {}
-    return {g.code: (g.name, env_class(g.needs), parse_docstring(type(g).__doc__)["description"])
+    # the paper's class is data on the guideline: the feedback it reads (``needs``)
+    return {g.code: (g.name, g.env_class(), parse_docstring(type(g).__doc__)["description"])
             for g in registry}
 
 
@@ -786,37 +577,49 @@ def _stand_in(run: _Run) -> dict[str, str] | None:
     return {"kind": kind, "rate": llm.partition(":")[2].strip()} if kind else None
 
 
+def _outage_note(metrics: Mapping[str, Any]) -> str:
+    outages = metrics.get("outages") or {}
+    parts = [f"{status} {int(k):,}" for status, k in outages.items() if k]
+    return ("KB/DB or LLM failures, not scored" + (f": {', '.join(parts)}" if parts else ""))
+
+
 def _summary(run: _Run) -> dict[str, Any]:
-    h, agg = run.headline, run.agg
-    n = int(h.get("n", 0))
-    quality = agg.quality()
+    h = run.metrics
+    n = int(_num(h.get("n")) or 0)
+    quality = run.quality()
     primary = run.primary if run.primary in quality else _primary(quality)
     shown = ([primary] if primary else []) + [k for k in quality if k != primary]
-    cards = [(_LABELS[k], _pct(h.get(k)), "%") for k in shown[:3]]
-    cards += [("Questions", _int(n), ""), ("Errors", _int(agg.total.errors), ""),
-              ("TPQ", _dec(h.get("tpq"), 1), "s"), ("CPQ", _money(h.get("cpq")), "")]
+    outages = int(_num(h.get("outage_total")) or 0)
+    cards = [(_LABELS[k], _pct(_num(h.get(k))), "%") for k in shown[:3]]
+    cards += [("Questions", _int(n), ""), ("Errors", _int(_num(h.get("errors"))), "")]
+    if outages:
+        cards.append(("Outages", _int(outages), ""))
+    cards += [("TPQ", _dec(_num(h.get("tpq")), 1), "s"), ("CPQ", _money(_num(h.get("cpq"))), "")]
     stops = ", ".join(f"{k or 'none'} {v}" for k, v in
-                      sorted(agg.stop_reasons.items(), key=lambda kv: -kv[1]))
+                      sorted((h.get("stop_reasons") or {}).items(), key=lambda kv: -kv[1]))
     rows: list[tuple[str, str, str]] = [
-        ("Questions (n)", _int(n), f"{agg.finished:,} finished (accepted execute); "
-                                   f"stop reasons: {stops}"),
-        ("Errors", _int(agg.total.errors), "questions ended by an error (the run went on)"),
+        ("Questions (n)", _int(n), f"stop reasons: {stops}" if stops else ""),
+        ("Scored", _int(_num(h.get("scored"))), "questions the scores are over (outages left out)"),
+        ("Outages", _int(outages), _outage_note(h)),
+        ("Errors", _int(_num(h.get("errors"))), "scored questions ended by an error (score 0)"),
+        ("Finished", _pct(_num(h.get("finished"))), "% ended with an accepted execute()"),
     ]
     for key in shown:
-        rows.append((_LABELS[key], _pct(h.get(key)), "% (headline)" if key == primary else "%"))
-    for key in [k for k in agg.metric_keys if k not in QUALITY_METRICS]:
-        rows.append((key, _dec(h.get(key), 3), "mean per question"))
+        rows.append((_LABELS[key], _pct(_num(h.get(key))),
+                     "% (headline)" if key == primary else "%"))
     rows += [
-        ("TPQ", _dec(h.get("tpq"), 2), "time per question, seconds (LLM and environment)"),
-        ("QPQ", _dec(h.get("qpq")), "KB/DB queries per question"),
-        ("CPQ", _money(h.get("cpq")), "LLM cost per question"),
-        ("LLM calls / question", _dec(h.get("llm_calls")), ""),
-        ("Tokens / question", _int(h.get("tokens")), f"{_int(h.get('prompt_tokens'))} prompt + "
-                                                      f"{_int(h.get('completion_tokens'))} "
-                                                      "completion"),
-        ("Steps / question", _dec(h.get("steps")), "LLM turns, hints included"),
-        ("Total cost", _money(h.get("cost")), "US$"),
-        ("Total time", _dec(h.get("seconds"), 1), "seconds, summed over questions"),
+        ("TPQ", _dec(_num(h.get("tpq")), 2), "time per question, seconds (LLM and environment)"),
+        ("QPQ", _dec(_num(h.get("qpq"))), "KB/DB queries per question, every query pyql ran"),
+        ("QPQ (paper: without label lookups)", _dec(_num(h.get("qpq_paper"))),
+         "the paper's count: SPARQL queries per question, label lookups left out"),
+        ("CPQ", _money(_num(h.get("cpq"))), "LLM cost per question"),
+        ("LLM calls / question", _dec(_num(h.get("llm_calls"))), ""),
+        ("Tokens / question", _int(_num(h.get("tokens"))),
+         f"{_int(_num(h.get('prompt_tokens')))} prompt + "
+         f"{_int(_num(h.get('completion_tokens')))} completion"),
+        ("Steps / question", _dec(_num(h.get("steps"))), "LLM turns, hints included"),
+        ("Total cost", _money(_num(h.get("cost"))), "US$"),
+        ("Total time", _dec(_num(h.get("seconds")), 1), "seconds, summed over questions"),
     ]
     return {"cards": cards, "rows": rows, "source": run.metrics_source,
             "config": _config_rows(run), "breakdowns": _breakdowns(run, quality)}
@@ -850,14 +653,12 @@ def _config_rows(run: _Run) -> list[dict[str, str]]:
 
 def _breakdowns(run: _Run, quality: Sequence[str]) -> list[dict[str, Any]]:
     out = []
-    for key in run.agg.breakdown_keys():
-        cells = sorted(run.agg.meta[key].items(), key=lambda kv: _sort_key(kv[0]))
-        rows = [[value, _int(g.n), *[_pct(g.mean(m)) for m in quality], _int(g.errors),
-                 _dec(g.steps / g.n if g.n else None, 1), _dec(g.hints / g.n if g.n else None, 2)]
-                for value, g in cells]
+    for key, by_value in run.breakdown().items():
+        rows = [[value, _int(_num(cell.get("n"))), *[_pct(_num(cell.get(m))) for m in quality],
+                 _int(_num(cell.get("errors")))]
+                for value, cell in by_value.items()]
         out.append({"id": f"breakdown-{_slug(key)}", "rows": rows,
-                    "head": [key, "n", *[_LABELS[m] for m in quality], "errors", "steps/q",
-                             "hints/q"]})
+                    "head": [key, "n", *[_LABELS[m] for m in quality], "errors"]})
     return out
 
 
@@ -866,47 +667,41 @@ def _slug(text: str) -> str:
 
 
 def _guidelines(run: _Run, info: Mapping[str, tuple[str, str, str]]) -> dict[str, Any]:
-    agg = run.agg
-    total = sum(agg.by_code.values())
-    n = agg.total.n
+    g = run.guideline_stats()
+    total = int(g.get("triggers", 0))
+    by_code: dict[str, dict[str, Any]] = g.get("by_code", {})
     enabled = run.config.guidelines if run.config else run.config_raw.get("guidelines")
     if not total:
         return {"total": 0, "state": "were off in this run" if enabled is False
                 else "never fired in this run"}
-    corrected = sum(min(agg.corrected[c], k) for c, k in agg.by_code.items())
-    by_class: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for code, k in agg.by_code.items():
-        cls = code[:2] if code[:2] in ENV_CLASSES else "other"
-        by_class[cls][0] += 1
-        by_class[cls][1] += k
-        by_class[cls][2] += min(agg.corrected[code], k)
-    classes = [{"cls": cls, "color": _CLASS_COLORS[cls],
-                "name": ENV_CLASSES.get(cls, "other codes"),
-                "cells": [_int(codes), _int(k), _pct(k / total), _int(c),
-                          _pct(c / k if k else None)]}
-               for cls in [*ENV_CLASSES, "other"] if cls in by_class
-               for codes, k, c in [by_class[cls]]]
+    n = int(_num(run.metrics.get("scored")) or 0)
+    codes_in = Counter(st.get("class", "other") for st in by_code.values())
+    classes = [{"cls": _CLASS_PREFIX.get(cls, "other"), "name": _CLASS_NAMES.get(cls, cls),
+                "color": _CLASS_COLORS[_CLASS_PREFIX.get(cls, "other")],
+                "cells": [_int(codes_in[cls]), _int(st["triggers"]), _pct(st["share"]),
+                          _int(st["corrected"]), _pct(st["correction_rate"])]}
+               for cls, st in g.get("by_class", {}).items() if st["triggers"]]
     feedback = []
-    if info:  # by the feedback a guideline reads (Table 8 classes)
+    if info:  # the paper's Table 8 classes: the feedback a guideline reads
         needs: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        for code, k in agg.by_code.items():
-            cls = info[code][1] if code in info else "unknown"
-            needs[cls][0] += 1
-            needs[cls][1] += k
-            needs[cls][2] += min(agg.corrected[code], k)
+        for code, st in by_code.items():
+            cell = needs[info[code][1] if code in info else "unknown"]
+            cell[0] += 1
+            cell[1] += int(st["triggers"])
+            cell[2] += int(st["corrected"])
         feedback = [[cls, _int(c0), _int(k), _pct(k / total), _int(c), _pct(c / k if k else None)]
                     for cls, (c0, k, c) in sorted(needs.items(), key=lambda kv: -kv[1][1])]
     codes = []
-    for code, k in sorted(agg.by_code.items(), key=lambda kv: (-kv[1], kv[0])):
-        name, _, desc = info.get(code, ("", "", ""))
-        c = min(agg.corrected[code], k)
-        codes.append({"code": code, "name": name, "desc": _short(desc, 140),
-                      "cells": [_int(k), _pct(k / total), _int(agg.questions_by_code[code]),
-                                _int(c), _pct(c / k if k else None)]})
+    for code, st in sorted(by_code.items(), key=lambda kv: (-kv[1]["triggers"], kv[0])):
+        name, paper, desc = info.get(code, ("", "", ""))
+        codes.append({"code": code, "name": name, "paper": paper, "desc": _short(desc, 140),
+                      "cells": [_int(st["triggers"]), _pct(st["share"]), _int(st["questions"]),
+                                _int(st["corrected"]), _pct(st["correction_rate"])]})
+    corrected = int(g.get("corrected", 0))
     return {
-        "total": total, "questions": agg.questions_with_triggers, "n": n,
-        "share": _pct(agg.questions_with_triggers / n if n else None),
-        "per_question": f"{total / n if n else 0:.2f}", "corrected": corrected,
+        "total": total, "questions": int(g.get("questions", 0)), "n": n,
+        "share": _pct(g.get("questions", 0) / n if n else None),
+        "per_question": f"{_num(g.get('per_question')) or 0:.2f}", "corrected": corrected,
         "corrected_share": _pct(corrected / total), "classes": classes, "feedback": feedback,
         "codes": codes,
     }
@@ -972,7 +767,7 @@ def _embedded(rows: Sequence[_Row], cap: int) -> tuple[set[str], dict[str, Any] 
     if len(rows) <= cap:
         return {r.result.id for r in rows}, None
     chosen: list[str] = []
-    order = ("error", "incorrect", "unscored", "correct")
+    order = ("error", "incorrect", "outage", "unscored", "correct")
     for status in order:
         for row in rows:
             if len(chosen) >= cap:
@@ -990,8 +785,9 @@ def _embedded(rows: Sequence[_Row], cap: int) -> tuple[set[str], dict[str, Any] 
 def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
                max_trajectories: int) -> dict[str, Any]:
     rows = run.rows
-    keys = run.agg.breakdown_keys()
-    group_key = keys[0] if keys else None
+    breakdown = run.breakdown()
+    # the list filters by question type when the run has one, else by the first breakdown
+    group_key = "qtype" if "qtype" in breakdown else next(iter(breakdown), None)
     embedded, note = _embedded(rows, max(0, max_trajectories))
     counts = Counter(r.status for r in rows)
 
@@ -1010,7 +806,7 @@ def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
 
     return {
         "total": len(rows), "note": note, "group_key": group_key,
-        "groups": sorted(run.agg.meta[group_key], key=_sort_key) if group_key else [],
+        "groups": list(breakdown[group_key]) if group_key else [],
         "statuses": [(s, counts[s]) for s in _STATUSES if counts[s]], "items": items(),
         "info": info,
     }
@@ -1034,7 +830,7 @@ def _templates() -> jinja2.Environment:
 
 
 def _render(run: _Run, out: TextIO, max_trajectories: int) -> None:
-    info = _guideline_info() if run.agg.by_code else {}
+    info = _guideline_info() if run.guideline_stats().get("by_code") else {}
     cfg = run.config
     bits = ([cfg.dataset, cfg.split, cfg.llm] if cfg else
             [str(run.config_raw.get(k, "")) for k in ("dataset", "split", "llm")])

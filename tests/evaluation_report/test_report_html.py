@@ -15,10 +15,10 @@ from pyql.agent.evaluation.report import (
     REPORT,
     RunDirError,
     is_stand_in,
-    local_aggregate,
     question_status,
     write_report,
 )
+from pyql.agent.evaluation.runner import recompute_metrics
 from tests.evaluation_report.support import (
     FIXTURE,
     Page,
@@ -101,6 +101,7 @@ def test_the_summary_shows_the_metrics_and_config(fixture_page: tuple[str, Page]
                   "Tokens / question", "Total cost"):
         assert f">{label}<" in summary, label
     assert f"{metrics['tokens']:,.0f}" in summary
+    assert re.search(r">Steps / question</td><td class=num>6\.33<", summary)
     assert "metaqa" in summary and "openai:gpt-4o-mini" in summary
     assert 'class="pill on"' in summary  # guidelines on
     assert "Headline metrics from metrics.json" in summary
@@ -116,6 +117,12 @@ def test_the_guideline_tables(fixture_page: tuple[str, Page]) -> None:
     assert "kb.empty_fact_unlisted_relation" in rows[0]  # names from the guideline registry
     cells = re.findall(r"<td class=num>([^<]*)</td>", rows[0])
     assert cells == ["12", "80.0", "2", "1", "8.3"]  # triggers, share, questions, corrected, rate
+    # the paper's class (Tables 8/9) next to our code and name, from the guideline's needs
+    paper = {re.findall(r">([A-Z]{2}\d{3})<", r)[0]:
+             re.findall(r'<td class="paper-class">([^<]*)</td>', r)[0] for r in rows}
+    assert paper == {"KB201": "KB+RM", "PY102": "Python", "PY104": "Python", "RM202": "RM"}
+    feedback = text.split('id="guidelines-by-feedback"')[1].split("</table>")[0]
+    assert ">KB+RM<" in feedback and ">RM<" in feedback
     by_class = text.split('id="guidelines-by-class"')[1].split("</table>")[0]
     assert ">PY<" in by_class and ">KB<" in by_class and ">RM<" in by_class
     assert "15 triggers in 5 of 12 questions" in text
@@ -215,35 +222,40 @@ def test_pages_and_sizes_scale(tmp_path: Path) -> None:
     assert per_row < 2_000, per_row  # a listed-only question costs little
 
 
-def test_without_metrics_json_the_metrics_are_computed(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_metrics_json_the_runners_aggregate_is_computed(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     (run / "metrics.json").unlink()
     text, _ = _render(run)
-    assert re.search(r"Headline metrics computed (by metrics.aggregate|here from results)", text)
-    monkeypatch.setattr(report, "_external_aggregate", lambda rows: None)
+    assert "Headline metrics computed by metrics.aggregate from results.jsonl" in text
+    assert ">66.7<" in text  # hit@1
+
+
+def test_the_report_shows_the_runners_aggregate(tmp_path: Path) -> None:
+    """One aggregate: what metrics.json holds is what the page shows (no second computation)."""
+    run = copy_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["hit@1"] = 0.4321
+    metrics["by"]["hops"]["3"]["errors"] = 97
+    metrics["guidelines"]["by_code"]["KB201"]["triggers"] = 11
+    (run / "metrics.json").write_text(json.dumps(metrics))
     text, _ = _render(run)
-    assert "Headline metrics computed here from results.jsonl" in text
-    assert ">66.7<" in text  # hit@1, computed locally
+    assert ">43.2<" in text
+    hops = text.split('id="breakdown-hops"')[1].split("</table>")[0]
+    assert "<td class=num>97</td>" in hops
+    by_code = text.split('id="guidelines-by-code"')[1].split("</table>")[0]
+    assert re.search(r">KB201<.*?<td class=num>11</td>", by_code, re.S)
 
 
-def test_local_aggregate_agrees_with_the_metrics_module() -> None:
-    metrics = pytest.importorskip("pyql.agent.evaluation.metrics")
-    rows = [QuestionResult.model_validate(r) for r in results(FIXTURE)]
-    ours, theirs = local_aggregate(rows), metrics.aggregate(rows)
-    for key in ("n", "primary", "hit@1", "f1", "em", "top1", "tpq", "qpq", "cpq", "llm_calls",
-                "prompt_tokens", "completion_tokens", "tokens", "cost", "seconds", "errors",
-                "finished", "stop_reasons"):
-        if isinstance(theirs[key], float):
-            assert ours[key] == pytest.approx(theirs[key]), key
-        else:
-            assert ours[key] == theirs[key], key
-    g, tg = ours["guidelines"], theirs["guidelines"]
-    for key in ("triggers", "per_question", "questions", "corrected", "correction_rate"):
-        assert g[key] == pytest.approx(tg[key]), key
-    assert {c: v["triggers"] for c, v in g["by_code"].items()} == {
-        c: v["triggers"] for c, v in tg["by_code"].items()}
-    assert ours["by"]["hops"]["3"]["hit@1"] == pytest.approx(theirs["by"]["hops"]["3"]["hit@1"])
+def test_an_older_metrics_json_is_recomputed(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    for key in ("scored", "outages", "outage_total", "qpq_paper"):
+        metrics.pop(key)
+    metrics["hit@1"] = 0.4321
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text, _ = _render(run)
+    assert "metrics.json was written by an older pyql" in text
+    assert "43.2" not in text and ">66.7<" in text
 
 
 def test_a_stale_metrics_json_is_not_trusted(tmp_path: Path) -> None:
@@ -290,6 +302,7 @@ def test_no_guidelines_and_no_results(tmp_path: Path) -> None:
         row.update(guidelines={}, corrected={})
         row["steps"] = [dict(s, hint=None) for s in row["steps"]]
     write_results(run, rows)
+    recompute_metrics(run)
     edit_config(run, lambda c: c.update(guidelines=False))
     text, page = _render(run)
     assert page.ids["guidelines-empty"] == 1 and "were off in this run" in text
@@ -341,3 +354,52 @@ def test_the_assets_ship_as_package_data() -> None:
         assert any(fnmatch(name, p) for p in patterns), (
             f'add "pyql.agent.evaluation" = ["*.css", "*.js"] to [tool.setuptools.package-data] '
             f"in pyproject.toml so that {name} ships in the wheel")
+
+
+def test_outages_are_counted_apart_and_marked_in_the_list(tmp_path: Path) -> None:
+    """Issue 15: a KB/DB or LLM outage is not a wrong answer: the summary shows scored and the
+    outages per status (from metrics.json), the list marks the question Outage."""
+    run = copy_run(tmp_path)
+    rows = results(run)
+    down = {"2hop-dev-3": "backend_error", "3hop-dev-5": "llm_timeout"}
+    for row in rows:
+        if row["id"] in down:
+            row.update(status=down[row["id"]], error="unreachable", metrics={"hit@1": 0.0})
+    write_results(run, rows)
+    metrics = recompute_metrics(run)
+    assert metrics["scored"] == 10 and metrics["outage_total"] == 2
+    text, page = _render(run)
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert re.search(r">Scored</td><td class=num>10<", summary)
+    assert re.search(r">Outages</td><td class=num>2<", summary)
+    assert "backend_error 1, llm_timeout 1" in summary
+    assert f">{100 * metrics['hit@1']:.1f}<" in summary  # over the scored questions
+    statuses = {a["id"]: a["data-status"] for a in page.find("details", cls="q")}
+    chunks = _question_chunks(text)
+    for qid in down:
+        assert 'data-status="outage"' in chunks[qid] and ">Outage<" in chunks[qid]
+    assert list(statuses.values()).count("outage") == 2
+    assert 'data-status="outage"' in text.split('id="q-list"')[0]  # a filter button
+
+
+def test_question_status_reads_the_recorded_status() -> None:
+    for status in ("backend_error", "llm_error", "llm_timeout"):
+        result = QuestionResult(id="1", status=status, error="down", metrics={"hit@1": 0.0})
+        assert question_status(result) == "outage"
+    assert question_status(QuestionResult(id="2", status="error", error="bad",
+                                          metrics={"hit@1": 0.0})) == "error"
+
+
+def test_qpq_as_the_paper_counts_it(tmp_path: Path) -> None:
+    """Issue 12: QPQ with every query, and without the label lookups as the paper counts it."""
+    run = copy_run(tmp_path)
+    rows = results(run)
+    for row in rows:
+        row["usage"]["kb_queries"] = 10
+        row["usage"]["label_queries"] = 4
+    write_results(run, rows)
+    recompute_metrics(run)
+    text, _ = _render(run)
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert re.search(r">QPQ</td><td class=num>10\.00<", summary)
+    assert re.search(r">QPQ \(paper: without label lookups\)</td><td class=num>6\.00<", summary)
