@@ -501,10 +501,10 @@ class _Session:
             raise EvalAbort(str(exc)) from exc
         self.prices = PriceTable()
         model = getattr(getattr(provider, "base", None), "model", "") or ""
-        tiktoken_dir = os.environ.get("PYQL_TIKTOKEN_DIR") or (
-            str(dataset.data_dir / "tiktoken") if (dataset.data_dir / "tiktoken").is_dir()
-            else None)
-        self.counter = _MemoCounter(model=model, directory=tiktoken_dir)
+        # tiktoken's own cache (or $PYQL_TIKTOKEN_DIR) first; the data's copy when offline
+        offline = dataset.data_dir / "tiktoken"
+        self.counter = _MemoCounter(model=model,
+                                    fallback=str(offline) if offline.is_dir() else None)
         self.counter.exact  # noqa: B018 - load the encoding once, before the threads
 
     # -- in a worker thread ---------------------------------------------------------------------
