@@ -621,6 +621,10 @@ def _summary(run: _Run) -> dict[str, Any]:
         ("Total cost", _money(_num(h.get("cost"))), "US$"),
         ("Total time", _dec(_num(h.get("seconds")), 1), "seconds, summed over questions"),
     ]
+    # the strategy's own counts (Readi/SRP: LLM calls per kind, edits, instantiation success,
+    # answer coverage, retrieved knowledge, judge accuracy...), means per question
+    rows += [(key, _dec(_num(value), 3), "per question (the strategy's own count)")
+             for key, value in sorted((h.get("strategy") or {}).items())]
     return {"cards": cards, "rows": rows, "source": run.metrics_source,
             "config": _config_rows(run), "breakdowns": _breakdowns(run, quality)}
 

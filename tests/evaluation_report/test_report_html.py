@@ -403,3 +403,22 @@ def test_qpq_as_the_paper_counts_it(tmp_path: Path) -> None:
     summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
     assert re.search(r">QPQ</td><td class=num>10\.00<", summary)
     assert re.search(r">QPQ \(paper: without label lookups\)</td><td class=num>6\.00<", summary)
+
+
+def test_a_strategys_own_counts_are_shown(tmp_path: Path) -> None:
+    """Readi/SRP report their own counts (edits, instantiation success, answer coverage, LLM
+    calls per kind) in metrics.json's ``strategy`` section: the summary lists them."""
+    run = copy_run(tmp_path)
+    rows = results(run)
+    for i, row in enumerate(rows):
+        row["usage"]["edits"] = float(i % 2)
+        row["usage"]["llm_calls.generate"] = 1.0
+    write_results(run, rows)
+    recompute_metrics(run)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["strategy"]["llm_calls.generate"] == 1.0
+    text, _ = _render(run)
+    summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
+    assert re.search(r">llm_calls\.generate</td><td class=num>1\.000<", summary)
+    edits = metrics["strategy"]["edits"]
+    assert re.search(rf">edits</td><td class=num>{edits:.3f}<", summary)
