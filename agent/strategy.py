@@ -11,6 +11,9 @@ plan, judge, edit), or a third party's. Each one:
   through an optional classmethod ``stand_in(spec, item, *, seed=0) -> LLM``: a strategy asks its
   LLM different questions (QueryAgent: one action per call; Readi: a whole path, then edits), so
   each strategy knows how to play its own gold model;
+- may name questions an evaluation must leave out through an optional classmethod
+  ``held_out(options) -> frozenset[str]`` of question ids (SRP: the questions its reference base
+  was built from), which the runner drops before ``--limit``/``--sample``;
 - answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
   :class:`Result` carries the answers, the final query, the program, the typed step records, the
   usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.

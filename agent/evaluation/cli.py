@@ -191,6 +191,9 @@ def eval_command(
         "queryagent)")] = None,
     option: Annotated[list[str] | None, typer.Option(
         "--option", help="a strategy option key=value (repeatable)")] = None,
+    references: Annotated[Path | None, typer.Option(
+        "--references", help="a reference base directory (pyql references build), for "
+        "strategies that use one (srp); its source questions are left out of the run")] = None,
     ablation: Annotated[bool, typer.Option(
         "--ablation", help="run ERASER on and off (sub-runs eraser_on/ and eraser_off/) and "
         "print the combined table")] = False,
@@ -224,7 +227,8 @@ def eval_command(
         guidelines=not no_guidelines, mode=mode, max_steps=max_steps, preset=preset,
         ranker=ranker, extremum=extremum, llm_cache=llm_cache,
         kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
-        strategy=strategy, options=_options(option), ablation=ablation,
+        strategy=strategy, options=_with_references(_options(option), references),
+        ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes,
     )
@@ -319,6 +323,17 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _with_references(options: dict[str, Any], references: Path | None) -> dict[str, Any]:
+    """``--references DIR`` is the strategy option ``references`` (an absolute path, so a
+    resumed run finds it)."""
+    if references is None:
+        return options
+    if not (references / "manifest.json").is_file():
+        fail(f"{references}: not a reference base (no manifest.json)",
+             hint="build one with pyql references build --dataset D --split S --out DIR")
+    return {**options, "references": str(references.expanduser().resolve())}
 
 
 def _check_settings(dataset: str, preset: str | None, ranker: str | None,

@@ -91,7 +91,13 @@ from pyql.agent.errors import (
     LLMTimeoutError,
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
-from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, get_dataset
+from pyql.agent.evaluation.datasets import (
+    Backend,
+    DatasetError,
+    EvalDataset,
+    get_dataset,
+    select_indices,
+)
 from pyql.agent.evaluation.metrics import aggregate, corrections, step_usage
 from pyql.agent.evaluation.records import (
     CONFIG,
@@ -900,8 +906,7 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
         except (LLMAuthError, LLMModelNotFoundError, LLMSpecError,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc
-    items = dataset.items(config.split, limit=config.limit, sample=config.sample,
-                          seed=config.seed) if with_items else []
+    items = _select_items(config, dataset) if with_items else []
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
@@ -909,6 +914,21 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
     session = _Session(config, out_dir, dataset, items, backend, provider, gate, llm_cache,
                        kb_cache, concurrency)
     return session, dataset
+
+
+def _select_items(config: RunConfig, dataset: EvalDataset) -> list[EvalItem]:
+    """The questions of the run: ``--limit``/``--sample`` of the split, after leaving out the
+    questions the strategy must not be evaluated on (its optional ``held_out(options)``: e.g.
+    the questions SRP's reference base was built from)."""
+    held_out = getattr(get_strategy(config.strategy), "held_out", None)
+    excluded = frozenset(held_out(config.options)) if held_out is not None else frozenset()
+    if not excluded:
+        return dataset.items(config.split, limit=config.limit, sample=config.sample,
+                             seed=config.seed)
+    kept = [item for item in dataset.items(config.split, seed=config.seed)
+            if item.id not in excluded]
+    log.info("%d questions held out by the %s strategy", len(excluded), config.strategy)
+    return [kept[i] for i in select_indices(len(kept), config.limit, config.sample, config.seed)]
 
 
 def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,

@@ -212,6 +212,13 @@ class SRP:
         self.on_step = on_step
 
     @classmethod
+    def held_out(cls, options: Mapping[str, Any]) -> frozenset[str]:
+        """The questions an evaluation must leave out: those the reference base (the
+        ``references`` option) was built from (the runner skips them before --limit/--sample)."""
+        base = open_references(options.get("references"))
+        return base.source_ids if base is not None else frozenset()
+
+    @classmethod
     def from_config(cls, llm: LLM, backend: KB, config: StrategyConfig) -> SRP:
         """The ``srp`` strategy factory: ``config.ranker`` binds relations, ``config.top_k``
         caps the relation-check candidates, ``config.profile`` picks the demonstrations; the

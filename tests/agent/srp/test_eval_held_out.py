@@ -1,0 +1,56 @@
+"""`pyql eval --strategy srp --option references=DIR` leaves out the questions the reference
+base was built from (SRP.held_out), before --limit: the evaluation never sees them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyql.agent.evaluation.records import RESULTS, RunConfig
+from pyql.agent.evaluation.runner import evaluate
+from pyql.agent.srp.labelled import reference_part
+from pyql.agent.srp.references import build_reference_base
+from pyql.agent.srp.strategy import SRP
+from tests.agent.srp.test_compare import data  # noqa: F401 - the small MetaQA data directory
+
+
+def test_the_runner_leaves_out_the_reference_questions(data: Path, tmp_path: Path) -> None:  # noqa: F811
+    questions, ids = reference_part(["metaqa-2hop"], "dev", fraction=0.5, data_dir=data)
+    base = build_reference_base(questions, datasets=["metaqa-2hop"], split="dev", fraction=0.5,
+                                source_ids=ids, embedding="bm25", size=2, clusters=2)
+    directory = base.save(tmp_path / "refs")
+    assert SRP.held_out({"references": str(directory)}) == frozenset(ids) != frozenset()
+    assert SRP.held_out({}) == frozenset()
+    config = RunConfig(dataset="metaqa-2hop", llm="gold", data_dir=str(data), strategy="srp",
+                       options={"references": str(directory)}, limit=50)
+    metrics = evaluate(config, tmp_path / "run", progress=False)
+    done = [json.loads(line) for line in (tmp_path / "run" / RESULTS).read_text().splitlines()]
+    evaluated = {row["id"] for row in done}
+    assert evaluated and not evaluated & set(ids)
+    assert metrics["n"] == len(evaluated) and metrics["errors"] == 0
+    assert metrics["hit@1"] == 1.0
+
+
+def test_pyql_eval_references_flag(data: Path, tmp_path: Path) -> None:  # noqa: F811
+    from typer.testing import CliRunner
+
+    from pyql.cli import app
+
+    questions, ids = reference_part(["metaqa-2hop"], "dev", fraction=0.5, data_dir=data)
+    base = build_reference_base(questions, datasets=["metaqa-2hop"], split="dev", fraction=0.5,
+                                source_ids=ids, embedding="bm25", size=2, clusters=2)
+    directory = base.save(tmp_path / "refs")
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "--dataset", "metaqa-2hop", "--data-dir", str(data),
+                                 "--llm", "gold", "--strategy", "srp", "--references",
+                                 str(directory), "--out", str(tmp_path / "run"), "--json",
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["hit@1"] == 1.0
+    config = RunConfig.model_validate_json((tmp_path / "run" / "config.json").read_text())
+    assert config.options["references"] == str(directory.resolve())
+    bad = runner.invoke(app, ["eval", "--dataset", "metaqa-2hop", "--data-dir", str(data),
+                              "--llm", "gold", "--strategy", "srp", "--references",
+                              str(tmp_path), "--out", str(tmp_path / "never")])
+    assert bad.exit_code == 1 and "not a reference base" in bad.stderr
+    assert not (tmp_path / "never").exists()
