@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -77,6 +78,8 @@ __all__ = [
     "ReplayLLM",
     "apply_stop",
     "prompt_fingerprint",
+    "AccountedCall",
+    "accounted_complete",
 ]
 
 log = logging.getLogger(__name__)
@@ -172,6 +175,50 @@ def prompt_fingerprint(messages: Sequence[Message], tools: Sequence[Mapping[str,
     payload = json.dumps({"messages": list(messages), "tools": list(tools or [])},
                          sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class AccountedCall:
+    """One LLM call with what it used: the tokens and cost the client reported, else estimated
+    with a :class:`~pyql.agent.accounting.TokenCounter` and priced with a price table."""
+
+    reply: LLMReply
+    tokens: TokenUsage
+    cost: float
+    prompt_hash: str
+    #: the reply's model, else the client's
+    model: str
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+    def step_fields(self) -> dict[str, Any]:
+        """The LLM fields of the trajectory step that records this call."""
+        reply, tokens = self.reply, self.tokens
+        return {"reply_text": reply.text, "model": self.model,
+                "prompt_tokens": tokens.prompt_tokens,
+                "completion_tokens": tokens.completion_tokens,
+                "estimated_tokens": tokens.estimated, "cost": self.cost,
+                "llm_latency": reply.latency, "retries": reply.retries,
+                "prompt_hash": self.prompt_hash}
+
+
+def accounted_complete(llm: LLM, messages: list[Message], *, counter: TokenCounter,
+                       price_table: PriceTable) -> AccountedCall:
+    """``llm.complete(messages)`` with its usage: what the client reported, else counted with
+    ``counter`` (marked estimated); its cost: the client's, else from ``price_table``."""
+    reply = llm.complete(messages)
+    model = reply.model or getattr(llm, "model", "")
+    tokens = reply.usage
+    if tokens is None:
+        tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
+                            completion_tokens=counter.count(reply.text), estimated=True)
+    cost = reply.cost
+    if cost is None:
+        cost = price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                tokens.cached_tokens)
+    return AccountedCall(reply, tokens, cost, prompt_fingerprint(messages), model)
 
 
 # -- OpenAI-compatible clients ------------------------------------------------------------------
