@@ -57,7 +57,7 @@ from pyql.agent.errors import (
 )
 from pyql.deadline import Deadline, DeadlineExceeded, call_within, earliest, within
 from pyql.deadline import current as current_deadline
-from pyql.retrying import RetryPolicy, Transient, retry_call
+from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
 if TYPE_CHECKING:
     from pyql.agent.trajectory import Step, Trajectory
@@ -254,7 +254,7 @@ def _is_context_length(code: str | None, message: str) -> bool:
         "maximum context" in text) or "too many tokens" in text
 
 
-class _OpenAIBase:
+class _OpenAIBase(Retrying):
     """Configuration, lazy SDK client, time bounds and retries shared by chat and embeddings."""
 
     def __init__(
@@ -287,12 +287,8 @@ class _OpenAIBase:
                 raise LLMAuthError("no API key: pass api_key= or set OPENAI_API_KEY", model=model)
             self._api_key = "unused"  # local OpenAI-compatible servers often need none
         self.timeout = float(timeout)
-        self.max_retries = max_retries
         self.deadline = deadline
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_retry_after = max_retry_after
-        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+        self.retry_policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
                                    backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -321,10 +317,6 @@ class _OpenAIBase:
         An enclosing deadline that ends sooner stays in force; ``None`` changes nothing.
         """
         return within(seconds)
-
-    def backoff(self, attempt: int) -> float:
-        """Exponential backoff with "equal jitter": half fixed, half random."""
-        return self._policy.delay(attempt, self._rng)
 
     def _translate(self, exc: Exception) -> tuple[LLMError, bool, float | None]:
         """(typed error, retryable?, server-advised delay) for an SDK exception."""
@@ -407,7 +399,7 @@ class _OpenAIBase:
 
         if budget.expired:
             raise give_up(LLMTimeoutError("", model=self.model), 0)
-        return retry_call(attempt, self._policy, sleep=self._sleep, rng=self._rng,
+        return retry_call(attempt, self.retry_policy, sleep=self._sleep, rng=self._rng,
                           deadline=budget, give_up=give_up, name=self.model)
 
     def _budget(self) -> Deadline:
