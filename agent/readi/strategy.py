@@ -43,6 +43,7 @@ from pyql.agent.paths import (
     Instantiation,
     PathFormatError,
     PathInstantiator,
+    PathStuck,
     ReasoningPath,
     RelationBinder,
     RelationVocabulary,
@@ -53,6 +54,7 @@ from pyql.agent.paths.table import (
     TableInstantiation,
     TableInstantiator,
     TablePath,
+    TableStuck,
     parse_table_path,
 )
 from pyql.agent.readi import prompts
@@ -278,15 +280,11 @@ class Readi:
                 stop = "max_edits" if self.max_edits else "no_edit"
                 break
             stuck = inst.stuck[0]
-            error = stuck.render()
-            reply = self._ask(run, prompts.edit_messages(self.profile, question, error))
+            reply = self._ask(run, prompts.edit_messages(self.profile, question,
+                                                            stuck.render()))
             edits += 1
             new_path, problem = self._read_edit(reply.text, path, entities)
-            self._record(run, reply, "edit", thought=_thought(reply.text),
-                         action=str(new_path), observation=error, issue=problem,
-                         data={"error": stuck.to_dict(), "path_before": path.as_dict(),
-                               "path": new_path.as_dict(), "text": str(new_path),
-                               "format_error": problem, "edit": edits})
+            self._record_edit(run, reply, stuck, path, new_path, problem, edits)
             if new_path == path:
                 stop = "edit_unchanged"
                 break
@@ -393,20 +391,15 @@ class Readi:
                 stop = "max_edits" if self.max_edits else "no_edit"
                 break
             assert inst.stuck is not None
-            error = inst.stuck.render()
-            reply = self._ask(run, prompts.edit_messages(self.profile, run.question, error,
-                                                            columns=columns))
+            reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
+                                                            inst.stuck.render(), columns=columns))
             edits += 1
             problem = None
             try:
                 new_path = parse_table_path(reply.text)
             except PathFormatError as exc:
                 new_path, problem = path, exc.reason
-            self._record(run, reply, "edit", thought=_thought(reply.text),
-                         action=str(new_path), observation=error, issue=problem,
-                         data={"error": inst.stuck.to_dict(), "path_before": path.as_dict(),
-                               "path": new_path.as_dict(), "text": str(new_path),
-                               "format_error": problem, "edit": edits})
+            self._record_edit(run, reply, inst.stuck, path, new_path, problem, edits)
             if new_path == path:
                 stop = "edit_unchanged"
                 if inst.stuck.reason == "no_matching_row":
@@ -501,6 +494,16 @@ class Readi:
             status="ok" if issue is None else "error", accepted=issue is None,
             format_issue=issue, data=data or {}, **call.step_fields(),
         ))
+
+    def _record_edit(self, run: _Run, call: AccountedCall, stuck: PathStuck | TableStuck,
+                     path: ReasoningPath | TablePath, new_path: ReasoningPath | TablePath,
+                     problem: str | None, edits: int) -> None:
+        """The step of one edit: the stuck error shown, the path before and the path read."""
+        self._record(run, call, "edit", thought=_thought(call.text), action=str(new_path),
+                     observation=stuck.render(), issue=problem,
+                     data={"error": stuck.to_dict(), "path_before": path.as_dict(),
+                           "path": new_path.as_dict(), "text": str(new_path),
+                           "format_error": problem, "edit": edits})
 
     def _record_start(self, run: _Run, path: ReasoningPath | TablePath, source: str) -> None:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),
