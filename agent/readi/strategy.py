@@ -265,6 +265,14 @@ class Readi:
         )
         return Result(trajectory=trajectory, program=program)
 
+    def _stop(self, complete: bool, edits: int, *, editable: bool = True) -> str:
+        """Why the edit loop ends after an instantiation ("" while it goes on)."""
+        if complete:
+            return "instantiated"
+        if edits >= self.max_edits or not editable:
+            return "max_edits" if self.max_edits else "no_edit"
+        return ""
+
     # -- KB -----------------------------------------------------------------------------------------
     def _run_kb(self, run: _Run, entities: dict[str, str]
                 ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
@@ -273,11 +281,8 @@ class Readi:
         edits = 0
         while True:
             inst = self._instantiate_kb(run, path, entities)
-            if inst.complete:
-                stop = "instantiated"
-                break
-            if edits >= self.max_edits:
-                stop = "max_edits" if self.max_edits else "no_edit"
+            stop = self._stop(inst.complete, edits)
+            if stop:
                 break
             stuck = inst.stuck[0]
             reply = self._ask(run, prompts.edit_messages(self.profile, question,
@@ -384,11 +389,8 @@ class Readi:
         edits = 0
         while True:
             inst = self._instantiate_table(run, inst_, path)
-            if inst.complete:
-                stop = "instantiated"
-                break
-            if edits >= self.max_edits or path is None:
-                stop = "max_edits" if self.max_edits else "no_edit"
+            stop = self._stop(inst.complete, edits, editable=path is not None)
+            if stop:
                 break
             assert inst.stuck is not None
             reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
