@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -56,7 +57,7 @@ from pyql.agent.errors import (
 )
 from pyql.deadline import Deadline, DeadlineExceeded, call_within, earliest, within
 from pyql.deadline import current as current_deadline
-from pyql.retrying import RetryPolicy, Transient, retry_call
+from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
 if TYPE_CHECKING:
     from pyql.agent.trajectory import Step, Trajectory
@@ -77,6 +78,8 @@ __all__ = [
     "ReplayLLM",
     "apply_stop",
     "prompt_fingerprint",
+    "AccountedCall",
+    "accounted_complete",
 ]
 
 log = logging.getLogger(__name__)
@@ -174,6 +177,50 @@ def prompt_fingerprint(messages: Sequence[Message], tools: Sequence[Mapping[str,
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class AccountedCall:
+    """One LLM call with what it used: the tokens and cost the client reported, else estimated
+    with a :class:`~pyql.agent.accounting.TokenCounter` and priced with a price table."""
+
+    reply: LLMReply
+    tokens: TokenUsage
+    cost: float
+    prompt_hash: str
+    #: the reply's model, else the client's
+    model: str
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
+
+    def step_fields(self) -> dict[str, Any]:
+        """The LLM fields of the trajectory step that records this call."""
+        reply, tokens = self.reply, self.tokens
+        return {"reply_text": reply.text, "model": self.model,
+                "prompt_tokens": tokens.prompt_tokens,
+                "completion_tokens": tokens.completion_tokens,
+                "estimated_tokens": tokens.estimated, "cost": self.cost,
+                "llm_latency": reply.latency, "retries": reply.retries,
+                "prompt_hash": self.prompt_hash}
+
+
+def accounted_complete(llm: LLM, messages: list[Message], *, counter: TokenCounter,
+                       price_table: PriceTable) -> AccountedCall:
+    """``llm.complete(messages)`` with its usage: what the client reported, else counted with
+    ``counter`` (marked estimated); its cost: the client's, else from ``price_table``."""
+    reply = llm.complete(messages)
+    model = reply.model or getattr(llm, "model", "")
+    tokens = reply.usage
+    if tokens is None:
+        tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
+                            completion_tokens=counter.count(reply.text), estimated=True)
+    cost = reply.cost
+    if cost is None:
+        cost = price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                tokens.cached_tokens)
+    return AccountedCall(reply, tokens, cost, prompt_fingerprint(messages), model)
+
+
 # -- OpenAI-compatible clients ------------------------------------------------------------------
 
 
@@ -207,7 +254,7 @@ def _is_context_length(code: str | None, message: str) -> bool:
         "maximum context" in text) or "too many tokens" in text
 
 
-class _OpenAIBase:
+class _OpenAIBase(Retrying):
     """Configuration, lazy SDK client, time bounds and retries shared by chat and embeddings."""
 
     def __init__(
@@ -240,12 +287,8 @@ class _OpenAIBase:
                 raise LLMAuthError("no API key: pass api_key= or set OPENAI_API_KEY", model=model)
             self._api_key = "unused"  # local OpenAI-compatible servers often need none
         self.timeout = float(timeout)
-        self.max_retries = max_retries
         self.deadline = deadline
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_retry_after = max_retry_after
-        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+        self.retry_policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
                                    backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -274,10 +317,6 @@ class _OpenAIBase:
         An enclosing deadline that ends sooner stays in force; ``None`` changes nothing.
         """
         return within(seconds)
-
-    def backoff(self, attempt: int) -> float:
-        """Exponential backoff with "equal jitter": half fixed, half random."""
-        return self._policy.delay(attempt, self._rng)
 
     def _translate(self, exc: Exception) -> tuple[LLMError, bool, float | None]:
         """(typed error, retryable?, server-advised delay) for an SDK exception."""
@@ -360,7 +399,7 @@ class _OpenAIBase:
 
         if budget.expired:
             raise give_up(LLMTimeoutError("", model=self.model), 0)
-        return retry_call(attempt, self._policy, sleep=self._sleep, rng=self._rng,
+        return retry_call(attempt, self.retry_policy, sleep=self._sleep, rng=self._rng,
                           deadline=budget, give_up=give_up, name=self.model)
 
     def _budget(self) -> Deadline:

@@ -34,7 +34,7 @@ import tenacity
 
 from pyql.deadline import Deadline
 
-__all__ = ["Transient", "RetryPolicy", "retry_call"]
+__all__ = ["Transient", "RetryPolicy", "Retrying", "retry_call"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,18 @@ class RetryPolicy:
         if not self.jitter:
             return delay
         return delay / 2 + (rng or random).uniform(0, delay / 2)
+
+
+class Retrying:
+    """A client that retries under one :class:`RetryPolicy`, ``retry_policy`` (where its retry
+    knobs are read back), with its own random source ``_rng``."""
+
+    retry_policy: RetryPolicy
+    _rng: random.Random
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with "equal jitter": half fixed, half random."""
+        return self.retry_policy.delay(attempt, self._rng)
 
 
 def retry_call(

@@ -68,30 +68,15 @@ class Atom:
         return body
 
 
+#: how quote_string writes a character: control characters as ``\uXXXX``, unless they have a short
+#: escape; backslash and double quote escaped (a single quote needs none between double quotes)
+_QUOTED = {c: f"\\u{c:04X}" for c in (*range(0x20), 0x7F)} | {
+    ord(raw): "\\" + code for code, raw in _ESCAPES.items() if code != "'"}
+
+
 def quote_string(value: str) -> str:
     """Double-quoted, escaped form of ``value`` (valid in PyQL text and in SPARQL)."""
-    out = ['"']
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + value.translate(_QUOTED) + '"'
 
 
 def _read_quoted(text: str, start: int) -> tuple[str, int]:

@@ -22,6 +22,7 @@ from pyql.sparql.apply import apply_call
 from pyql.sparql.compile import compile_relations
 from pyql.syntax import quote_string
 from pyql.terms import Context, Entity, Literal, Relation, Slot, Var, parse_term
+from tests.support.sparql import embed
 
 STORE = ox.Store()
 #: PYQL_FUZZ_SCALE=20 runs twenty times the examples (a deeper run than CI's, same tests)
@@ -258,14 +259,6 @@ def assert_sparql(query: str) -> None:
         STORE.query(query)
     except SyntaxError as exc:  # pragma: no cover - the failure message is the point
         raise AssertionError(f"pyql produced invalid SPARQL ({exc}):\n{query}") from None
-
-
-def embed(term: object) -> str:
-    if isinstance(term, Relation):
-        return f"SELECT * WHERE {{ ?s {term} ?o }}"
-    if isinstance(term, Var):
-        return f"SELECT * WHERE {{ ?s ?p {term} }}"
-    return f"SELECT * WHERE {{ ?s ?p {term} FILTER (?o = {term}) }}"
 
 
 def compile_program(program: Program, ctx: Context) -> int:

@@ -189,6 +189,16 @@ def replay(calls: list[str], check: Callable[[Sql], None]) -> int:
     return accepted
 
 
+def replay_checked(calls: list[str], check: Callable[[Sql], None]) -> None:
+    """:func:`replay`; a failed check (or SQLite refusing a query) fails with the program."""
+    try:
+        replay(calls, check)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nprogram:\n" + "\n".join(calls)) from None
+    except sqlite3.Error as exc:
+        raise AssertionError(f"SQLite refused: {exc}\nprogram:\n" + "\n".join(calls)) from None
+
+
 # -- engines --------------------------------------------------------------------------------------
 
 
@@ -281,12 +291,7 @@ def engines_with_postgres(postgres_url: str) -> Iterator[Engines]:
 def test_accepted_sql_programs_compile_to_sql_sqlite_and_duckdb_accept(
     calls: list[str], engines: Engines
 ) -> None:
-    try:
-        replay(calls, engines.check)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\nprogram:\n" + "\n".join(calls)) from None
-    except sqlite3.Error as exc:
-        raise AssertionError(f"SQLite refused: {exc}\nprogram:\n" + "\n".join(calls)) from None
+    replay_checked(calls, engines.check)
 
 
 @pytest.mark.server
@@ -296,10 +301,7 @@ def test_accepted_sql_programs_compile_to_sql_sqlite_and_duckdb_accept(
 def test_accepted_sql_programs_compile_to_sql_postgres_accepts(
     calls: list[str], engines_with_postgres: Engines
 ) -> None:
-    try:
-        replay(calls, engines_with_postgres.check)
-    except (AssertionError, sqlite3.Error) as exc:
-        raise AssertionError(f"{exc}\nprogram:\n" + "\n".join(calls)) from None
+    replay_checked(calls, engines_with_postgres.check)
 
 
 # -- the three inputs of the issue, each refused at its step --------------------------------------

@@ -12,20 +12,19 @@ from pyql.errors import ProfileError
 from pyql.kb import OxigraphKB
 from pyql.profiles import RELATION_FILTERS, get_relation_filter
 from pyql.sparql import Sparql
+from tests.support.metaqa import metaqa_kb
 
 KB_FILE = Path(__file__).parent / "fixtures" / "kb" / "freebase_small.ttl"
 KIM = {"Kim Example": "m.0kim", "1990": "1990"}  # a linked value is not an entity
 SPOUSES = ["add_fact(m.0kim, people.person.spouse_s, ?m)", "add_fact(?m, people.marriage.spouse, ?s)",
            "set_answer(?s)"]
 
-E = "http://pyql.dev/metaqa/entity/"
-R = "http://pyql.dev/metaqa/relation/"
-FILMS = [
-    ("The_Green_Mile", "written_by", "Stephen_King"),
-    ("The_Green_Mile", "starred_actors", "Tom_Hanks"),
-    ("The_Shawshank_Redemption", "written_by", "Stephen_King"),
-    ("The_Shawshank_Redemption", "starred_actors", "Tim_Robbins"),
-]
+FILMS = """\
+The Green Mile|written_by|Stephen King
+The Green Mile|starred_actors|Tom Hanks
+The Shawshank Redemption|written_by|Stephen King
+The Shawshank Redemption|starred_actors|Tim Robbins
+"""
 WALK = ["relate(written_by)", "relate(written_by)", "relate(starred_actors)", "execute()"]
 
 
@@ -36,10 +35,7 @@ def freebase() -> OxigraphKB:
 
 @pytest.fixture(scope="module")
 def metaqa() -> OxigraphKB:
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes("\n".join(f"<{E}{s}> <{R}{r}> <{E}{o}> ." for s, r, o in FILMS).encode(),
-                  format="ntriples")
-    return kb
+    return metaqa_kb(FILMS)
 
 
 def answers(session: Session, actions: list[str]) -> set[str]:

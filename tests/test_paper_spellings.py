@@ -12,27 +12,23 @@ from pyql.errors import ArityError, UnknownFunctionError
 from pyql.kb import OxigraphKB
 from pyql.program import Call, Program, parse_call
 from pyql.session import Session
+from tests.support.metaqa import metaqa_kb
 
-E = "http://pyql.dev/metaqa/entity/"
-R = "http://pyql.dev/metaqa/relation/"
-FILMS = [
-    ("The_Green_Mile", "written_by", "Stephen_King"),
-    ("The_Green_Mile", "written_by", "Frank_Darabont"),
-    ("The_Green_Mile", "directed_by", "Frank_Darabont"),
-    ("The_Shawshank_Redemption", "written_by", "Stephen_King"),
-    ("The_Shawshank_Redemption", "directed_by", "Frank_Darabont"),
-    ("Firestarter", "written_by", "Stephen_King"),
-    ("Firestarter", "directed_by", "Mark_L._Lester"),
-    ("The_Majestic", "directed_by", "Frank_Darabont"),
-]
+FILMS = """\
+The Green Mile|written_by|Stephen King
+The Green Mile|written_by|Frank Darabont
+The Green Mile|directed_by|Frank Darabont
+The Shawshank Redemption|written_by|Stephen King
+The Shawshank Redemption|directed_by|Frank Darabont
+Firestarter|written_by|Stephen King
+Firestarter|directed_by|Mark L. Lester
+The Majestic|directed_by|Frank Darabont
+"""
 
 
 @pytest.fixture(scope="module")
 def kb() -> OxigraphKB:
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes("\n".join(f"<{E}{s}> <{R}{r}> <{E}{o}> ." for s, r, o in FILMS).encode(),
-                  format="ntriples")
-    return kb
+    return metaqa_kb(FILMS)
 
 
 def session(kb: OxigraphKB) -> Session:
@@ -167,12 +163,9 @@ def test_relate_without_a_linked_entity(kb: OxigraphKB) -> None:
 
 def test_relate_both_ways_walks_on_through_the_node() -> None:
     # "James Dean" is an actor and a film (MetaQA names entities by label)
-    kb = OxigraphKB(profile="metaqa")
-    rows = [("The_James_Dean_Story", "starred_actors", "James_Dean"),
-            ("Giant", "starred_actors", "James_Dean"),
-            ("James_Dean", "starred_actors", "James_Franco")]
-    kb.load_bytes("\n".join(f"<{E}{s}> <{R}{r}> <{E}{o}> ." for s, r, o in rows).encode(),
-                  format="ntriples")
+    kb = metaqa_kb("The James Dean Story|starred_actors|James Dean\n"
+                   "Giant|starred_actors|James Dean\n"
+                   "James Dean|starred_actors|James Franco")
     s = Session(kb, entities={"The James Dean Story": "The James Dean Story"})
     s.run("relate(starred_actors)")
     second = s.run("relate(starred_actors)")  # back to the films, not on to James Franco

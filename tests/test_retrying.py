@@ -13,7 +13,7 @@ from pyql.agent.errors import LLMRateLimitError, LLMServerError, LLMTimeoutError
 from pyql.agent.evaluation.specs import GatedLLM, RateGate
 from pyql.agent.llm import ScriptedLLM
 from pyql.deadline import Deadline, DeadlineExceeded, call_within, current, within
-from pyql.retrying import RetryPolicy, Transient, retry_call
+from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
 
 class Clock:
@@ -174,3 +174,13 @@ def test_gated_llm_has_a_deadline_per_call_by_default() -> None:
     assert clock.now <= 61.0  # the default 60 s per call (two attempts and a backoff)
     with pytest.raises(ValueError):
         GatedLLM(Hung(), gate, deadline=0)
+
+
+def test_clients_keep_their_retry_knobs_in_one_policy() -> None:
+    gated = GatedLLM(ScriptedLLM([]), RateGate(), max_retries=3, backoff_base=0.5,
+                     backoff_max=4.0, max_retry_after=9.0, rng=random.Random(1))
+    assert isinstance(gated, Retrying)
+    assert gated.retry_policy == RetryPolicy(retries=3, backoff=0.5, backoff_max=4.0,
+                                             max_retry_after=9.0)
+    # the backoff is the policy's, drawn from the client's own random source
+    assert gated.backoff(2) == gated.retry_policy.delay(2, random.Random(1))

@@ -20,6 +20,7 @@ from pyql.terms import (
     Var,
     validate_iri,
 )
+from tests.support.sparql import embed
 
 FB = "http://rdf.freebase.com/ns/"
 ENTITIES = {"The Green Mile": "m.0green", "Tom Hanks": "m.0bxtg", "x7": "m.0x7"}
@@ -30,15 +31,6 @@ STORE = ox.Store()
 def sparql_ok(query: str) -> None:
     """pyoxigraph parses ``query`` (raises SyntaxError otherwise)."""
     STORE.query(query)
-
-
-def embed(term: object) -> str:
-    """A query with ``term`` in a position where its kind is allowed."""
-    if isinstance(term, Relation):
-        return f"SELECT * WHERE {{ ?s {term} ?o }}"
-    if isinstance(term, Var):
-        return f"SELECT * WHERE {{ ?s ?p {term} }}"
-    return f"SELECT * WHERE {{ ?s ?p {term} . FILTER (?s != {term}) }}"
 
 
 # -- what each written form means --------------------------------------------------------------

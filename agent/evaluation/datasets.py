@@ -309,6 +309,14 @@ class MetaQADataset(EvalDataset):
     primary = "hit@1"
     hops: ClassVar[int] = 1
 
+    def __init_subclass__(cls, *, hops: int | None = None, **kwargs: Any) -> None:
+        """``class MetaQA2Hop(MetaQADataset, hops=2)`` is the dataset ``metaqa-2hop``."""
+        super().__init_subclass__(**kwargs)
+        if hops is not None:
+            cls.hops = hops
+            cls.name = f"metaqa-{hops}hop"
+            cls.description = f"MetaQA {hops}-hop questions over the WikiMovies KB"
+
     def items(self, split: str | None = None, *, limit: int | None = None,
               sample: int | None = None, seed: int = 0) -> list[EvalItem]:
         from pyql.datasets import metaqa
@@ -357,22 +365,16 @@ class MetaQADataset(EvalDataset):
         return KBBackend(metaqa.load_kb(source, store_dir=store), f"metaqa:{_stamp(source)}")
 
 
-class MetaQA1Hop(MetaQADataset):
-    name = "metaqa-1hop"
-    hops = 1
-    description = "MetaQA 1-hop questions over the WikiMovies KB"
+class MetaQA1Hop(MetaQADataset, hops=1):
+    pass
 
 
-class MetaQA2Hop(MetaQADataset):
-    name = "metaqa-2hop"
-    hops = 2
-    description = "MetaQA 2-hop questions over the WikiMovies KB"
+class MetaQA2Hop(MetaQADataset, hops=2):
+    pass
 
 
-class MetaQA3Hop(MetaQADataset):
-    name = "metaqa-3hop"
-    hops = 3
-    description = "MetaQA 3-hop questions over the WikiMovies KB"
+class MetaQA3Hop(MetaQADataset, hops=3):
+    pass
 
 
 class WikiSQLDataset(EvalDataset):

@@ -237,13 +237,12 @@ def _scores(results: Sequence[QuestionResult]) -> dict[str, float | None]:
     return out
 
 
-def _stats(counts: Mapping[str, int], corrected: Mapping[str, int], questions: int,
-           total: int) -> dict[str, Any]:
-    triggers = sum(counts.values())
-    fixed = sum(corrected.values())
+def _stats(triggers: int, fixed: int, questions: int, **rates: float) -> dict[str, Any]:
+    """``triggers``, then ``rates`` (a share, or triggers per question), then ``questions``,
+    ``corrected`` and ``correction_rate``."""
     return {
         "triggers": triggers,
-        "share": triggers / total if total else 0.0,
+        **rates,
         "questions": questions,
         "corrected": fixed,
         "correction_rate": fixed / triggers if triggers else None,
@@ -276,7 +275,8 @@ def guideline_stats(results: Sequence[QuestionResult]) -> dict[str, Any]:
     total = sum(counts.values())
     by_code = {}
     for code in sorted(counts):
-        stats = _stats({code: counts[code]}, {code: fixed[code]}, questions[code], total)
+        stats = _stats(counts[code], fixed[code], questions[code],
+                       share=counts[code] / total if total else 0.0)
         by_code[code] = {"class": env_class(code), **stats}
     classes = [*ENV_CLASSES.values(), "other"]
     by_class = {}
@@ -284,15 +284,11 @@ def guideline_stats(results: Sequence[QuestionResult]) -> dict[str, Any]:
         codes = [c for c in counts if env_class(c) == cls]
         if cls == "other" and not codes:
             continue
-        by_class[cls] = _stats({c: counts[c] for c in codes}, {c: fixed[c] for c in codes},
-                               class_questions[cls], total)
-    corrected = sum(fixed.values())
+        triggers = sum(counts[c] for c in codes)
+        by_class[cls] = _stats(triggers, sum(fixed[c] for c in codes), class_questions[cls],
+                               share=triggers / total if total else 0.0)
     return {
-        "triggers": total,
-        "per_question": total / n if n else 0.0,
-        "questions": with_any,
-        "corrected": corrected,
-        "correction_rate": corrected / total if total else None,
+        **_stats(total, sum(fixed.values()), with_any, per_question=total / n if n else 0.0),
         "by_class": by_class,
         "by_code": by_code,
     }

@@ -55,7 +55,7 @@ from pyql.deadline import Deadline, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
-from pyql.retrying import RetryPolicy, Transient, retry_call
+from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
 __all__ = [
     "LLMSpecError",
@@ -141,7 +141,7 @@ class RateGate:
         return {"rate_limit_pauses": self.trips, "rate_limit_wait_seconds": round(self.waited, 3)}
 
 
-class GatedLLM:
+class GatedLLM(Retrying):
     """An LLM behind a :class:`RateGate` (see the module docstring).
 
     ``max_retries`` bounds the retries of one call (rate limits and server errors together);
@@ -168,20 +168,13 @@ class GatedLLM:
         self.llm = llm
         self.gate = gate
         self.model = getattr(llm, "model", "")
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_retry_after = max_retry_after
         self.deadline = deadline
-        self._policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
+        self.retry_policy = RetryPolicy(retries=max_retries, backoff=backoff_base,
                                    backoff_max=backoff_max, max_retry_after=max_retry_after)
         self._rng = rng or random.Random()
 
     def __repr__(self) -> str:
         return f"GatedLLM({self.llm!r})"
-
-    def backoff(self, attempt: int) -> float:
-        return self._policy.delay(attempt, self._rng)
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
                  ) -> LLMReply:
@@ -212,7 +205,7 @@ class GatedLLM:
             else:
                 self.gate.sleep(seconds)
 
-        reply, retries = retry_call(attempt, self._policy, rng=self._rng, pause=pause,
+        reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
                                     deadline=deadline, name=self.model)
         if retries == 0:
             return reply

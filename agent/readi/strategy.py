@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
-from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
-from pyql.agent.llm import LLM, LLMReply, prompt_fingerprint
+from pyql.agent.accounting import PriceTable, TokenCounter, Usage
+from pyql.agent.llm import LLM, AccountedCall, accounted_complete
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
     Instantiation,
     PathFormatError,
     PathInstantiator,
+    PathStuck,
     ReasoningPath,
     RelationBinder,
     RelationVocabulary,
@@ -53,6 +54,7 @@ from pyql.agent.paths.table import (
     TableInstantiation,
     TableInstantiator,
     TablePath,
+    TableStuck,
     parse_table_path,
 )
 from pyql.agent.readi import prompts
@@ -87,20 +89,6 @@ def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> Relation
     if key not in binders:
         binders[key] = RelationBinder(vocabulary, ranker, top_k=top_k)
     return binders[key]
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One LLM call: the reply and what it used."""
-
-    reply: LLMReply
-    tokens: TokenUsage
-    cost: float
-    prompt_hash: str
-
-    @property
-    def text(self) -> str:
-        return self.reply.text
 
 
 @dataclass
@@ -192,7 +180,9 @@ class Readi:
         self.on_step = on_step
         self.price_table = (price_table if isinstance(price_table, PriceTable)
                             else PriceTable(price_table))
-        self._counter = token_counter
+        #: estimates the tokens of calls whose client does not report usage
+        self.token_counter = (token_counter if token_counter is not None
+                              else TokenCounter(model=getattr(llm, "model", "") or ""))
         self.tables = not isinstance(backend, KB)
         if self.tables:
             self.profile = profile if prompts.PROFILES.get(profile or "") == "table" else "table"
@@ -252,12 +242,6 @@ class Readi:
         return (f"Readi(llm={self.llm!r}, profile={self.profile!r}, max_edits={self.max_edits}, "
                 f"initial_path={self.initial_path!r})")
 
-    @property
-    def token_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
-        return self._counter
-
     # -- one question -------------------------------------------------------------------------------
     def run(self, question: str, entities: Mapping[str, str] | None = None, *,
             table: str | None = None, meta: Mapping[str, Any] | None = None,
@@ -281,6 +265,14 @@ class Readi:
         )
         return Result(trajectory=trajectory, program=program)
 
+    def _stop(self, complete: bool, edits: int, *, editable: bool = True) -> str:
+        """Why the edit loop ends after an instantiation ("" while it goes on)."""
+        if complete:
+            return "instantiated"
+        if edits >= self.max_edits or not editable:
+            return "max_edits" if self.max_edits else "no_edit"
+        return ""
+
     # -- KB -----------------------------------------------------------------------------------------
     def _run_kb(self, run: _Run, entities: dict[str, str]
                 ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
@@ -289,22 +281,15 @@ class Readi:
         edits = 0
         while True:
             inst = self._instantiate_kb(run, path, entities)
-            if inst.complete:
-                stop = "instantiated"
-                break
-            if edits >= self.max_edits:
-                stop = "max_edits" if self.max_edits else "no_edit"
+            stop = self._stop(inst.complete, edits)
+            if stop:
                 break
             stuck = inst.stuck[0]
-            error = stuck.render()
-            reply = self._ask(run, prompts.edit_messages(self.profile, question, error))
+            reply = self._ask(run, prompts.edit_messages(self.profile, question,
+                                                            stuck.render()))
             edits += 1
             new_path, problem = self._read_edit(reply.text, path, entities)
-            self._record(run, reply, "edit", thought=_thought(reply.text),
-                         action=str(new_path), observation=error, issue=problem,
-                         data={"error": stuck.to_dict(), "path_before": path.as_dict(),
-                               "path": new_path.as_dict(), "text": str(new_path),
-                               "format_error": problem, "edit": edits})
+            self._record_edit(run, reply, stuck, path, new_path, problem, edits)
             if new_path == path:
                 stop = "edit_unchanged"
                 break
@@ -377,19 +362,9 @@ class Readi:
                 "retrieved": len(inst.triples), "complete": inst.complete,
                 "counts": _counts(edits, inst.complete, len(inst.triples))}
         if use_program:
-            run.add(Step(n=run.next_n, kind="answer", action="program",
-                         observation=str(list(inst.answers[:20])),
-                         data={**data, "source": "program",
-                               "answers": [str(a) for a in inst.answers[:50]]}))
-            return tuple(inst.answers)
+            return self._program_answer(run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, run.question, triples=inst.triples)
-        reply = self._ask(run, messages)
-        answers = prompts.parse_answers(reply.text)
-        self._record(run, reply, "answer", thought=reply.text, action="llm",
-                     observation=str(list(answers)),
-                     data={**data, "source": "llm", "answers": list(answers),
-                           "counts": {**data["counts"], "answered_by_llm": 1.0}})
-        return answers
+        return self._llm_answer(run, messages, data)
 
     # -- tables -------------------------------------------------------------------------------------
     def _session_factory(self, table: str | None) -> Callable[[], Any]:
@@ -414,27 +389,19 @@ class Readi:
         edits = 0
         while True:
             inst = self._instantiate_table(run, inst_, path)
-            if inst.complete:
-                stop = "instantiated"
-                break
-            if edits >= self.max_edits or path is None:
-                stop = "max_edits" if self.max_edits else "no_edit"
+            stop = self._stop(inst.complete, edits, editable=path is not None)
+            if stop:
                 break
             assert inst.stuck is not None
-            error = inst.stuck.render()
-            reply = self._ask(run, prompts.edit_messages(self.profile, run.question, error,
-                                                            columns=columns))
+            reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
+                                                            inst.stuck.render(), columns=columns))
             edits += 1
             problem = None
             try:
                 new_path = parse_table_path(reply.text)
             except PathFormatError as exc:
                 new_path, problem = path, exc.reason
-            self._record(run, reply, "edit", thought=_thought(reply.text),
-                         action=str(new_path), observation=error, issue=problem,
-                         data={"error": inst.stuck.to_dict(), "path_before": path.as_dict(),
-                               "path": new_path.as_dict(), "text": str(new_path),
-                               "format_error": problem, "edit": edits})
+            self._record_edit(run, reply, inst.stuck, path, new_path, problem, edits)
             if new_path == path:
                 stop = "edit_unchanged"
                 if inst.stuck.reason == "no_matching_row":
@@ -490,13 +457,22 @@ class Readi:
         use_program = self.answer_mode == "program" or (
             self.answer_mode == "auto" and inst.complete)
         if use_program:
-            run.add(Step(n=run.next_n, kind="answer", action="program",
-                         observation=str(list(inst.answers[:20])),
-                         data={**data, "source": "program",
-                               "answers": [str(a) for a in inst.answers[:50]]}))
-            return tuple(inst.answers)
+            return self._program_answer(run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, run.question, columns=inst.columns,
                                            rows=inst.rows)
+        return self._llm_answer(run, messages, data)
+
+    def _program_answer(self, run: _Run, answers: Sequence[Any], data: dict[str, Any]
+                        ) -> tuple[Any, ...]:
+        """The answer step when the instantiated program's answers are the answers."""
+        run.add(Step(n=run.next_n, kind="answer", action="program",
+                     observation=str(list(answers[:20])),
+                     data={**data, "source": "program", "answers": [str(a) for a in answers[:50]]}))
+        return tuple(answers)
+
+    def _llm_answer(self, run: _Run, messages: list[dict[str, Any]], data: dict[str, Any]
+                    ) -> tuple[Any, ...]:
+        """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
         reply = self._ask(run, messages)
         answers = prompts.parse_answers(reply.text)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
@@ -506,34 +482,30 @@ class Readi:
         return answers
 
     # -- LLM calls and records ----------------------------------------------------------------------
-    def _ask(self, run: _Run, messages: list[dict[str, Any]]) -> _Call:
-        reply = self.llm.complete(messages)
-        tokens = reply.usage
-        if tokens is None:
-            counter = self.token_counter
-            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
-                                completion_tokens=counter.count(reply.text), estimated=True)
-        cost = reply.cost
-        if cost is None:
-            model = reply.model or getattr(self.llm, "model", "")
-            cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
-                                         tokens.cached_tokens)
-        run.usage = run.usage.add_call(tokens, cost=cost, seconds=reply.latency)
-        return _Call(reply, tokens, cost, prompt_fingerprint(messages))
+    def _ask(self, run: _Run, messages: list[dict[str, Any]]) -> AccountedCall:
+        call = accounted_complete(self.llm, messages, counter=self.token_counter,
+                                  price_table=self.price_table)
+        run.usage = run.usage.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
+        return call
 
-    def _record(self, run: _Run, call: _Call, kind: str, *, thought: str = "",
+    def _record(self, run: _Run, call: AccountedCall, kind: str, *, thought: str = "",
                 action: str = "", observation: str = "", issue: str | None = None,
                 data: dict[str, Any] | None = None) -> None:
-        reply, tokens = call.reply, call.tokens
         run.add(Step(
             n=run.next_n, kind=kind, thought=thought, action=action, observation=observation,
             status="ok" if issue is None else "error", accepted=issue is None,
-            format_issue=issue, reply_text=reply.text,
-            model=reply.model or getattr(self.llm, "model", ""),
-            prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
-            estimated_tokens=tokens.estimated, cost=call.cost, llm_latency=reply.latency,
-            retries=reply.retries, prompt_hash=call.prompt_hash, data=data or {},
+            format_issue=issue, data=data or {}, **call.step_fields(),
         ))
+
+    def _record_edit(self, run: _Run, call: AccountedCall, stuck: PathStuck | TableStuck,
+                     path: ReasoningPath | TablePath, new_path: ReasoningPath | TablePath,
+                     problem: str | None, edits: int) -> None:
+        """The step of one edit: the stuck error shown, the path before and the path read."""
+        self._record(run, call, "edit", thought=_thought(call.text), action=str(new_path),
+                     observation=stuck.render(), issue=problem,
+                     data={"error": stuck.to_dict(), "path_before": path.as_dict(),
+                           "path": new_path.as_dict(), "text": str(new_path),
+                           "format_error": problem, "edit": edits})
 
     def _record_start(self, run: _Run, path: ReasoningPath | TablePath, source: str) -> None:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),

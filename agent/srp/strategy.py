@@ -52,8 +52,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
-from pyql.agent.llm import LLM, prompt_fingerprint
+from pyql.agent.accounting import PriceTable, TokenCounter, Usage
+from pyql.agent.llm import LLM, accounted_complete
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -208,7 +208,9 @@ class SRP:
         self.profile = name if name in P.PROFILES else "freebase"
         self.price_table = (price_table if isinstance(price_table, PriceTable)
                             else PriceTable(price_table))
-        self._counter = token_counter
+        #: estimates the tokens of calls whose client does not report usage
+        self.token_counter = (token_counter if token_counter is not None
+                              else TokenCounter(model=getattr(llm, "model", "") or ""))
         self.on_step = on_step
 
     @classmethod
@@ -253,12 +255,6 @@ class SRP:
                 f"{len(self.references) if self.references is not None else 'none'}, "
                 f"max_rounds={self.max_rounds}, reflection={self.reflection})")
 
-    @property
-    def token_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
-        return self._counter
-
     # -- one question -------------------------------------------------------------------------
     def run(self, question: str, entities: Mapping[str, str] | None = None, *,
             meta: Mapping[str, Any] | None = None, on_step: Callable[[Step], None] | None = None,
@@ -293,24 +289,12 @@ class _Run:
         """One LLM call, accounted and recorded as a step of ``kind``; ``data`` is completed
         by the caller through :meth:`_amend`."""
         srp = self.srp
-        reply = srp.llm.complete(messages)
-        tokens = reply.usage
-        if tokens is None:
-            counter = srp.token_counter
-            tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
-                                completion_tokens=counter.count(reply.text), estimated=True)
-        cost = reply.cost
-        if cost is None:
-            cost = srp.price_table.cost(reply.model or getattr(srp.llm, "model", ""),
-                                        tokens.prompt_tokens, tokens.completion_tokens,
-                                        tokens.cached_tokens)
-        self.usage = self.usage.add_call(tokens, cost=cost, seconds=reply.latency)
-        step = Step(n=len(self.steps) + 1, kind=kind, action=kind, reply_text=reply.text,
-                    model=reply.model or getattr(srp.llm, "model", ""),
-                    prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
-                    estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
-                    retries=reply.retries, prompt_hash=prompt_fingerprint(messages), data=data)
-        return reply.text, step
+        call = accounted_complete(srp.llm, messages, counter=srp.token_counter,
+                                  price_table=srp.price_table)
+        self.usage = self.usage.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
+        step = Step(n=len(self.steps) + 1, kind=kind, action=kind, data=data,
+                    **call.step_fields())
+        return call.text, step
 
     def _record(self, step: Step, **update: Any) -> Step:
         step = step.model_copy(update=update)

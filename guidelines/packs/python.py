@@ -50,7 +50,15 @@ def _mentioned_functions(feedback: Feedback) -> list[str]:
     return re.findall(rf"\b({names})\s*\(", feedback.action_text)
 
 
-class MultipleActions(Guideline):
+class _PythonGuideline(Guideline):
+    """What the Python-feedback guidelines share: both toolsets, the Python feedback (one reads the
+    memory too)."""
+
+    needs = frozenset({"python"})
+    toolsets = _BOTH
+
+
+class MultipleActions(_PythonGuideline):
     """Several actions (or thoughts) in one output.
 
     One step is one action. When the model writes two calls, or continues with the next Thought
@@ -66,9 +74,7 @@ class MultipleActions(Guideline):
 
     code = "PY101"
     name = "python.multiple_actions"
-    needs = frozenset({"python"})
     triggers_on = on(python=("multiple_actions", "parse_error"))
-    toolsets = _BOTH
     groups = ("python", "action")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -88,7 +94,7 @@ class MultipleActions(Guideline):
         )
 
 
-class InvalidAction(Guideline):
+class InvalidAction(_PythonGuideline):
     """The output action is not one of the available valid functions.
 
     Free text, a made-up function or a misspelt one. The hint lists the valid actions (the
@@ -104,9 +110,7 @@ class InvalidAction(Guideline):
 
     code = "PY102"
     name = "python.invalid_action"
-    needs = frozenset({"python"})
     triggers_on = on(python=("no_action", "unknown_function", "parse_error"))
-    toolsets = _BOTH
     groups = ("python", "action")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -127,7 +131,7 @@ class InvalidAction(Guideline):
                          f"{valid}.", suggestions)
 
 
-class MalformedCall(Guideline):
+class MalformedCall(_PythonGuideline):
     """A call of a valid function that does not parse (quotes, parentheses, extra text).
 
     Bad:
@@ -139,9 +143,7 @@ class MalformedCall(Guideline):
 
     code = "PY103"
     name = "python.malformed_call"
-    needs = frozenset({"python"})
     triggers_on = on(python="parse_error")
-    toolsets = _BOTH
     groups = ("python", "action")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -155,7 +157,7 @@ class MalformedCall(Guideline):
                          "only when it is a string value.", [str(sig)] if sig else [])
 
 
-class WrongArity(Guideline):
+class WrongArity(_PythonGuideline):
     """The parameter list does not match the function's signature (too few or too many).
 
     Bad:
@@ -167,9 +169,7 @@ class WrongArity(Guideline):
 
     code = "PY104"
     name = "python.wrong_arity"
-    needs = frozenset({"python"})
     triggers_on = on(python="arity")
-    toolsets = _BOTH
     groups = ("python", "action")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -189,7 +189,7 @@ class WrongArity(Guideline):
         )
 
 
-class InvalidArgument(Guideline):
+class InvalidArgument(_PythonGuideline):
     """An argument is not valid for its position (fallback when no specific guideline applies).
 
     Bad:
@@ -203,7 +203,6 @@ class InvalidArgument(Guideline):
     name = "python.invalid_argument"
     needs = frozenset({"python", "memory"})
     triggers_on = on(python="bad_term")
-    toolsets = _BOTH
     groups = ("python", "argument", "fallback")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -234,7 +233,7 @@ class InvalidArgument(Guideline):
         return self.hint(message, suggestions)
 
 
-class InvalidStep(Guideline):
+class InvalidStep(_PythonGuideline):
     """A well-formed call that cannot apply to the current query (fallback).
 
     Bad:
@@ -246,9 +245,7 @@ class InvalidStep(Guideline):
 
     code = "PY291"
     name = "python.invalid_step"
-    needs = frozenset({"python"})
     triggers_on = on(python="query_error", kb=ANY)
-    toolsets = _BOTH
     groups = ("python", "fallback")
 
     def check(self, feedback: Feedback) -> Hint | None:

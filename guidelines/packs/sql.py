@@ -69,7 +69,13 @@ def _plain_names(names: tuple[str, ...]) -> list[str]:
             if not ("." in n and n.split(".", 1)[1] in plain)]
 
 
-class UnknownSchemaName(Guideline):
+class _SqlGuideline(Guideline):
+    """What the SQL pack's guidelines share: the SQL toolset."""
+
+    toolsets = SQL
+
+
+class UnknownSchemaName(_SqlGuideline):
     """A table or column that does not exist; the hint gives the closest names.
 
     Bad:
@@ -83,7 +89,6 @@ class UnknownSchemaName(Guideline):
     name = "sql.unknown_name"
     needs = frozenset({"python", "memory"})
     triggers_on = on(python="schema_error")
-    toolsets = SQL
     groups = ("sql", "schema")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -102,7 +107,7 @@ class UnknownSchemaName(Guideline):
         return self.hint(message + f" Use the {kind} name exactly as the schema spells it.", near)
 
 
-class ValueNotInColumn(Guideline):
+class ValueNotInColumn(_SqlGuideline):
     """A condition value that does not occur in its column: the hint gives the closest values.
 
     Values must be written as they are stored (spelling, case, units). Fires on an empty result
@@ -123,7 +128,6 @@ class ValueNotInColumn(Guideline):
     name = "sql.value_not_in_column"
     needs = frozenset({"kb"})
     triggers_on = on("add_condition", kb="empty")
-    toolsets = SQL
     groups = ("sql", "condition", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -146,7 +150,7 @@ class ValueNotInColumn(Guideline):
                                    f"get_column({column})"])
 
 
-class EmptyAfterCondition(Guideline):
+class EmptyAfterCondition(_SqlGuideline):
     """add_condition yields an empty result and the condition alone matches no row.
 
     Bad:
@@ -162,7 +166,6 @@ class EmptyAfterCondition(Guideline):
     name = "sql.empty_after_condition"
     needs = frozenset({"kb", "memory"})
     triggers_on = on("add_condition", kb="empty")
-    toolsets = SQL
     groups = ("sql", "condition", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -184,7 +187,7 @@ class EmptyAfterCondition(Guideline):
 _LEADING_NUMBER = re.compile(r"\s*[+-]?(\d|\.\d)")
 
 
-class AggregationType(Guideline):
+class AggregationType(_SqlGuideline):
     """An aggregation that is not valid for the column's type (SUM/AVG of text).
 
     Columns typed as text that store numbers (as WikiSQL's do), and dates, are accepted when their
@@ -201,7 +204,6 @@ class AggregationType(Guideline):
     name = "sql.aggregation_type"
     needs = frozenset({"kb"})
     triggers_on = on("set_answer", kb=ANY)
-    toolsets = SQL
     groups = ("sql", "aggregate")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -227,7 +229,7 @@ class AggregationType(Guideline):
         )
 
 
-class ExecuteBeforeAnswer(Guideline):
+class ExecuteBeforeAnswer(_SqlGuideline):
     """execute() before set_answer: the query does not say what to return.
 
     Bad:
@@ -244,7 +246,6 @@ class ExecuteBeforeAnswer(Guideline):
     name = "sql.execute_before_answer"
     needs = frozenset({"memory"})
     triggers_on = on("execute", python=ANY)
-    toolsets = SQL
     groups = ("sql", "answer")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -258,7 +258,7 @@ def _collect(node: Any, body: Body) -> None:
         _collect(node.p2, body)
     elif name == "Filter":
         _collect(node.p, body)
-        for conjunct in _conjuncts(node.expr):
+        for conjunct in _operands(node.expr, "ConditionalAndExpression"):
             _condition(conjunct, body)
     elif name == "ToMultiSet":
         inner = node.p
@@ -316,20 +316,13 @@ def _subselect(node: Any, body: Body) -> None:
     body.sub_extrema.append((kind, agg.vars, extend.var, inner))
 
 
-def _conjuncts(expr: Any) -> list[Any]:
-    if _name(expr) == "ConditionalAndExpression":
-        out = _conjuncts(expr.expr)
+def _operands(expr: Any, operator: str) -> list[Any]:
+    """The operands of nested ``operator`` expressions (``ConditionalAndExpression``: the
+    conjuncts, ``ConditionalOrExpression``: the disjuncts), flattened in order."""
+    if _name(expr) == operator:
+        out = _operands(expr.expr, operator)
         for other in expr.other or ():
-            out += _conjuncts(other)
-        return out
-    return [expr]
-
-
-def _disjuncts(expr: Any) -> list[Any]:
-    if _name(expr) == "ConditionalOrExpression":
-        out = _disjuncts(expr.expr)
-        for other in expr.other or ():
-            out += _disjuncts(other)
+            out += _operands(other, operator)
         return out
     return [expr]
 
@@ -361,7 +354,7 @@ def _condition(expr: Any, body: Body) -> None:
             _check_str(left if right_str else right)
         body.comparisons.append(Cmp(left, expr.op, right))
     elif name == "ConditionalOrExpression":
-        parts = _disjuncts(expr)
+        parts = _operands(expr, "ConditionalOrExpression")
         var = _lang_filter(parts)
         if var is not None:
             body.lang_vars.append(var)
@@ -370,7 +363,7 @@ def _condition(expr: Any, body: Body) -> None:
     elif name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
         raise UnsupportedQuery("not_exists")
     elif name == "ConditionalAndExpression":
-        for conjunct in _conjuncts(expr):
+        for conjunct in _operands(expr, "ConditionalAndExpression"):
             _condition(conjunct, body)
     else:
         raise UnsupportedQuery("filter_expression", name or type(expr).__name__)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pyql.kb import OxigraphKB
-from pyql.profiles import METAQA
 from tests.conftest import data_dir
 from tests.support.fake_openai import fake_openai  # noqa: F401 - a fixture
+from tests.support.metaqa import metaqa_kb
 
 #: lines of MetaQA's kb.txt (head|relation|tail) around the example questions
 METAQA_LINES = """\
@@ -43,19 +43,6 @@ The Taking of Pelham One Two Three|has_genre|Thriller
 QUESTION = "which person directed the movies written by [John Godey]"
 ENTITIES = {"John Godey": "John Godey"}
 GOLD = {"Walter Hill", "Joseph Sargent", "Jerry Paris"}
-
-
-def metaqa_kb(lines: str) -> OxigraphKB:
-    """An in-memory MetaQA-profile KB from ``head|relation|tail`` lines."""
-    triples = []
-    for line in lines.splitlines():
-        if line.strip():
-            head, relation, tail = line.split("|")
-            triples.append(f"<{METAQA.entity(head).iri}> <{METAQA.relation(relation).iri}> "
-                           f"<{METAQA.entity(tail).iri}> .")
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes("\n".join(triples).encode(), format="ntriples")
-    return kb
 
 
 @pytest.fixture

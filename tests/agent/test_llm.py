@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from pyql.agent.accounting import Price, PriceTable, TokenCounter, TokenUsage
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -26,6 +27,7 @@ from pyql.agent.llm import (
     OpenAIEmbeddings,
     ScriptedLLM,
     ToolCall,
+    accounted_complete,
     apply_stop,
     prompt_fingerprint,
 )
@@ -331,3 +333,37 @@ def test_apply_stop_and_fingerprint() -> None:
     assert apply_stop("abc", None) == "abc"
     assert prompt_fingerprint(MESSAGES) == prompt_fingerprint([dict(m) for m in MESSAGES])
     assert prompt_fingerprint(MESSAGES) != prompt_fingerprint(MESSAGES, [{"type": "function"}])
+
+
+# -- accounted calls (Readi, SRP) ---------------------------------------------------------------
+def test_accounted_complete_estimates_and_prices_what_the_client_does_not_report() -> None:
+    messages = [{"role": "user", "content": "who directed Kismet"}]
+    counter = TokenCounter(encoding="cl100k_base")
+    prices = PriceTable({"scripted": Price(1.0, 2.0)})
+    call = accounted_complete(ScriptedLLM(["William Dieterle"]), messages, counter=counter,
+                              price_table=prices)
+    assert call.text == "William Dieterle" and call.model == "scripted"
+    assert call.tokens.estimated
+    assert call.tokens.prompt_tokens == counter.count_messages(messages)
+    assert call.tokens.completion_tokens == counter.count("William Dieterle")
+    assert call.cost == pytest.approx(prices.cost("scripted", call.tokens.prompt_tokens,
+                                                  call.tokens.completion_tokens))
+    assert call.prompt_hash == prompt_fingerprint(messages)
+    fields = call.step_fields()
+    assert fields["reply_text"] == "William Dieterle" and fields["estimated_tokens"] is True
+    assert fields["prompt_tokens"] == call.tokens.prompt_tokens and fields["cost"] == call.cost
+
+
+def test_accounted_complete_keeps_what_the_client_reported() -> None:
+    class Reporting:
+        model = "client-model"
+
+        def complete(self, messages: list[dict[str, str]], **_: object) -> LLMReply:
+            return LLMReply(text="ok", usage=TokenUsage(prompt_tokens=7, completion_tokens=2),
+                            cost=0.5, model="")
+
+    call = accounted_complete(Reporting(), [{"role": "user", "content": "x"}],  # type: ignore[arg-type]
+                              counter=TokenCounter(), price_table=PriceTable())
+    assert (call.tokens.prompt_tokens, call.tokens.completion_tokens) == (7, 2)
+    assert not call.tokens.estimated and call.cost == 0.5
+    assert call.model == "client-model"  # the reply named none

@@ -26,8 +26,8 @@ from pyql.agent.prompting import (
 )
 from pyql.feedback import Hint
 from pyql.program import SPARQL_TOOLS, SQL_TOOLS, TOOLSETS, parse_call
-from tests.agent.conftest import metaqa_kb
 from tests.conftest import REPO, data_dir
+from tests.support.metaqa import metaqa_kb
 
 #: the generated prompts (the original papers' verbatim ones are tested in test_presets.py)
 PROFILES = [name for name in prompt_profiles() if not get_prompt_profile(name).verbatim]

@@ -24,8 +24,9 @@ from pyql.agent import (
 )
 from pyql.agent.prompting import RETRY_WORDING
 from pyql.kb import OxigraphKB
-from tests.agent.conftest import ENTITIES, GOLD, QUESTION, metaqa_kb
+from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls
+from tests.support.metaqa import metaqa_kb
 
 GOLD_STEPS = [
     "Thought 1 : Find what John Godey is linked by.\nAction 1 : get_relation(John Godey)",

@@ -9,21 +9,18 @@ from pyql.agent import QueryAgent, ScriptedLLM, StrategyConfig, build_strategy
 from pyql.agent.presets import FORGOTTEN_OBSERVATION, Preset, PresetError, get_preset
 from pyql.agent.ranking import BM25Ranker
 from pyql.kb import OxigraphKB
+from tests.support.metaqa import metaqa_kb
 
-E = "http://pyql.dev/metaqa/entity/"
-R = "http://pyql.dev/metaqa/relation/"
-TRIPLES = "\n".join(f"<{E}{s}> <{R}{p}> <{E}{o}> ." for s, p, o in [
-    ("Kismet", "directed_by", "William_Dieterle"),
-    ("Kismet", "written_by", "Edward_Knoblock"),
-    ("Juarez", "directed_by", "William_Dieterle"),
-]).encode()
+TRIPLES = """\
+Kismet|directed_by|William Dieterle
+Kismet|written_by|Edward Knoblock
+Juarez|directed_by|William Dieterle
+"""
 
 
 @pytest.fixture()
 def kb() -> OxigraphKB:
-    kb = OxigraphKB(profile="metaqa")
-    kb.load_bytes(TRIPLES, format="ntriples")
-    return kb
+    return metaqa_kb(TRIPLES)
 
 
 def preset(**values: object) -> Preset:

@@ -7,7 +7,7 @@ import pytest
 from pyql.agent import ScriptedLLM, StrategyConfig, build_strategy
 from pyql.agent.self_correction import FewShotSC, ZeroShotSC, sc_prompt
 from pyql.kb import OxigraphKB
-from tests.agent.conftest import metaqa_kb
+from tests.support.metaqa import metaqa_kb
 
 
 @pytest.fixture()

@@ -17,7 +17,7 @@ from pyql.agent import (
 )
 from pyql.agent.trajectory import Trajectory
 from pyql.kb import OxigraphKB
-from tests.agent.conftest import metaqa_kb
+from tests.support.metaqa import metaqa_kb
 
 
 @pytest.fixture()

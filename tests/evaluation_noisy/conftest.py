@@ -7,8 +7,9 @@ import pytest
 
 from pyql.db import SqlDB
 from pyql.kb import OxigraphKB
-from tests.agent.conftest import METAQA_LINES, metaqa_kb
+from tests.agent.conftest import METAQA_LINES
 from tests.guidelines.support import fixture_db, fixture_kb
+from tests.support.metaqa import metaqa_kb
 
 
 @pytest.fixture(scope="session")

@@ -10,26 +10,12 @@ import pytest
 
 from pyql.program import Program
 from pyql.sparql.from_sparql import CONSTRUCTS, UnsupportedQuery, from_sparql, standardize
-
-NS = "PREFIX ns: <http://rdf.freebase.com/ns/>\n"
+from tests.freebase.gold_sparql import NS, WINDOW
 
 # (gold SPARQL as in the dataset, expected program) -- real queries, verbatim
 CASES = [
     (  # WebQTest-100: a CVT with a time window
-        NS + """SELECT DISTINCT ?x
-WHERE {
-FILTER (?x != ns:m.045c7b)
-FILTER (!isLiteral(?x) OR lang(?x) = '' OR langMatches(lang(?x), 'en'))
-ns:m.045c7b ns:business.consumer_company.products ?y .
-?y ns:business.company_product_relationship.consumer_product ?x .
-FILTER(NOT EXISTS {?y ns:business.company_product_relationship.from_date ?sk0} ||
-EXISTS {?y ns:business.company_product_relationship.from_date ?sk1 .
-FILTER(xsd:datetime(?sk1) <= "2015-08-10"^^xsd:dateTime) })
-FILTER(NOT EXISTS {?y ns:business.company_product_relationship.to_date ?sk2} ||
-EXISTS {?y ns:business.company_product_relationship.to_date ?sk3 .
-FILTER(xsd:datetime(?sk3) >= "2015-08-10"^^xsd:dateTime) })
-}
-""",
+        WINDOW,
         """add_fact(m.045c7b, business.consumer_company.products, ?y)
 add_fact(?y, business.company_product_relationship.consumer_product, ?x)
 add_filter(?x, !=, m.045c7b)

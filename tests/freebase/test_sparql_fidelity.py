@@ -17,20 +17,8 @@ from pyql.datasets.sparql_fidelity import (
     virtuoso_reading,
 )
 from pyql.sparql.from_sparql import read_query
+from tests.freebase.gold_sparql import NS, WINDOW
 
-NS = "PREFIX ns: <http://rdf.freebase.com/ns/>\n"
-WINDOW = NS + """SELECT DISTINCT ?x WHERE {
-FILTER (?x != ns:m.045c7b)
-FILTER (!isLiteral(?x) OR lang(?x) = '' OR langMatches(lang(?x), 'en'))
-ns:m.045c7b ns:business.consumer_company.products ?y .
-?y ns:business.company_product_relationship.consumer_product ?x .
-FILTER(NOT EXISTS {?y ns:business.company_product_relationship.from_date ?sk0} ||
-EXISTS {?y ns:business.company_product_relationship.from_date ?sk1 .
-FILTER(xsd:datetime(?sk1) <= "2015-08-10"^^xsd:dateTime) })
-FILTER(NOT EXISTS {?y ns:business.company_product_relationship.to_date ?sk2} ||
-EXISTS {?y ns:business.company_product_relationship.to_date ?sk3 .
-FILTER(xsd:datetime(?sk3) >= "2015-08-10"^^xsd:dateTime) })
-}"""
 SUPERLATIVE = NS + """SELECT DISTINCT ?x WHERE {
 FILTER (?x != ?c)
 ?c ns:sports.sports_team.team_mascot ns:m.03_dwn .

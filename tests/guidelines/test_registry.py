@@ -7,6 +7,7 @@ import random
 import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,13 @@ def _fb(action: str = "get_relation(m.0x)", *, python: str = "ok", kb: str = "ok
 def make(code: str, *, name: str | None = None, needs: frozenset[str] | None = None,
          trig: Any = None, fires: bool = True, groups: tuple[str, ...] = (),
          toolsets: frozenset[str] = frozenset({"sparql"}), doc: str | None = None,
-         log: list[str] | None = None) -> type[Guideline]:
-    """A test guideline class."""
+         log: list[str] | None = None,
+         check: Callable[[Guideline, Feedback], Hint | None] | None = None) -> type[Guideline]:
+    """A test guideline class; ``check`` replaces its check (default: fire, or not, and log)."""
     prefix = code[:2]
     default_needs = {"PY": "python", "KB": "kb", "RM": "memory"}.get(prefix, "kb")
 
-    def check(self: Guideline, feedback: Feedback) -> Hint | None:
+    def fire(self: Guideline, feedback: Feedback) -> Hint | None:
         if log is not None:
             log.append(code)
         return self.hint(f"{code} fired") if fires else None
@@ -64,7 +66,7 @@ def make(code: str, *, name: str | None = None, needs: frozenset[str] | None = N
         "triggers_on": trig if trig is not None else on(python=ANY),
         "toolsets": toolsets,
         "groups": groups,
-        "check": check,
+        "check": check if check is not None else fire,
     }
     return types.new_class(f"G{code}", (Guideline,), {}, lambda ns: ns.update(attrs))
 
@@ -276,46 +278,19 @@ def test_only_matching_guidelines_are_asked() -> None:
 
 
 def test_hints_carry_the_guidelines_code_and_name() -> None:
-    class Sloppy(Guideline):
-        """Returns a hint with another code.
+    def sloppy(self: Guideline, feedback: Feedback) -> Hint | None:
+        return Hint(code="OTHER", message="m")
 
-        Bad:
-            x
-
-        Fixed:
-            y
-        """
-
-        code = "KB901"
-        name = "test.sloppy"
-        needs = frozenset({"kb"})
-        triggers_on = on()
-
-        def check(self, feedback: Feedback) -> Hint | None:
-            return Hint(code="OTHER", message="m")
-
+    Sloppy = make("KB901", name="test.sloppy", needs=frozenset({"kb"}), trig=on(), check=sloppy)
     hint = Registry.from_classes([Sloppy]).evaluate(_fb())
     assert (hint.code, hint.name) == ("KB901", "test.sloppy")
 
 
 def test_a_crashing_guideline_is_a_framework_error_naming_it() -> None:
-    class Crash(Guideline):
-        """Crashes.
+    def crash(self: Guideline, feedback: Feedback) -> Hint | None:
+        raise KeyError("oops")
 
-        Bad:
-            x
-
-        Fixed:
-            y
-        """
-
-        code = "KB902"
-        name = "test.crash"
-        needs = frozenset({"kb"})
-        triggers_on = on()
-
-        def check(self, feedback: Feedback) -> Hint | None:
-            raise KeyError("oops")
+    Crash = make("KB902", name="test.crash", needs=frozenset({"kb"}), trig=on(), check=crash)
 
     with pytest.raises(GuidelineCheckError, match="KB902.*KeyError") as err:
         Registry.from_classes([Crash], source="crashy").evaluate(_fb())

@@ -40,7 +40,15 @@ _OPS = fmt_list(COMPARISON_OPS).replace("'", "")
 _AGGREGATES = ("add_max", "add_min", "add_count", "add_sum", "add_avg")
 
 
-class FactInvalidNode(Guideline):
+class _ArgumentGuideline(Guideline):
+    """What the argument guidelines share: they read the Python feedback, and the memory for the
+    options they suggest."""
+
+    needs = frozenset({"python", "memory"})
+    toolsets = SPARQL
+
+
+class FactInvalidNode(_ArgumentGuideline):
     """The head or tail of add_fact is neither an entity id, a literal nor a variable.
 
     Typically a label written where an id is needed. A mention of the entity table is resolved
@@ -55,9 +63,7 @@ class FactInvalidNode(Guideline):
 
     code = "PY201"
     name = "kb.fact_invalid_node"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("add_fact", python="bad_term")
-    toolsets = SPARQL
     groups = ("sparql", "fact", "argument")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -84,7 +90,7 @@ class FactInvalidNode(Guideline):
         return self.hint(message, suggestions)
 
 
-class FactInvalidRelation(Guideline):
+class FactInvalidRelation(_ArgumentGuideline):
     """The relation of add_fact is not a relation (a variable, a phrase); get_relation first.
 
     The paper's Table 13 ("add_fact is used but no relations have been queried"): relations must
@@ -99,9 +105,7 @@ class FactInvalidRelation(Guideline):
 
     code = "PY202"
     name = "kb.fact_invalid_relation"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("add_fact", python="bad_term")
-    toolsets = SPARQL
     groups = ("sparql", "fact", "argument", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -130,7 +134,7 @@ class FactInvalidRelation(Guideline):
         )
 
 
-class FilterOperator(Guideline):
+class FilterOperator(_ArgumentGuideline):
     """The operator of add_filter is used incorrectly (e.g. a relation in the operator slot).
 
     The paper's Table 12 and Figure 5, step 3. When the "operator" is a relation, the constraint
@@ -145,9 +149,7 @@ class FilterOperator(Guideline):
 
     code = "PY203"
     name = "kb.filter_operator"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("add_filter", python=("query_error", "bad_term"))
-    toolsets = SPARQL
     groups = ("sparql", "filter", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -174,7 +176,7 @@ class FilterOperator(Guideline):
         return self.hint(message, suggestions)
 
 
-class FilterFirstArgument(Guideline):
+class FilterFirstArgument(_ArgumentGuideline):
     """The first parameter of add_filter is invalid: it must be an existing variable.
 
     Exclusion filters on a variable that later facts bind (``add_filter(?x, !=, m.0x)`` first,
@@ -192,9 +194,7 @@ class FilterFirstArgument(Guideline):
 
     code = "PY204"
     name = "kb.filter_first_argument"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("add_filter", python=("ok", "query_error", "bad_term"))
-    toolsets = SPARQL
     groups = ("sparql", "filter", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -225,7 +225,7 @@ class FilterFirstArgument(Guideline):
         )
 
 
-class FilterValue(Guideline):
+class FilterValue(_ArgumentGuideline):
     """The third parameter of add_filter is not a value (an unknown term, an unbound variable).
 
     A variable compared with must already have values (``add_filter(?x0, !=, ?x1)`` after both
@@ -240,9 +240,7 @@ class FilterValue(Guideline):
 
     code = "PY205"
     name = "kb.filter_value"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("add_filter", python=("ok", "bad_term"))
-    toolsets = SPARQL
     groups = ("sparql", "filter")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -273,7 +271,7 @@ class FilterValue(Guideline):
         )
 
 
-class AggregateArgument(Guideline):
+class AggregateArgument(_ArgumentGuideline):
     """add_max/add_min/add_count (and add_sum/add_avg) need an existing variable with values.
 
     Bad:
@@ -285,9 +283,7 @@ class AggregateArgument(Guideline):
 
     code = "PY206"
     name = "kb.aggregate_argument"
-    needs = frozenset({"python", "memory"})
     triggers_on = on(*_AGGREGATES, python=("bad_term", "query_error"))
-    toolsets = SPARQL
     groups = ("sparql", "aggregate")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -306,7 +302,7 @@ class AggregateArgument(Guideline):
         )
 
 
-class SetAnswerNotVariable(Guideline):
+class SetAnswerNotVariable(_ArgumentGuideline):
     """set_answer of something that is not a variable (a literal answer like "yes").
 
     The paper's Figure 5, step 6: the answer is always a variable of the query.
@@ -320,9 +316,7 @@ class SetAnswerNotVariable(Guideline):
 
     code = "PY207"
     name = "kb.set_answer_not_variable"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("set_answer", python="bad_term")
-    toolsets = SPARQL
     groups = ("sparql", "answer", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -339,7 +333,7 @@ class SetAnswerNotVariable(Guideline):
                          "there are no variables yet: build the query with add_fact() first.")
 
 
-class ExecuteWithoutAnswer(Guideline):
+class ExecuteWithoutAnswer(_ArgumentGuideline):
     """execute() with no answer variable chosen among several, or with an empty query.
 
     Bad:
@@ -354,9 +348,7 @@ class ExecuteWithoutAnswer(Guideline):
 
     code = "PY208"
     name = "kb.execute_without_answer"
-    needs = frozenset({"python", "memory"})
     triggers_on = on("execute", python="query_error", kb=ANY)
-    toolsets = SPARQL
     groups = ("sparql", "answer")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -37,7 +37,14 @@ def _used_before(feedback: Feedback, text: str) -> bool:
     return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
-class GetRelationUnknownNode(Guideline):
+class _MemoryGuideline(Guideline):
+    """What the reasoning-memory guidelines share: they read the memory only."""
+
+    needs = frozenset({"memory"})
+    toolsets = SPARQL
+
+
+class GetRelationUnknownNode(_MemoryGuideline):
     """get_relation of an entity or literal that is not a linked entity or created variable.
 
     Hallucinated ids, labels copied from results (``UnName_Entity``, ``BB&T Center``) and other
@@ -52,9 +59,7 @@ class GetRelationUnknownNode(Guideline):
 
     code = "RM201"
     name = "kb.get_relation_unknown_node"
-    needs = frozenset({"memory"})
     triggers_on = on("get_relation", python=("ok", "bad_term"))
-    toolsets = SPARQL
     groups = ("sparql", "relation", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -92,7 +97,7 @@ class GetRelationUnknownNode(Guideline):
         return self.hint(message, calls)
 
 
-class GetRelationUnboundVariable(Guideline):
+class GetRelationUnboundVariable(_MemoryGuideline):
     """get_relation of a variable that has no values (never created, or only used in a filter).
 
     The paper's Figure 6, step 4.
@@ -106,9 +111,7 @@ class GetRelationUnboundVariable(Guideline):
 
     code = "RM202"
     name = "kb.get_relation_unbound_variable"
-    needs = frozenset({"memory"})
     triggers_on = on("get_relation", python=("ok", "query_error"))
-    toolsets = SPARQL
     groups = ("sparql", "relation", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -132,7 +135,7 @@ def _two_new(feedback: Feedback) -> list[str] | None:
     return new if len(new) == 2 else None
 
 
-class FactTwoNewVariables(Guideline):
+class FactTwoNewVariables(_MemoryGuideline):
     """add_fact introduces two new variables (and get_relation has been invoked).
 
     Neither the head nor the tail is connected to what the query knows. The paper's Table 13
@@ -149,9 +152,7 @@ class FactTwoNewVariables(Guideline):
 
     code = "RM203"
     name = "kb.fact_two_new_variables"
-    needs = frozenset({"memory"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "fact", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -170,7 +171,7 @@ class FactTwoNewVariables(Guideline):
         )
 
 
-class FactTwoNewVariablesUnexplored(Guideline):
+class FactTwoNewVariablesUnexplored(_MemoryGuideline):
     """add_fact introduces two new variables and get_relation has not been invoked.
 
     Bad:
@@ -182,9 +183,7 @@ class FactTwoNewVariablesUnexplored(Guideline):
 
     code = "RM204"
     name = "kb.fact_two_new_variables_unexplored"
-    needs = frozenset({"memory"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "fact", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -200,7 +199,7 @@ class FactTwoNewVariablesUnexplored(Guideline):
         )
 
 
-class FilterBeforeGetRelation(Guideline):
+class FilterBeforeGetRelation(_MemoryGuideline):
     """get_relation has not been invoked before add_filter (and nothing is known yet).
 
     The paper's Figure 5, step 1. Exclusion filters (``add_filter(?x, !=, m.0x)``, written first
@@ -215,9 +214,7 @@ class FilterBeforeGetRelation(Guideline):
 
     code = "RM205"
     name = "kb.filter_before_get_relation"
-    needs = frozenset({"memory"})
     triggers_on = on("add_filter")
-    toolsets = SPARQL
     groups = ("sparql", "filter", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -232,7 +229,7 @@ class FilterBeforeGetRelation(Guideline):
         )
 
 
-class SetAnswerUnknownVariable(Guideline):
+class SetAnswerUnknownVariable(_MemoryGuideline):
     """set_answer of a variable that is not a created variable (others exist).
 
     The paper's Table 13.
@@ -246,9 +243,7 @@ class SetAnswerUnknownVariable(Guideline):
 
     code = "RM206"
     name = "kb.set_answer_unknown_variable"
-    needs = frozenset({"memory"})
     triggers_on = on("set_answer", python=("ok", "query_error"))
-    toolsets = SPARQL
     groups = ("sparql", "answer", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -264,7 +259,7 @@ class SetAnswerUnknownVariable(Guideline):
         )
 
 
-class SetAnswerNoVariables(Guideline):
+class SetAnswerNoVariables(_MemoryGuideline):
     """set_answer before any variable has values.
 
     Bad:
@@ -277,9 +272,7 @@ class SetAnswerNoVariables(Guideline):
 
     code = "RM207"
     name = "kb.set_answer_no_variables"
-    needs = frozenset({"memory"})
     triggers_on = on("set_answer", python=("ok", "query_error"))
-    toolsets = SPARQL
     groups = ("sparql", "answer")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -295,7 +288,7 @@ class SetAnswerNoVariables(Guideline):
         )
 
 
-class TimeConstraintUnboundVariable(Guideline):
+class TimeConstraintUnboundVariable(_MemoryGuideline):
     """add_time_constrain on a variable that has no values.
 
     The constrained variable is the node that has the start and end relations (often a CVT),
@@ -310,9 +303,7 @@ class TimeConstraintUnboundVariable(Guideline):
 
     code = "RM208"
     name = "kb.time_constraint_unbound_variable"
-    needs = frozenset({"memory"})
     triggers_on = on("add_time_constrain")
-    toolsets = SPARQL
     groups = ("sparql", "constraint")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -334,7 +325,7 @@ def _mentions(call: object, var: str) -> bool:
     return any(a.kind is AtomKind.VAR and f"?{a.value}" == var for a in call.args)  # type: ignore[attr-defined]
 
 
-class ExecuteMidPath(Guideline):
+class ExecuteMidPath(_MemoryGuideline):
     """execute() whose answer is a variable the path was about to leave: a premature execute.
 
     The answer variable (set_answer's, else the only variable with values) had its relations
@@ -355,9 +346,7 @@ class ExecuteMidPath(Guideline):
 
     code = "RM209"
     name = "kb.execute_mid_path"
-    needs = frozenset({"memory"})
     triggers_on = on("execute")
-    toolsets = SPARQL
     groups = ("sparql", "answer")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -74,12 +74,18 @@ def _bound_other_note(feedback: Feedback, other: object) -> str:
             "for those same values; if it is about something else, use a new variable.")
 
 
-class _EmptyFact(Guideline):
+class _ResultGuideline(Guideline):
+    """What the KB-result guidelines share: they read what the KB returned (some the memory too)."""
+
+    needs = frozenset({"kb"})
+    toolsets = SPARQL
+
+
+class _EmptyFact(_ResultGuideline):
     """The add_fact guidelines of an empty result that the step caused (see ``_empty_fact``)."""
 
     needs = frozenset({"kb", "memory"})
     triggers_on = on("add_fact", kb="empty")
-    toolsets = SPARQL
     groups = ("sparql", "fact", "empty", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -204,7 +210,7 @@ class EmptyFactUnexplored(_EmptyFact):
         )
 
 
-class GetRelationEmpty(Guideline):
+class GetRelationEmpty(_ResultGuideline):
     """get_relation yields an empty result: the node has no relations in the KB.
 
     Bad:
@@ -218,7 +224,6 @@ class GetRelationEmpty(Guideline):
     name = "kb.get_relation_empty"
     needs = frozenset({"kb", "memory"})
     triggers_on = on("get_relation", kb="empty")
-    toolsets = SPARQL
     groups = ("sparql", "relation", "empty", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -236,7 +241,7 @@ class GetRelationEmpty(Guideline):
         )
 
 
-class EmptyAfterFilter(Guideline):
+class EmptyAfterFilter(_ResultGuideline):
     """The result of add_filter is empty, all parameters being valid.
 
     The paper's Table 11.
@@ -252,9 +257,7 @@ class EmptyAfterFilter(Guideline):
 
     code = "KB205"
     name = "kb.empty_after_filter"
-    needs = frozenset({"kb"})
     triggers_on = on("add_filter", kb="empty")
-    toolsets = SPARQL
     groups = ("sparql", "filter", "empty", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -269,7 +272,7 @@ class EmptyAfterFilter(Guideline):
         )
 
 
-class EmptyAfterConstraint(Guideline):
+class EmptyAfterConstraint(_ResultGuideline):
     """add_type, add_time_constrain, add_max/add_min or add_sum/add_avg makes the result empty.
 
     Bad:
@@ -283,10 +286,8 @@ class EmptyAfterConstraint(Guideline):
 
     code = "KB206"
     name = "kb.empty_after_constraint"
-    needs = frozenset({"kb"})
     triggers_on = on("add_type", "add_time_constrain", "add_max", "add_min", "add_sum", "add_avg",
                      kb="empty")
-    toolsets = SPARQL
     groups = ("sparql", "constraint", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -303,7 +304,7 @@ class EmptyAfterConstraint(Guideline):
         )
 
 
-class AnswerIsCvt(Guideline):
+class AnswerIsCvt(_ResultGuideline):
     """The answer variable holds only unnamed compound nodes (CVT): not an answer.
 
     The paper's Table 11 ("setting a CVT node as the answer").
@@ -319,9 +320,7 @@ class AnswerIsCvt(Guideline):
 
     code = "KB207"
     name = "kb.answer_is_cvt"
-    needs = frozenset({"kb"})
     triggers_on = on("set_answer", "execute", kb="ok")
-    toolsets = SPARQL
     groups = ("sparql", "answer", "paper")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -342,7 +341,7 @@ class AnswerIsCvt(Guideline):
         )
 
 
-class EmptyAnswer(Guideline):
+class EmptyAnswer(_ResultGuideline):
     """set_answer or execute() returns no answer.
 
     Answers keep only literals in the question's language (English on Freebase), so an answer
@@ -359,9 +358,7 @@ class EmptyAnswer(Guideline):
 
     code = "KB208"
     name = "kb.empty_answer"
-    needs = frozenset({"kb"})
     triggers_on = on("set_answer", "execute", kb="empty")
-    toolsets = SPARQL
     groups = ("sparql", "answer", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -32,7 +32,14 @@ def _used_before(feedback: Feedback, text: str) -> bool:
     return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
-class FactUnlinkedId(Guideline):
+class _OriginalKB(Guideline):
+    """What the original SPARQL guidelines share: the SPARQL toolset, mostly the Python feedback."""
+
+    needs = frozenset({"python"})
+    toolsets = SPARQL
+
+
+class FactUnlinkedId(_OriginalKB):
     """add_fact with an entity id that is not one of the question's linked entities.
 
     The original refuses any ``m.``/``g.`` id outside the entity linking
@@ -50,7 +57,6 @@ class FactUnlinkedId(Guideline):
     name = "original.fact_unlinked_id"
     needs = frozenset({"python", "memory"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "original", "graphq", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -69,7 +75,7 @@ class FactUnlinkedId(Guideline):
         return None
 
 
-class FilterVariableValue(Guideline):
+class FilterVariableValue(_OriginalKB):
     """add_filter whose third argument is a variable (GraphQ's original forbids it).
 
     ``ag_src/graphq_src/wikienv_graphq.py`` lines 221-224: the value must be a constant. Unlike
@@ -84,9 +90,7 @@ class FilterVariableValue(Guideline):
 
     code = "PY402"
     name = "original.filter_variable_value"
-    needs = frozenset({"python"})
     triggers_on = on("add_filter")
-    toolsets = SPARQL
     groups = ("sparql", "original", "graphq")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -102,7 +106,7 @@ class FilterVariableValue(Guideline):
         )
 
 
-class FactBothIds(Guideline):
+class FactBothIds(_OriginalKB):
     """add_fact between two entity ids (GraphQ's original refuses it).
 
     ``ag_src/graphq_src/wikienv_graphq.py`` lines 125-128.
@@ -116,9 +120,7 @@ class FactBothIds(Guideline):
 
     code = "PY403"
     name = "original.fact_both_ids"
-    needs = frozenset({"python"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "original", "graphq")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -130,7 +132,7 @@ class FactBothIds(Guideline):
                                                     f"get_relation({tail})"])
 
 
-class TypeTypeRelation(Guideline):
+class TypeTypeRelation(_OriginalKB):
     """add_fact with a ``type.type.*`` relation (GraphQ's original refuses them).
 
     ``ag_src/graphq_src/wikienv_graphq.py`` lines 264-266.
@@ -144,9 +146,7 @@ class TypeTypeRelation(Guideline):
 
     code = "PY404"
     name = "original.type_type_relation"
-    needs = frozenset({"python"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "original", "graphq")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -157,7 +157,7 @@ class TypeTypeRelation(Guideline):
                          "try another approach to the question (a relation of a linked entity).")
 
 
-class FactOperatorRelation(Guideline):
+class FactOperatorRelation(_OriginalKB):
     """add_fact with a comparison operator as the relation (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 116-118: no constraint is needed between the
@@ -172,9 +172,7 @@ class FactOperatorRelation(Guideline):
 
     code = "PY200"
     name = "original.fact_operator_relation"
-    needs = frozenset({"python"})
     triggers_on = on("add_fact", python="bad_term")
-    toolsets = SPARQL
     groups = ("sparql", "original", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -190,7 +188,7 @@ class FactOperatorRelation(Guideline):
             "complete enough.")
 
 
-class FactYearTail(Guideline):
+class FactYearTail(_OriginalKB):
     """add_fact whose tail is a plain number: a year for add_time_constrain (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 120-130.
@@ -204,9 +202,7 @@ class FactYearTail(Guideline):
 
     code = "PY405"
     name = "original.fact_year_tail"
-    needs = frozenset({"python"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "original", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -225,7 +221,7 @@ class FactYearTail(Guideline):
             f"{int(text)})).")
 
 
-class FactHeadIsTail(Guideline):
+class FactHeadIsTail(_OriginalKB):
     """add_fact whose head and tail are the same (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 136-139.
@@ -239,9 +235,7 @@ class FactHeadIsTail(Guideline):
 
     code = "PY406"
     name = "original.fact_head_is_tail"
-    needs = frozenset({"python"})
     triggers_on = on("add_fact")
-    toolsets = SPARQL
     groups = ("sparql", "original", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -251,7 +245,7 @@ class FactHeadIsTail(Guideline):
                          "Consider naming a new variable.")
 
 
-class TimeConstraintUnexplored(Guideline):
+class TimeConstraintUnexplored(_OriginalKB):
     """add_time_constrain on a variable whose relations were never listed (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 231-237: without get_relation on it, the
@@ -270,7 +264,6 @@ class TimeConstraintUnexplored(Guideline):
     name = "original.time_constraint_unexplored"
     needs = frozenset({"memory"})
     triggers_on = on("add_time_constrain")
-    toolsets = SPARQL
     groups = ("sparql", "original", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -289,7 +282,7 @@ class TimeConstraintUnexplored(Guideline):
         )
 
 
-class TimeConstraintUnlistedRelation(Guideline):
+class TimeConstraintUnlistedRelation(_OriginalKB):
     """add_time_constrain with a relation the variable's get_relation did not list (WebQSP).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 238-240.
@@ -307,7 +300,6 @@ class TimeConstraintUnlistedRelation(Guideline):
     name = "original.time_constraint_unlisted_relation"
     needs = frozenset({"memory"})
     triggers_on = on("add_time_constrain")
-    toolsets = SPARQL
     groups = ("sparql", "original", "webqsp")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -21,7 +21,13 @@ def _same(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
 
-class ConditionOperator(Guideline):
+class _OriginalSql(Guideline):
+    """What the original SQL guidelines share: the SQL toolset."""
+
+    toolsets = SQL
+
+
+class ConditionOperator(_OriginalSql):
     """add_condition with an operator outside the paper's ``=``, ``<``, ``>``.
 
     ``ag_src/wikisql_src/wikienv_wikisql.py`` lines 140-142.
@@ -37,7 +43,6 @@ class ConditionOperator(Guideline):
     name = "original.condition_operator"
     needs = frozenset({"python"})
     triggers_on = on("add_condition")
-    toolsets = SQL
     groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -48,7 +53,7 @@ class ConditionOperator(Guideline):
                          f"However, you used {op}.")
 
 
-class ConditionBeforeGetColumn(Guideline):
+class ConditionBeforeGetColumn(_OriginalSql):
     """add_condition on a column whose values were never looked at with get_column.
 
     ``ag_src/wikisql_src/wikienv_wikisql.py`` lines 143-147.
@@ -64,7 +69,6 @@ class ConditionBeforeGetColumn(Guideline):
     name = "original.condition_before_get_column"
     needs = frozenset({"memory"})
     triggers_on = on("add_condition", python=("ok", "query_error", "schema_error"))
-    toolsets = SQL
     groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:
@@ -83,7 +87,7 @@ class ConditionBeforeGetColumn(Guideline):
         )
 
 
-class ConditionSameColumnTwice(Guideline):
+class ConditionSameColumnTwice(_OriginalSql):
     """A second ``=`` condition on the same column: ``col = A AND col = B`` is empty.
 
     ``ag_src/wikisql_src/wikienv_wikisql.py`` lines 148-152.
@@ -100,7 +104,6 @@ class ConditionSameColumnTwice(Guideline):
     name = "original.condition_same_column_twice"
     needs = frozenset({"memory"})
     triggers_on = on("add_condition")
-    toolsets = SQL
     groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:

@@ -222,7 +222,7 @@ def test_unknown_topic_entity(instantiator):
 
 # -- directions: ^relation and backtracking ---------------------------------------------------
 def _metaqa(lines: str) -> OxigraphKB:
-    from tests.agent.conftest import metaqa_kb
+    from tests.support.metaqa import metaqa_kb
 
     return metaqa_kb(lines)
 
