@@ -99,6 +99,9 @@ class Preset:
     #: the original MetaQA tool set: ``get_relation()`` without an argument is the relations of
     #: the current node from the first step on (KBSession ``walk``)
     walk: bool = False
+    #: the note on a result whose only variable holds unnamed compound nodes (KBSession
+    #: ``cvt_note``; the original GraphQ environment's)
+    cvt_note: bool = False
     #: setting -> "file:line" of the original it reproduces
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -124,13 +127,16 @@ _FREEBASE_SOURCES = {
 }
 
 
-def _freebase(dataset: str, steps: int, /, **sources: str) -> Preset:
-    """The original's loop on a Freebase dataset: only the step cap and the files differ."""
+def _freebase(dataset: str, steps: int, /, cvt_note: bool = False, **sources: str) -> Preset:
+    """The original's loop on a Freebase dataset: the step cap, the files and GraphQ's CVT note
+    differ."""
     return _paper(
-        dataset, max_steps=steps, history="paper", context_budget=4090,
+        dataset, max_steps=steps, cvt_note=cvt_note, history="paper", context_budget=4090,
         on_stop="choose_answer", extremum_mode="limit", ranker="openai",
         prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
-        sources={**_FREEBASE_SOURCES, **sources})
+        sources={**_FREEBASE_SOURCES, **sources,
+                 **({"cvt_note": "ag_src/graphq_src/wikienv_graphq.py:273-276"} if cvt_note
+                    else {})})
 
 
 #: the original's settings per dataset family
@@ -145,7 +151,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
             relation_filter="ag_src/agent_utils/ag_utils.py:176-178",
             exclude_topic="ag_src/grail_src/wikienv.py:516-522"),
         "graphq": _freebase(
-            "graphq", 8, max_steps="ag_src/graphq_src/GRAPHQ.py:38",
+            "graphq", 8, cvt_note=True, max_steps="ag_src/graphq_src/GRAPHQ.py:38",
             context_budget="ag_src/graphq_src/GRAPHQ.py:43",
             on_stop="ag_src/graphq_src/GRAPHQ.py:113-127",
             prompt="ag_src/agent_utils/prompt_list.py:113-187",

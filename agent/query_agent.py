@@ -264,6 +264,8 @@ class QueryAgent:
                 preset_options["relation_filter"] = relation_filter
             if self.preset.walk:
                 preset_options["walk"] = True
+            if self.preset.cvt_note:
+                preset_options["cvt_note"] = True
             session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend

@@ -123,6 +123,11 @@ class KBSession(Session):
       ``grailqa``, ``graphq``): the administrative relations the original hid from
       ``get_relation``.
 
+    ``cvt_note=True`` adds the original GraphQ environment's note to a result whose only
+    variable holds unnamed compound nodes (Freebase CVTs): "It seems that ?x is CVT node, you may
+    use get_relation(?x) to further constrain the query." (``wikienv_graphq.py`` lines 273-276;
+    a note on an accepted step, not a hint: the step stands).
+
     ``walk=True`` reads ``get_relation()`` (no argument) as the relations of the current node of
     a walk, as the original MetaQA environment did, from the first step on; otherwise it means
     that only once a ``relate()`` walk has started (before, it is an arity error, as on
@@ -146,6 +151,7 @@ class KBSession(Session):
         exclude_topic: str = "off",
         relation_filter: str | RelationFilter | None = None,
         walk: bool = False,
+        cvt_note: bool = False,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -161,6 +167,7 @@ class KBSession(Session):
         self.relation_filter = (get_relation_filter(relation_filter)
                                 if relation_filter is not None else None)
         self.walk = walk
+        self.cvt_note = cvt_note
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
@@ -311,6 +318,11 @@ class KBSession(Session):
         if kb.status == "empty":
             return "The query result is empty."
         text = render_values(kb.values) if kb.values else "Done."
+        if self.cvt_note and len(kb.values) == 1:
+            var, values = next(iter(kb.values.items()))
+            if values.unnamed:
+                text += (f". It seems that {var} is CVT node, you may use get_relation({var}) to "
+                         "further constrain the query.")
         return text + "".join(f" (Note: {note}.)" for note in feedback.notes)
 
     # -- internals ------------------------------------------------------------------------------

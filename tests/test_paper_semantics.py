@@ -122,3 +122,21 @@ def test_label_lookups_are_counted_apart(freebase: OxigraphKB) -> None:
     result = QueryAgent(llm, freebase, guidelines=None, ranker="bm25").run("q", KIM)
     assert result.usage.label_queries >= 1
     assert result.usage.kb_queries > result.usage.label_queries
+
+
+def test_the_graphq_cvt_note_on_a_lone_compound_variable(freebase: OxigraphKB) -> None:
+    """The original GraphQ environment's note (wikienv_graphq.py:273-276): a result whose only
+    variable holds unnamed compound nodes suggests get_relation on it; the step stands."""
+    noted = Session(freebase, KIM, cvt_note=True)
+    obs = noted.run(SPOUSES[0])
+    assert obs.ok
+    assert obs.text.endswith("It seems that ?m is CVT node, you may use get_relation(?m) to "
+                             "further constrain the query.")
+    # a named second variable: no note (the original's test counts the variables shown)
+    assert "CVT node" not in noted.run(SPOUSES[1]).text
+    plain = Session(freebase, KIM).run(SPOUSES[0])
+    assert "CVT node" not in plain.text
+    from pyql.agent.presets import get_preset
+
+    assert get_preset("paper", "graphq").cvt_note
+    assert not get_preset("paper", "webqsp").cvt_note
