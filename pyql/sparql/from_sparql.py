@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyql.errors import InputError, PyqlError
+from pyql.logs import rerouted
 from pyql.profiles import Profile, get_profile
 from pyql.program import Call, Program
 
@@ -746,8 +747,11 @@ def from_sparql(text: str, profile: str | Profile = "freebase") -> Program:
     """The PyQL program that builds the same query as the SPARQL ``text``.
 
     Raises :class:`UnsupportedQuery` naming the first construct the tool set cannot express.
+    rdflib's complaints about literals it cannot convert to Python values (a bare year typed
+    ``xsd:dateTime``) go to the ``pyql.sparql`` log, not stderr.
     """
-    return to_program(read_query(text), profile)
+    with rerouted("rdflib.term", "pyql.sparql"):
+        return to_program(read_query(text), profile)
 
 
 def to_program(parsed: Parsed, profile: str | Profile = "freebase") -> Program:

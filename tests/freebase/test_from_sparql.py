@@ -226,3 +226,18 @@ def test_literals_keep_their_lexical_form() -> None:
     program = from_sparql(NS + 'SELECT ?x WHERE { ?x ns:a.b ?d . '
                                'FILTER (?d <= "2009-03-29-08:00"^^xsd:date) }')
     assert 'add_filter(?d, <=, "2009-03-29-08:00"^^xsd:date)' in str(program)
+
+
+def test_rdflib_literal_complaints_do_not_reach_stderr(capfd, caplog) -> None:  # noqa: ANN001
+    """A bare year typed xsd:dateTime (everywhere in the gold queries) makes rdflib log a
+    traceback; while pyql converts, that goes to pyql's debug log, not stderr."""
+    import logging
+
+    text = ("PREFIX ns: <http://rdf.freebase.com/ns/>\nSELECT DISTINCT ?x WHERE {\n"
+            "ns:m.0kim ns:people.person.date_of_birth ?x .\n"
+            'FILTER (?x > "1961"^^<http://www.w3.org/2001/XMLSchema#dateTime>) }')
+    with caplog.at_level(logging.DEBUG, logger="pyql.sparql"):
+        program = from_sparql(text)
+    assert "add_filter" in str(program)
+    assert "Traceback" not in capfd.readouterr().err
+    assert any("rdflib.term" in r.getMessage() for r in caplog.records if r.name == "pyql.sparql")
