@@ -151,6 +151,18 @@ def load_encoding(name: str, directory: str | os.PathLike[str]) -> tiktoken.Enco
     return _load_encoding(name, str(Path(directory).resolve()))
 
 
+def data_tiktoken_dir() -> Path | None:
+    """The shared data's ``tiktoken/`` folder (``$PYQL_DATA``, else ``../shared/data``), when
+    there is one: the offline copy of the rank files."""
+    from pyql.datasets.paths import default_data_dir
+
+    try:
+        folder = default_data_dir() / "tiktoken"
+    except FileNotFoundError:
+        return None
+    return folder if folder.is_dir() else None
+
+
 #: seconds tiktoken may take to fetch a rank file it has not cached (its download has no timeout)
 DOWNLOAD_TIMEOUT = 30.0
 
@@ -163,7 +175,7 @@ def get_encoding(name: str = "cl100k_base", directory: str | os.PathLike[str] | 
     ``directory`` (else ``$PYQL_TIKTOKEN_DIR``) overrides everything: the rank file is read from
     there (:func:`load_encoding`), nothing else is tried. Otherwise ``tiktoken.get_encoding``
     answers from its cache or downloads the file (bounded by ``download_timeout``); if that
-    fails (offline), the ``fallback`` directory is read. Raises OSError (or ValueError for a
+    fails (offline), the ``fallback`` directory is read (default: :func:`data_tiktoken_dir`). Raises OSError (or ValueError for a
     corrupt file) when the encoding is nowhere to be had.
     """
     override = directory or os.environ.get("PYQL_TIKTOKEN_DIR") or None
@@ -175,6 +187,7 @@ def get_encoding(name: str = "cl100k_base", directory: str | os.PathLike[str] | 
         return call_within(lambda: tiktoken.get_encoding(name), download_timeout,
                            name="pyql-tiktoken")
     except (OSError, ValueError) as exc:  # requests' errors and DeadlineExceeded are OSErrors
+        fallback = fallback if fallback is not None else data_tiktoken_dir()
         if fallback is None:
             raise
         log.info("tiktoken could not get %s (%s); reading %s", name, exc, fallback)

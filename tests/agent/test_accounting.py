@@ -137,6 +137,7 @@ def test_get_encoding_uses_tiktokens_own_cache(tiktoken_dir: Path, tmp_path: Pat
 def test_offline_without_a_cache_uses_the_fallback_or_estimates(
         tiktoken_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _offline(monkeypatch, tmp_path)
+    monkeypatch.setenv("PYQL_DATA", str(tmp_path))  # shared data without a tiktoken/ copy
     with pytest.raises(OSError):
         get_encoding("cl100k_base")  # tiktoken tried to download, and could not
     assert get_encoding("cl100k_base", fallback=tiktoken_dir).encode("hello world") == [15339, 1917]
@@ -176,3 +177,23 @@ def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["--tiktoken-dir", str(tiktoken_dir)]) == 0
     out = capsys.readouterr().out
     assert "GrailQA" in out and "paper-webqsp" in out
+
+
+def test_offline_the_shared_data_copy_is_the_default_fallback(monkeypatch) -> None:  # noqa: ANN001
+    """No network, no override: the rank files come from the shared data's tiktoken/ folder
+    (``pyql prompts stats`` and token counts work offline out of the box)."""
+    import tiktoken
+
+    from pyql.agent.accounting import data_tiktoken_dir, get_encoding
+    from tests.conftest import data_dir
+
+    def offline(name: str) -> None:
+        raise OSError("no network")
+
+    monkeypatch.delenv("PYQL_TIKTOKEN_DIR", raising=False)
+    monkeypatch.setenv("PYQL_DATA", str(data_dir()))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    assert data_tiktoken_dir() == data_dir() / "tiktoken"
+    assert get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+    monkeypatch.setenv("PYQL_DATA", str(data_dir() / "metaqa"))  # no tiktoken/ there
+    assert data_tiktoken_dir() is None
