@@ -14,6 +14,10 @@ plan, judge, edit), or a third party's. Each one:
 - may name questions an evaluation must leave out through an optional classmethod
   ``held_out(options) -> frozenset[str]`` of question ids (SRP: the questions its reference base
   was built from), which the runner drops before ``--limit``/``--sample``;
+- may add per-question numbers that need the gold answers through an optional classmethod
+  ``measures(steps, item) -> dict[str, float]`` (SRP: judge accuracy, reference hit rate);
+  metrics.json's ``strategy`` section averages them, and pools ``NAME:hits``/``NAME:of`` pairs
+  into the run's ``NAME`` rate;
 - answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
   :class:`Result` carries the answers, the final query, the program, the typed step records, the
   usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.

@@ -117,6 +117,20 @@ def step_usage(steps: Sequence[Any], gold: Iterable[Any] = ()) -> dict[str, floa
     return out
 
 
+def _rates(rows: Sequence[QuestionResult], keys: Iterable[str]) -> dict[str, float | None]:
+    """Pooled rates of a strategy's own counts: a question reports ``NAME:hits`` and
+    ``NAME:of`` (e.g. SRP's ``judge_accuracy``: verdicts right of verdicts given), and the run's
+    ``NAME`` is their sums' ratio (None when nothing was counted)."""
+    out: dict[str, float | None] = {}
+    for key in keys:
+        if key.endswith(":of"):
+            name = key[: -len(":of")]
+            total = math.fsum(float(r.usage.get(key, 0.0)) for r in rows)
+            hits = math.fsum(float(r.usage.get(f"{name}:hits", 0.0)) for r in rows)
+            out[name] = hits / total if total else None
+    return out
+
+
 def env_class(code: str) -> str:
     """The environment class of a guideline code (``PY101`` -> ``python``), else ``other``.
 
@@ -348,6 +362,7 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
         for r in rows]))
     own = sorted({k for r in rows for k in r.usage} - _COMMON_USAGE)
     out["strategy"] = {k: _mean([float(r.usage.get(k, 0.0)) for r in rows]) for k in own}
+    out["strategy"].update(_rates(rows, own))
     out["cost"] = math.fsum(float(r.usage.get("cost", 0.0)) for r in rows)
     out["seconds"] = math.fsum(float(r.usage.get("seconds", 0.0)) for r in rows)
     out["errors"] = sum(1 for r in rows if r.error is not None)

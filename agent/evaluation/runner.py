@@ -75,7 +75,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -583,6 +583,12 @@ class _Session:
             options=options,
         )
 
+    def _measures(self, steps: Sequence[Step], item: EvalItem) -> dict[str, float]:
+        """The strategy's own per-question measures (its optional ``measures(steps, item)``:
+        numbers that need the gold answers, e.g. SRP's judge accuracy)."""
+        measures = getattr(self.strategy, "measures", None)
+        return {k: float(v) for k, v in measures(steps, item).items()} if measures else {}
+
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
         llm = self.provider.for_item(item)
         env = self.backend.for_item(item, cache=self.kb_cache)
@@ -611,6 +617,7 @@ class _Session:
                 "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
                 **step_usage(trajectory.steps, item.answers),
+                **self._measures(trajectory.steps, item),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,

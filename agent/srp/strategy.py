@@ -214,6 +214,21 @@ class SRP:
         self.on_step = on_step
 
     @classmethod
+    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+        """SRP's per-question measures for an evaluation (metrics.json's ``strategy``
+        section): judge accuracy and reference hit rate as pooled ``NAME:hits``/``NAME:of``
+        counts, edits, reflection rounds, mended plans and complete instantiations
+        (:func:`pyql.agent.srp.metrics.srp_measures`)."""
+        from pyql.agent.srp.metrics import srp_measures
+
+        m = srp_measures(steps, item)
+        known = m["reference_hit"] is not None
+        return {"judge_accuracy:hits": m["judge_correct"], "judge_accuracy:of": m["judged"],
+                "reference_hit_rate:hits": float(bool(m["reference_hit"])),
+                "reference_hit_rate:of": float(known), "edits": m["edits"],
+                "rounds": m["rounds"], "complete": float(m["complete"])}
+
+    @classmethod
     def held_out(cls, options: Mapping[str, Any]) -> frozenset[str]:
         """The questions an evaluation must leave out: those the reference base (the
         ``references`` option) was built from (the runner skips them before --limit/--sample)."""

@@ -166,3 +166,17 @@ def test_aggregate_sql_primary_and_empty() -> None:
     assert m["primary"] == "accuracy" and m["accuracy"] == 0.5 and m["hit@1"] is None
     empty = aggregate([])
     assert empty["n"] == 0 and empty["hit@1"] is None and empty["tpq"] is None
+
+
+def test_pooled_rates_of_a_strategys_own_counts() -> None:
+    """``NAME:hits`` / ``NAME:of`` per question become the run's pooled ``NAME`` (not a mean of
+    per-question ratios): 3 right of 4 verdicts and 0 of 0 give 0.75."""
+    from pyql.agent.evaluation.metrics import aggregate
+
+    rows = [QuestionResult(id="a", usage={"judge_accuracy:hits": 3.0, "judge_accuracy:of": 4.0}),
+            QuestionResult(id="b", usage={"judge_accuracy:hits": 0.0, "judge_accuracy:of": 0.0}),
+            QuestionResult(id="c", usage={"other:of": 0.0})]
+    own = aggregate(rows)["strategy"]
+    assert own["judge_accuracy"] == 0.75
+    assert own["judge_accuracy:of"] == pytest.approx(4 / 3)
+    assert own["other"] is None

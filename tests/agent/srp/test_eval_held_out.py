@@ -29,6 +29,10 @@ def test_the_runner_leaves_out_the_reference_questions(data: Path, tmp_path: Pat
     assert evaluated and not evaluated & set(ids)
     assert metrics["n"] == len(evaluated) and metrics["errors"] == 0
     assert metrics["hit@1"] == 1.0
+    # SRP's own measures, pooled over the run: the gold judge is right every time
+    own = metrics["strategy"]
+    assert own["judge_accuracy"] == 1.0 and own["judge_accuracy:of"] >= 1.0
+    assert own["reference_hit_rate"] is not None and 0.0 <= own["reference_hit_rate"] <= 1.0
 
 
 def test_pyql_eval_references_flag(data: Path, tmp_path: Path) -> None:  # noqa: F811
