@@ -191,6 +191,9 @@ def eval_command(
         "queryagent)")] = None,
     option: Annotated[list[str] | None, typer.Option(
         "--option", help="a strategy option key=value (repeatable)")] = None,
+    exclude_ids: Annotated[Path | None, typer.Option(
+        "--exclude-ids", help="a file of question ids (one per line) to leave out, before "
+        "--limit/--sample (e.g. a reference base's source_ids.txt)")] = None,
     references: Annotated[Path | None, typer.Option(
         "--references", help="a reference base directory (pyql references build), for "
         "strategies that use one (srp); its source questions are left out of the run")] = None,
@@ -228,6 +231,7 @@ def eval_command(
         ranker=ranker, extremum=extremum, llm_cache=llm_cache,
         kb_cache=kb_cache, out=out, resume_dir=resume_dir, progress=not no_progress,
         strategy=strategy, options=_with_references(_options(option), references),
+        exclude_ids=_readable(exclude_ids, "--exclude-ids"),
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes,
@@ -249,7 +253,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          max_steps: int | None, preset: str | None = None, ranker: str | None = None,
          extremum: str | None = None, llm_cache: Path | None, kb_cache: Path | None, out: Path | None,
          resume_dir: Path | None, progress: bool, strategy: str | None = None,
-         options: dict[str, Any] | None = None, ablation: bool = False,
+         options: dict[str, Any] | None = None, exclude_ids: Path | None = None,
+         ablation: bool = False,
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
          processes: int | None = None) -> dict[str, Any]:
@@ -308,6 +313,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             llm_cache=str(llm_cache.expanduser().resolve()) if llm_cache else None,
             kb_cache=str(kb_cache.expanduser().resolve()) if kb_cache else None,
             strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
+            exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
             max_outages=max_outages, processes=processes,
             pyql_version=__version__,
@@ -323,6 +329,13 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _readable(path: Path | None, flag: str) -> Path | None:
+    """A file the run will read, checked before a run directory is made."""
+    if path is not None and not path.is_file():
+        fail(f"{path}: no such file ({flag})")
+    return path
 
 
 def _with_references(options: dict[str, Any], references: Path | None) -> dict[str, Any]:

@@ -147,6 +147,9 @@ class RunConfig(BaseModel):
     #: the registered strategy (entry-point group ``pyql.strategies``) and its own options
     strategy: str = "queryagent"
     options: dict[str, Any] = Field(default_factory=dict)
+    #: a file of question ids (one per line) the run leaves out, before --limit/--sample (e.g. a
+    #: reference base's ``source_ids.txt``, to compare strategies on the same held-out part)
+    exclude_ids: str | None = None
     #: run ERASER on and off (sub-runs ``eraser_on/`` and ``eraser_off/``, one combined table)
     ablation: bool = False
     #: LLM client bounds: seconds per call, retries per call; seconds per question (None: none)

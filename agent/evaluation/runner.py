@@ -926,15 +926,23 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
 def _select_items(config: RunConfig, dataset: EvalDataset) -> list[EvalItem]:
     """The questions of the run: ``--limit``/``--sample`` of the split, after leaving out the
     questions the strategy must not be evaluated on (its optional ``held_out(options)``: e.g.
-    the questions SRP's reference base was built from)."""
+    the questions SRP's reference base was built from) and those of ``config.exclude_ids``."""
     held_out = getattr(get_strategy(config.strategy), "held_out", None)
     excluded = frozenset(held_out(config.options)) if held_out is not None else frozenset()
+    if config.exclude_ids:
+        try:
+            text = Path(config.exclude_ids).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise DatasetError(f"{config.exclude_ids}: cannot read the ids to leave out: "
+                               f"{exc.strerror or exc}") from None
+        excluded |= frozenset(text.split())
     if not excluded:
         return dataset.items(config.split, limit=config.limit, sample=config.sample,
                              seed=config.seed)
     kept = [item for item in dataset.items(config.split, seed=config.seed)
             if item.id not in excluded]
-    log.info("%d questions held out by the %s strategy", len(excluded), config.strategy)
+    log.info("%d question ids left out (strategy %s, exclude_ids %s)", len(excluded),
+             config.strategy, config.exclude_ids)
     return [kept[i] for i in select_indices(len(kept), config.limit, config.sample, config.seed)]
 
 
@@ -1025,17 +1033,31 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
     if (out / CONFIG).exists() or (out / RESULTS).exists():
         raise RunDirError(f"{out} already holds a run: resume it (pyql eval --resume {out}) or "
                           "choose another --out")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    if not config.pyql_version:
-        config = config.model_copy(update={"pyql_version": __version__})
-    if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
-        config = config.model_copy(update={"data_dir": str(_default_data_dir())})
-    if config.ablation:
-        _atomic_write_json(out / CONFIG, config.model_dump(mode="json"))
-        return _ablation(config, out, progress=progress, provider=provider, gate=gate,
-                         concurrency=None)
-    return _execute(config, out, fresh=True, progress=progress, provider=provider, gate=gate,
-                    concurrency=None)
+    try:
+        if not config.pyql_version:
+            config = config.model_copy(update={"pyql_version": __version__})
+        if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
+            config = config.model_copy(update={"data_dir": str(_default_data_dir())})
+        if config.ablation:
+            _atomic_write_json(out / CONFIG, config.model_dump(mode="json"))
+            return _ablation(config, out, progress=progress, provider=provider, gate=gate,
+                             concurrency=None)
+        return _execute(config, out, fresh=True, progress=progress, provider=provider,
+                        gate=gate, concurrency=None)
+    except BaseException:
+        if not (out / CONFIG).exists():  # the run never started: leave no run directory behind
+            _discard(out, created)
+        raise
+
+
+def _discard(out: Path, created: bool) -> None:
+    """Remove what a run that never started left in ``out``: its lock, and the directory itself
+    when this run created it and nothing else is in it."""
+    (out / LOCK).unlink(missing_ok=True)
+    if created and not any(out.iterdir()):
+        out.rmdir()
 
 
 def _ablation(config: RunConfig, out: Path, *, progress: bool, provider: LLMProvider | None,

@@ -5,17 +5,16 @@
     python -m pyql.agent.srp.compare --dataset metaqa-3hop --references refs/mqa-dev \\
         --limit 200 --llm noisy-gold:0.3 --strategy srp --strategy readi --strategy queryagent
 
-The questions are the first ``--limit`` of the split's *evaluation part* (the ids outside the
-base's reference part, :func:`pyql.agent.srp.labelled.evaluation_part` with the manifest's
-fraction and salt), so every strategy answers the same questions and SRP never sees its own
-references. Each strategy runs through the Strategy contract (``from_config``; ``--llm gold`` /
-``noisy-gold:R``: the strategy's own ``stand_in``; ``openai:MODEL``: one client for all), and is
-scored with the evaluation's metrics (Hit@1, F1); usage is per question (LLM calls, prompt and
-completion tokens, KB queries). SRP adds its measures (:mod:`pyql.agent.srp.metrics`);
-``--no-reflection`` runs SRP without judge and edit. ``--json`` prints everything as JSON.
+The questions are the first ``--limit`` of the split outside the base's reference part, so
+every strategy answers the same questions and SRP never sees its own references. ``--llm gold``
+/ ``noisy-gold:R`` use each strategy's own stand-in; SRP adds its measures (judge accuracy,
+reference hit rate: :meth:`~pyql.agent.srp.strategy.SRP.measures`); ``--no-reflection`` runs
+SRP without judge and edit. ``--json`` prints everything as JSON.
 
-This is a comparison tool, not the evaluation runner (``pyql eval``), which has no selection by
-reference part.
+Each strategy is one ordinary evaluation run (:func:`pyql.agent.evaluation.runner.evaluate`)
+leaving out the base's source questions (``exclude_ids``: its ``source_ids.txt``), so the
+numbers are the runner's one aggregate; ``--out DIR`` keeps the run directories (one per
+strategy, resumable, ``pyql report``-able), else they go to a temporary folder.
 """
 
 from __future__ import annotations
@@ -23,83 +22,48 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["compare", "main"]
 
 
-def _llm_for(spec: str, kind: Any, item: Any, seed: int, shared: dict[str, Any]) -> Any:
-    if spec.startswith("openai:"):
-        if "client" not in shared:
-            from pyql.agent.llm import OpenAIChat
-
-            shared["client"] = OpenAIChat(spec.partition(":")[2])
-        return shared["client"]
-    from pyql.agent.evaluation.specs import item_seed
-
-    # the question's own seed, derived from the run's as the evaluation runner does
-    return kind.stand_in(spec, item, seed=item_seed(seed, item.id))
+#: the aggregate's numbers a comparison shows, per strategy
+SHOWN = ("hit@1", "f1", "llm_calls", "prompt_tokens", "completion_tokens", "qpq", "tpq")
 
 
 def compare(dataset: str, references: str, *, strategies: Sequence[str] = ("srp",),
             llm: str = "gold", split: str = "dev", limit: int = 100, seed: int = 0,
             reflection: bool = True, data_dir: str | None = None,
-            options: dict[str, Any] | None = None) -> dict[str, Any]:
+            options: dict[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
     """Run ``strategies`` on the held-out questions (module docstring); the summary per
-    strategy."""
-    from pyql.agent.accounting import TokenCounter
-    from pyql.agent.evaluation.datasets import get_dataset
-    from pyql.agent.evaluation.metrics import score_item
-    from pyql.agent.srp.labelled import evaluation_part
-    from pyql.agent.srp.metrics import srp_measures, summarise
+    strategy (the runner's aggregate: :data:`SHOWN`, and the strategy's own section)."""
+    from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.runner import evaluate
     from pyql.agent.srp.strategy import open_references
-    from pyql.agent.strategy import StrategyConfig, get_strategy
 
-    base = open_references(references)
-    assert base is not None
-    m = base.manifest
-    ds = get_dataset(dataset, data_dir)
-    items = evaluation_part(ds.items(split), m.fraction, salt=m.salt)[:limit]
-    base.check_disjoint(i.id for i in items)
-    backend = ds.backend(split=split)
-    counter = TokenCounter()
-    shared: dict[str, Any] = {}
-    out: dict[str, Any] = {"dataset": dataset, "split": split, "questions": len(items),
-                           "held_out_of": f"{m.source} (evaluation part: the other ids)",
-                           "llm": llm, "strategies": {}}
-    try:
+    directory = Path(references).expanduser().resolve()
+    base = open_references(directory)
+    if base is None:
+        raise ValueError("compare needs a reference base directory")
+    summary: dict[str, Any] = {
+        "dataset": dataset, "split": split, "llm": llm, "strategies": {},
+        "held_out_of": f"{base.manifest.source} (evaluation part: the other ids)"}
+    with tempfile.TemporaryDirectory(prefix="pyql-compare-") as scratch:
+        root = Path(out) if out is not None else Path(scratch)
         for name in strategies:
-            kind = get_strategy(name)
-            own = {"references": base, "reflection": reflection, **(options or {})} \
-                if name == "srp" else {}
-            rows, measures = [], []
-            started = time.perf_counter()
-            for item in items:
-                strategy = kind.from_config(
-                    _llm_for(llm, kind, item, seed, shared), backend.for_item(item),
-                    StrategyConfig(profile=ds.profile, seed=seed, token_counter=counter,
-                                   options=own))
-                result = strategy.run(item.question, item.entities, meta={"id": item.id})
-                usage = result.usage
-                rows.append({**score_item(ds.metric, item, result.answers),
-                             "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
-                             "completion_tokens": usage.completion_tokens,
-                             "kb_queries": usage.kb_queries})
-                if name == "srp":
-                    measures.append(srp_measures(result.steps, item))
-            n = len(rows) or 1
-            summary = {k: sum(r[k] for r in rows) / n
-                       for k in ("hit@1", "f1", "llm_calls", "prompt_tokens", "completion_tokens",
-                                 "kb_queries")}
-            summary["seconds"] = time.perf_counter() - started
-            if name == "srp":
-                summary["srp"] = summarise(measures)
-            out["strategies"][name] = summary
-    finally:
-        backend.close()
-    return out
+            own = ({"references": str(directory), "reflection": reflection, **(options or {})}
+                   if name == "srp" else {})
+            config = RunConfig(dataset=dataset, split=split, data_dir=data_dir, llm=llm,
+                               limit=limit, seed=seed, strategy=name, options=own,
+                               exclude_ids=str(directory / "source_ids.txt"))
+            metrics = evaluate(config, root / name, progress=False)
+            summary["questions"] = metrics["n"]
+            summary["strategies"][name] = {**{k: metrics.get(k) for k in SHOWN},
+                                           "own": metrics.get("strategy") or {}}
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,11 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-reflection", action="store_true", help="SRP without judge/edit")
     parser.add_argument("--data-dir")
+    parser.add_argument("--out", help="keep the run directories here (one per strategy)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     summary = compare(args.dataset, args.references, strategies=args.strategies or ["srp"],
                       llm=args.llm, split=args.split, limit=args.limit, seed=args.seed,
-                      reflection=not args.no_reflection, data_dir=args.data_dir)
+                      reflection=not args.no_reflection, data_dir=args.data_dir, out=args.out)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -128,10 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, s in summary["strategies"].items():
         line = (f"  {name:<11} hit@1 {s['hit@1']:.3f}  f1 {s['f1']:.3f}  calls/q "
                 f"{s['llm_calls']:.2f}  prompt tok/q {s['prompt_tokens']:.0f}  completion "
-                f"tok/q {s['completion_tokens']:.0f}  kb q/q {s['kb_queries']:.1f}")
+                f"tok/q {s['completion_tokens']:.0f}  kb q/q {s['qpq']:.1f}")
         print(line)
-        if "srp" in s:
-            print("              " + json.dumps(s["srp"]))
+        if s["own"]:
+            print("              " + json.dumps(s["own"]))
     return 0
 
 

@@ -9,18 +9,21 @@
 - **edits**, **rounds** (retrievals), **enforced** (plans whose first relation was mended to a
   checked one), **complete** (the last instantiation joined every constraint).
 
+:meth:`pyql.agent.srp.strategy.SRP.measures` hands them to the evaluation runner per question;
+metrics.json's ``strategy`` section pools them over the run.
+
 The gold path is the item's (:func:`pyql.agent.readi.standin.gold_path`, the first constraint
 with relations, as references are labelled).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pyql.agent.trajectory import Step
 
-__all__ = ["judge_outcomes", "reference_hit", "srp_measures", "summarise"]
+__all__ = ["judge_outcomes", "reference_hit", "srp_measures"]
 
 
 def _names(sequences: Iterable[Sequence[Sequence[str]]]) -> set[str]:
@@ -74,23 +77,4 @@ def srp_measures(steps: Sequence[Step], item: Any) -> dict[str, Any]:
         "rounds": len(retrieves),
         "enforced": bool(plan is not None and plan.data.get("enforced")),
         "complete": bool(retrieves and retrieves[-1].data.get("complete")),
-    }
-
-
-def summarise(measures: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Totals over questions: judge accuracy, reference hit rate, mean edits and rounds, the
-    share of plans mended and of complete instantiations."""
-    rows = list(measures)
-    n = len(rows) or 1
-    judged = sum(r["judged"] for r in rows)
-    hits = [r["reference_hit"] for r in rows if r["reference_hit"] is not None]
-    return {
-        "questions": len(rows),
-        "judge_accuracy": sum(r["judge_correct"] for r in rows) / judged if judged else None,
-        "judged": judged,
-        "reference_hit_rate": sum(hits) / len(hits) if hits else None,
-        "edits_per_question": sum(r["edits"] for r in rows) / n,
-        "rounds_per_question": sum(r["rounds"] for r in rows) / n,
-        "enforced_rate": sum(r["enforced"] for r in rows) / n,
-        "complete_rate": sum(r["complete"] for r in rows) / n,
     }

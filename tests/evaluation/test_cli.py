@@ -145,3 +145,16 @@ def test_eval_settings_are_checked_before_the_run_directory(
     error = one_line_error(invoke(*args))
     assert message in error
     assert not out.exists()
+
+
+def test_a_run_that_never_starts_leaves_no_directory(tmp_path: Path, mini_metaqa: Path) -> None:
+    out = tmp_path / "never"
+    error = one_line_error(invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa),
+                                  "--split", "nope", "--llm", "gold", "--out", str(out)))
+    assert "no 'nope' split" in error
+    assert not out.exists()
+    kept = tmp_path / "mine"  # a directory the user made stays, without our lock
+    kept.mkdir()
+    one_line_error(invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa),
+                          "--split", "nope", "--llm", "gold", "--out", str(kept)))
+    assert kept.is_dir() and list(kept.iterdir()) == []

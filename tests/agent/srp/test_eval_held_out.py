@@ -58,3 +58,25 @@ def test_pyql_eval_references_flag(data: Path, tmp_path: Path) -> None:  # noqa:
                               str(tmp_path), "--out", str(tmp_path / "never")])
     assert bad.exit_code == 1 and "not a reference base" in bad.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_exclude_ids_leaves_the_same_questions_out_for_any_strategy(data: Path,  # noqa: F811
+                                                                     tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pyql.cli import app
+
+    ids = tmp_path / "ids.txt"
+    ids.write_text("2hop-dev-0\n2hop-dev-1\n")
+    result = CliRunner().invoke(app, [
+        "eval", "--dataset", "metaqa-2hop", "--data-dir", str(data), "--llm", "gold",
+        "--strategy", "readi", "--exclude-ids", str(ids), "--limit", "3",
+        "--out", str(tmp_path / "run"), "--json", "--no-progress"])
+    assert result.exit_code == 0, result.stderr
+    done = [json.loads(line)["id"] for line in (tmp_path / "run" / RESULTS).read_text().splitlines()]
+    assert sorted(done) == ["2hop-dev-2", "2hop-dev-3", "2hop-dev-4"]
+    missing = CliRunner().invoke(app, [
+        "eval", "--dataset", "metaqa-2hop", "--data-dir", str(data), "--llm", "gold",
+        "--exclude-ids", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "r2")])
+    assert missing.exit_code == 1 and "no such file (--exclude-ids)" in missing.stderr
+    assert not (tmp_path / "r2").exists()
