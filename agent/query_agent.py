@@ -64,6 +64,7 @@ from pyql.agent.prompting import (
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
+from pyql.db.base import DB
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
@@ -95,14 +96,6 @@ class _Decision:
     action: Call | str | InputError
     action_text: str
     issue: str | None = None
-
-
-def _sql_db_class() -> type | None:
-    try:
-        from pyql.db import SqlDB
-    except ImportError:
-        return None
-    return SqlDB if isinstance(SqlDB, type) else None
 
 
 def _resolve_guidelines(spec: Any, tools: str) -> Any:
@@ -158,16 +151,11 @@ def _preset(preset: str | Preset | None, dataset: str | None, backend: Any) -> P
     name = preset or "default"
     if dataset is None:
         profile = getattr(getattr(backend, "profile", None), "name", None)
-        dataset = "metaqa" if profile == "metaqa" else ("wikisql" if _is_sql(backend) else "")
+        dataset = "metaqa" if profile == "metaqa" else ("wikisql" if isinstance(backend, DB) else "")
         if name != "default" and not dataset:
             raise PresetError(f"the {name!r} preset is per dataset: pass dataset= (grailqa, "
                               "graphq, webqsp, metaqa, wikisql)")
     return get_preset(name, dataset or "default")
-
-
-def _is_sql(backend: Any) -> bool:
-    sql_db = _sql_db_class()
-    return sql_db is not None and isinstance(backend, sql_db)
 
 
 def _query_count(backend: Any) -> int | None:
@@ -357,8 +345,7 @@ class QueryAgent:
         if isinstance(self.backend, KB):
             name = self.backend.profile.name
             return get_prompt_profile(name if name in ("freebase", "metaqa") else "generic")
-        sql_db = _sql_db_class()
-        if sql_db is not None and isinstance(self.backend, sql_db):
+        if isinstance(self.backend, DB):
             return get_prompt_profile("wikisql")
         return get_prompt_profile("freebase")
 
@@ -373,17 +360,12 @@ class QueryAgent:
         """The environment of one question, chosen from the backend."""
         entities = dict(entities or {})
         backend = self.backend
+        options = {"functions": self.profile.functions, **self.session_options}
         if isinstance(backend, KB):
-            options = {"functions": self.profile.functions, **self.session_options}
             return Session(backend, entities, guidelines=self.guidelines, **options)
-        sql_db = _sql_db_class()
-        if sql_db is not None and isinstance(backend, sql_db):
-            from pyql.sql.session import SqlSession
-
-            db: Any = backend
-            options = {"functions": self.profile.functions, **self.session_options}
-            return SqlSession(db, table=table or self.table, guidelines=self.guidelines,
-                              **options)
+        if isinstance(backend, DB):  # the Session factory makes the SqlSession
+            return Session(backend, table=table or self.table, guidelines=self.guidelines,
+                           **options)
         if callable(backend):
             return backend(entities=entities, guidelines=self.guidelines, table=table or self.table)
         raise TypeError(f"cannot make a session from {type(backend).__name__}: pass a pyql KB, "
