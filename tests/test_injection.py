@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pyql import Session
 from pyql.errors import ReadOnlyError
 from pyql.kb import OxigraphKB
-from pyql.kb.base import ensure_read_only
+from pyql.kb.base import _check_blanked, _plainly_read_only, ensure_read_only
 from pyql.program import SPARQL_TOOLS
 from pyql.syntax import quote_string
 from pyql.terms import Entity, Literal, Relation
@@ -269,3 +271,33 @@ def test_keywords_inside_terms_are_not_updates(kb: OxigraphKB, query: str) -> No
         assert kb.ask(query) is True
     else:
         kb.select(query)
+
+
+#: pieces of queries, hostile and ordinary, that the read-only check's two paths must agree on
+_PIECES = [
+    "PREFIX ns: <http://x.org/> ", "BASE <http://x.org/>", "SELECT", "select", "ASK", "CONSTRUCT",
+    "DESCRIBE", " ", "\n", "#", "# c\n", '"', "'", '"""', "<", ">", "<http://x.org/a>", "?s",
+    "{", "}", ".", "ns:p", "INSERT", "insert", "Delete", "LOAD", "clear", "CREATE", "drop",
+    "COPY", "move", "ADD", "With", "@add", "\\u0049NSERT", "\\", "WHERE", "ſ", "İ", "é", "ad",
+    "d", "ns:", ":", "-",
+]
+
+
+_STARTS = ["", "SELECT ", "ASK", "PREFIX ns: <http://x.org/> SELECT ", "# c\nDESCRIBE "]
+
+
+@settings(max_examples=400)
+@given(st.sampled_from(_STARTS), st.lists(st.sampled_from(_PIECES), max_size=10).map("".join))
+def test_the_quick_path_passes_only_what_the_full_check_passes(start: str, rest: str) -> None:
+    text = start + rest
+    if _plainly_read_only(text):
+        _check_blanked(text)  # raises ReadOnlyError if the quick path let an update through
+
+
+@pytest.mark.parametrize("query", [
+    "PREFIX ns: <http://x.org/>\nSELECT ?s WHERE { ?s ns:p ?o }",
+    "# a comment\nBASE <http://x.org/> ASK { ?s ?p ?o }",
+])
+def test_usual_queries_take_the_quick_path(query: str) -> None:
+    assert _plainly_read_only(query)
+    assert ensure_read_only(query) == query

@@ -70,6 +70,20 @@ def _strip_literals(query: str) -> str:
     return _NOT_CODE.sub(_blank, query)
 
 
+#: the update keywords, lower case: a query none of them occurs in (as any substring) needs no
+#: parsing for them
+_UPDATE_WORDS = ("insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add",
+                 "with")
+_IRI = r"<[^<>\"{}|^`\\\x00-\x20]*>"
+# the prologue (BASE/PREFIX declarations, comments) and the query form right after it: the
+# usual shape of a query, read without blanking the whole text first
+_PROLOGUE_FORM = re.compile(
+    r"(?:\s+|#[^\n]*|BASE\s*" + _IRI + r"|PREFIX\s+[^\s:<>\"'#]*:\s*" + _IRI + r")*"
+    r"(?:SELECT|ASK|CONSTRUCT|DESCRIBE)\b",
+    re.IGNORECASE,
+)
+
+
 def ensure_read_only(query: str) -> str:
     """Return ``query`` if it is a read query; raise :class:`ReadOnlyError` for SPARQL Update.
 
@@ -82,6 +96,13 @@ def ensure_read_only(query: str) -> str:
     Traceback (most recent call last):
     pyql.errors.ReadOnlyError: SPARQL Update is not allowed (found INSERT); pyql backends are read-only
     """
+    if not _plainly_read_only(query):
+        _check_blanked(query)
+    return query
+
+
+def _check_blanked(query: str) -> None:
+    """The full check: escapes decoded, strings, IRIs and comments blanked, then the keywords."""
     bare = _strip_literals(_decode_codepoints(query))
     m = _UPDATE_KEYWORDS.search(bare)
     if m:
@@ -90,7 +111,20 @@ def ensure_read_only(query: str) -> str:
         )
     if not _FORM.search(bare):
         raise ReadOnlyError("not a SPARQL query (no SELECT/ASK/CONSTRUCT/DESCRIBE)")
-    return query
+
+
+def _plainly_read_only(query: str) -> bool:
+    """The common case, decided without blanking the text (every step's queries pass here):
+    ASCII, no escapes, no update keyword as any substring, the query form right after the
+    prologue. True only where the full check passes too (blanking strings, IRIs and comments
+    cannot make a keyword, nor hide the form this finds)."""
+    if not query.isascii() or "\\" in query or not _PROLOGUE_FORM.match(query):
+        return False
+    lower = query.lower()
+    for word in _UPDATE_WORDS:
+        if word in lower:
+            return False
+    return True
 
 
 class KB(ABC):
