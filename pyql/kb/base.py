@@ -78,7 +78,7 @@ _IRI = r"<[^<>\"{}|^`\\\x00-\x20]*>"
 # the prologue (BASE/PREFIX declarations, comments) and the query form right after it: the
 # usual shape of a query, read without blanking the whole text first
 _PROLOGUE_FORM = re.compile(
-    r"(?:\s+|#[^\n]*|BASE\s*" + _IRI + r"|PREFIX\s+[^\s:<>\"'#]*:\s*" + _IRI + r")*"
+    r"(?:\s+|#[^\n]*\n|BASE\s*" + _IRI + r"|PREFIX\s+[^\s:<>\"'#]*:\s*" + _IRI + r")*"
     r"(?:SELECT|ASK|CONSTRUCT|DESCRIBE)\b",
     re.IGNORECASE,
 )
