@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["ResultSet"]
@@ -47,11 +48,12 @@ class ResultSet:
 
     def column(self, name: str | int) -> list[Any]:
         index = name if isinstance(name, int) else self.columns.index(name)
-        return [row[index] for row in self.rows]
+        return list(map(itemgetter(index), self.rows))
 
     def distinct(self, name: str | int) -> list[Any]:
         """Distinct non-null values of a column, in first-seen order."""
-        seen = dict.fromkeys(self.column(name))
+        index = name if isinstance(name, int) else self.columns.index(name)
+        seen = dict.fromkeys(map(itemgetter(index), self.rows))
         seen.pop(None, None)
         return list(seen)
 

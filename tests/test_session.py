@@ -481,7 +481,9 @@ def test_shown_values_order_is_the_sort_order_whatever_the_path() -> None:
     ents = [Entity(f"http://x.org/{n}", n) for n in ("b", "a", "c", "a2", "B")]
     mixed = [*ents, Literal("10", "http://www.w3.org/2001/XMLSchema#integer"), Literal("9"),
              BlankNode("z"), Entity("http://x.org/noid")]
-    for cells in (ents, mixed):
+    many = [Entity(f"http://x.org/{i}", f"e{(i * 7919) % 101}") for i in range(101)]  # heap path
+    same_id = [Entity("http://x.org/1", "a"), Entity("http://x.org/2", "a"), ents[0]]
+    for cells in (ents, mixed, many, same_id):
         kinds = set(map(type, cells))
         expected = sorted(cells, key=_sort_key)
         assert _first(None, cells, kinds) == expected
