@@ -667,54 +667,49 @@ def test_variables_and_bound_variables() -> None:
 # -- invalid steps --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("expression", "code"),
-    [
-        ('C.set_answer("?nope")', "unknown_variable"),
-        ('C.add_max("?nope")', "unknown_variable"),
-        ('C.add_min("?nope")', "unknown_variable"),
-        ('C.add_count("?nope")', "unknown_variable"),
-        ('C.add_sum("?nope")', "unknown_variable"),
-        ('C.add_avg("?nope")', "unknown_variable"),
-        ('C.add_filter("?n", "~", "3")', "invalid_operator"),
-        ('C.add_filter("?n", "LIKE", "3")', "invalid_operator"),
-        ('C.add_filter("3", "<", "4")', "no_variable"),
-        ('C.add_filter("m.0x", "=", "m.0y")', "no_variable"),
-        ('C.add_count("?c", "?n")', "variable_exists"),
-        ('C.add_count("?c").add_sum("?n", "?s")', "aggregate_exists"),
-    ],
-)
-def test_query_errors_have_codes(expression: str, code: str) -> None:
-    with pytest.raises(QueryError) as info:
+INVALID = [
+    # (expression, error type, QueryError code)
+    ('C.set_answer("?nope")', QueryError, "unknown_variable"),
+    ('C.add_max("?nope")', QueryError, "unknown_variable"),
+    ('C.add_min("?nope")', QueryError, "unknown_variable"),
+    ('C.add_count("?nope")', QueryError, "unknown_variable"),
+    ('C.add_sum("?nope")', QueryError, "unknown_variable"),
+    ('C.add_avg("?nope")', QueryError, "unknown_variable"),
+    ('C.add_filter("?n", "~", "3")', QueryError, "invalid_operator"),
+    ('C.add_filter("?n", "LIKE", "3")', QueryError, "invalid_operator"),
+    ('C.add_filter("3", "<", "4")', QueryError, "no_variable"),
+    ('C.add_filter("m.0x", "=", "m.0y")', QueryError, "no_variable"),
+    ('C.add_count("?c", "?n")', QueryError, "variable_exists"),
+    ('C.add_count("?c").add_sum("?n", "?s")', QueryError, "aggregate_exists"),
+    # terms in the wrong place
+    ('Q.add_fact("?x", "?p", "?y")', TermError, None),  # relations are not variables
+    ('Q.add_fact("?x", \'"a literal"@en\', "?y")', TermError, None),
+    ('Q.add_fact("?x", "not a relation", "?y")', TermError, None),
+    ('Q.add_fact("nobody known", "a.b", "?y")', TermError, None),
+    ('Q.add_type("m.0x", "film.film")', TermError, None),
+    ('Q.add_type("?x", "?t")', TermError, None),
+    ('M.add_time_constrain("?m", "a.b", "a.c", "?x", "2000")', TermError, None),
+    ('M.add_time_constrain("?m", "a.b", "a.c", "2000", "m.0x")', TermError, None),
+    ('M.add_time_constrain("m.0x", "a.b", "a.c", "2000", "2000")', TermError, None),
+    ('Q.set_answer("m.0x")', TermError, None),
+    ('C.add_max("5")', TermError, None),
+]
+
+
+@pytest.mark.parametrize(("expression", "error", "code"), INVALID, ids=[i[0] for i in INVALID])
+def test_invalid_steps_raise_typed_errors(
+    expression: str, error: type[QueryError | TermError], code: str | None
+) -> None:
+    with pytest.raises(error) as info:
         _compile(expression)
-    assert info.value.code == code
+    if code is not None:
+        assert info.value.code == code
 
 
 def test_unknown_variable_suggests_existing_ones() -> None:
     with pytest.raises(QueryError) as info:
         NAMESPACE["C"].set_answer("?x")
     assert set(info.value.suggestions) == {"?c", "?n"}
-
-
-@pytest.mark.parametrize(
-    "expression",
-    [
-        'Q.add_fact("?x", "?p", "?y")',  # relations are not variables
-        'Q.add_fact("?x", \'"a literal"@en\', "?y")',
-        'Q.add_fact("?x", "not a relation", "?y")',
-        'Q.add_fact("nobody known", "a.b", "?y")',
-        'Q.add_type("m.0x", "film.film")',
-        'Q.add_type("?x", "?t")',
-        'M.add_time_constrain("?m", "a.b", "a.c", "?x", "2000")',
-        'M.add_time_constrain("?m", "a.b", "a.c", "2000", "m.0x")',
-        'M.add_time_constrain("m.0x", "a.b", "a.c", "2000", "2000")',
-        'Q.set_answer("m.0x")',
-        'C.add_max("5")',
-    ],
-)
-def test_term_errors(expression: str) -> None:
-    with pytest.raises(TermError):
-        _compile(expression)
 
 
 def test_extremum_mode_is_checked() -> None:

@@ -161,38 +161,39 @@ def test_build_state_is_immutable_and_names_the_current_query() -> None:
 # ------------------------------------------------------------------ errors
 
 
-@pytest.mark.parametrize(("text", "code"), [
+INVALID = [
+    # (program, error type, QueryError code)
     ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age, MAX)\nend_subquery()\n"
-     "add_join(singer)\nadd_condition(Age, >, ?q9)", "unknown_subquery"),
+     "add_join(singer)\nadd_condition(Age, >, ?q9)", QueryError, "unknown_subquery"),
     ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age, MAX)\nend_subquery()\n"
-     "add_join(singer)\nadd_group_by(Country)\nadd_having(Age, MAX, >, ?q2)", "unknown_subquery"),
-    ("add_join(singer)\nset_answer(Name)\nadd_union(?q1)", "unknown_subquery"),
-    ("end_subquery()", "no_subquery"),
-    ("begin_subquery(?q1)\nadd_join(singer)\nend_subquery()", "bad_subquery"),
-    ("begin_subquery(?q1)\nbegin_subquery(?q1)", "duplicate_subquery"),
+     "add_join(singer)\nadd_group_by(Country)\nadd_having(Age, MAX, >, ?q2)", QueryError,
+     "unknown_subquery"),
+    ("add_join(singer)\nset_answer(Name)\nadd_union(?q1)", QueryError, "unknown_subquery"),
+    ("end_subquery()", QueryError, "no_subquery"),
+    ("begin_subquery(?q1)\nadd_join(singer)\nend_subquery()", QueryError, "bad_subquery"),
+    ("begin_subquery(?q1)\nbegin_subquery(?q1)", QueryError, "duplicate_subquery"),
     ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)\nend_subquery()\n"
-     "begin_subquery(?q1)", "duplicate_subquery"),
-    ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)\nexecute()", "open_subquery"),
-    ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)", "open_subquery"),
+     "begin_subquery(?q1)", QueryError, "duplicate_subquery"),
+    ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)\nexecute()", QueryError,
+     "open_subquery"),
+    ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)", QueryError, "open_subquery"),
     ("begin_subquery(?q1)\nadd_join(singer)\nset_answer(Age)\nset_answer(Name)\nend_subquery()\n"
-     "add_join(singer)\nadd_condition(Age, IN, ?q1)", "bad_subquery"),
-])
-def test_errors_are_typed(text: str, code: str) -> None:
-    with pytest.raises(QueryError) as info:
-        program_to_query(text, schema=SCHEMA)
-    assert info.value.code == code
+     "add_join(singer)\nadd_condition(Age, IN, ?q1)", QueryError, "bad_subquery"),
+    # bad arguments
+    ("begin_subquery(q1)", TermError, None),
+    ('begin_subquery("q1")', TermError, None),
+    ("add_join(singer)\nadd_union(q1)", TermError, None),
+    ("add_join(singer)\nadd_condition(Age, IN, 1||2)", TermError, None),
+    ("add_join(singer)\nadd_condition(Age, IN, 1|NULL)", TermError, None),
+]
 
 
-@pytest.mark.parametrize("text", [
-    "begin_subquery(q1)",
-    'begin_subquery("q1")',
-    "add_join(singer)\nadd_union(q1)",
-    "add_join(singer)\nadd_condition(Age, IN, 1||2)",
-    "add_join(singer)\nadd_condition(Age, IN, 1|NULL)",
-])
-def test_bad_arguments_are_term_errors(text: str) -> None:
-    with pytest.raises(TermError):
+@pytest.mark.parametrize(("text", "error", "code"), INVALID)
+def test_errors_are_typed(text: str, error: type[QueryError | TermError], code: str | None) -> None:
+    with pytest.raises(error) as info:
         program_to_query(text, schema=SCHEMA)
+    if code is not None:
+        assert info.value.code == code
 
 
 def test_apply_call_alone_refuses_block_calls() -> None:

@@ -1,9 +1,9 @@
 """Fixtures of the evaluation tests.
 
-- ``eval_cache``: ``$PYQL_CACHE`` points at a temporary directory of the session
-  (``eval_cache_dir``), so built stores and databases never land in ``~/.cache`` (the full
-  MetaQA store is built there once per session), ``$PYQL_TIKTOKEN_DIR`` at the shared tiktoken
-  files (no network), and no OpenAI key or test delay leaks in;
+- ``eval_cache`` (autouse: every test of this folder): ``$PYQL_CACHE`` points at a temporary
+  directory of the session (``eval_cache_dir``), so built stores and databases never land in
+  ``~/.cache`` (the full MetaQA store is built there once per session), ``$PYQL_TIKTOKEN_DIR``
+  at the shared tiktoken files (no network), and no OpenAI key or test delay leaks in;
 - ``mini_metaqa`` (session): a data directory with the first 40 MetaQA 1-hop dev questions and
   the facts around their topics (loads in milliseconds, for subprocess tests);
 - ``mini_wikisql`` (session): the first 60 WikiSQL dev questions and their tables;
@@ -38,7 +38,7 @@ def eval_environment(mp: pytest.MonkeyPatch, cache: Path) -> None:
     mp.delenv("PYQL_EVAL_TEST_DELAY", raising=False)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def eval_cache(monkeypatch: pytest.MonkeyPatch, eval_cache_dir: Path) -> Iterator[Path]:
     eval_environment(monkeypatch, eval_cache_dir)
     yield eval_cache_dir

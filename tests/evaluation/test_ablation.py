@@ -14,8 +14,6 @@ from pyql.agent.evaluation.datasets import DatasetError, get_dataset
 from pyql.agent.evaluation.records import CONFIG, METRICS, RunConfig
 from pyql.agent.evaluation.runner import evaluate, load_config, read_results, resume
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 NOISY = "noisy-gold:1.0:reversed_direction,invalid_action"
 
 

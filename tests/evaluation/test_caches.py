@@ -194,7 +194,6 @@ def test_db_view_caches_and_keeps_the_guard(tmp_path: Path) -> None:
     assert view.dialect == "sqlite"
 
 
-@pytest.mark.usefixtures("eval_cache")
 def test_a_cached_run_equals_the_first(tmp_path: Path, mini_metaqa: Path) -> None:
     llm_cache, kb_cache = tmp_path / "llm.sqlite", tmp_path / "kb.sqlite"
     runs = []

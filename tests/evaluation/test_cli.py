@@ -12,8 +12,6 @@ from pyql.agent.evaluation.records import CONFIG, RESULTS, RunConfig
 from pyql.cli import app
 from tests.evaluation.support import require_data
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 runner = CliRunner()
 
 

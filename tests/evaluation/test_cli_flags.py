@@ -7,14 +7,11 @@ import json
 import socket
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from pyql.agent.evaluation.records import CONFIG
 from pyql.agent.evaluation.runner import read_results
 from pyql.cli import app
-
-pytestmark = pytest.mark.usefixtures("eval_cache")
 
 runner = CliRunner()
 

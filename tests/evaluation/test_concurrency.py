@@ -21,8 +21,6 @@ from tests.evaluation.support import (
     require_data,
 )
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 
 def test_concurrency_4_equals_concurrency_1(tmp_path: Path) -> None:
     require_data("metaqa")

@@ -13,8 +13,6 @@ from pyql.agent.evaluation.records import CONFIG, METRICS, RESULTS, RunConfig
 from pyql.agent.evaluation.runner import TRAJECTORIES, evaluate, read_results
 from tests.evaluation.support import require_data
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 
 @pytest.mark.parametrize("hops", [1, 2, 3])
 def test_metaqa_gold_hit1_is_one(tmp_path: Path, hops: int) -> None:

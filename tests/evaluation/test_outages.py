@@ -24,8 +24,6 @@ from pyql.agent.evaluation.specs import ReplayProvider, build_provider
 from pyql.agent.trajectory import load_trajectories
 from tests.support.fake_openai import FakeOpenAI, ServerError, Slow, Text
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 
 def _closed_port() -> int:
     with socket.socket() as sock:

@@ -32,8 +32,6 @@ from tests.evaluation.support import (
     comparable_metrics,
 )
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 
 def _lines(path: Path) -> int:
     try:

@@ -26,8 +26,6 @@ from pyql.agent.prompting import parse_reply
 from pyql.agent.strategy import UnknownStrategyError
 from tests.support.fake_openai import FakeOpenAI, RateLimit, Text
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 
 @pytest.mark.parametrize(
     ("spec", "expected"),

@@ -19,8 +19,6 @@ from pyql.agent.evaluation.runner import EvalAbort, evaluate
 from pyql.agent.strategy import UnknownStrategyError
 from tests.support.plugin import install_example
 
-pytestmark = pytest.mark.usefixtures("eval_cache")
-
 SCRIPT = """
 import json, sys
 from pyql.agent.evaluation.records import RunConfig
