@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
+from pyql.registry import lookup
 from pyql.resolve import Slot
 from pyql.syntax import Atom, AtomKind, lex_atom, read_arguments, split_arguments
 
@@ -378,10 +379,7 @@ TOOLSETS: dict[str, Toolset] = {"sparql": SPARQL_TOOLS, "sql": SQL_TOOLS}
 def _toolset(tools: str | Toolset) -> Toolset:
     if isinstance(tools, Toolset):
         return tools
-    try:
-        return TOOLSETS[tools]
-    except KeyError:
-        raise ValueError(f"unknown toolset {tools!r}; known: {', '.join(TOOLSETS)}") from None
+    return lookup(TOOLSETS, tools, "toolset")
 
 
 _BARE_VAR = re.compile(r"x\d+")
