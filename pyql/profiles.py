@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import quote, unquote
 
 from pyql.errors import ProfileError, TermError
+from pyql.registry import lookup
 from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
 
 __all__ = [
@@ -234,12 +235,7 @@ def get_profile(profile: str | Profile) -> Profile:
     """A profile by name (``"freebase"``, ``"generic"``, ``"metaqa"``) or as given."""
     if isinstance(profile, Profile):
         return profile
-    try:
-        return PROFILES[profile]
-    except KeyError:
-        raise ProfileError(
-            f"unknown KB profile {profile!r}; known: {', '.join(sorted(PROFILES))}"
-        ) from None
+    return lookup(PROFILES, profile, "KB profile", ProfileError)
 
 
 @dataclass(frozen=True)
@@ -286,8 +282,4 @@ def get_relation_filter(name: str | RelationFilter) -> RelationFilter:
     """A relation filter by name (``webqsp``, ``grailqa``, ``graphq``) or as given."""
     if isinstance(name, RelationFilter):
         return name
-    try:
-        return RELATION_FILTERS[name]
-    except KeyError:
-        raise ProfileError(f"unknown relation filter {name!r}; known: "
-                           f"{', '.join(sorted(RELATION_FILTERS))}") from None
+    return lookup(RELATION_FILTERS, name, "relation filter", ProfileError)

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
+from pyql.registry import lookup
 from pyql.resolve import Slot
-from pyql.syntax import Atom, AtomKind, iri_token_end, lex_atom, split_arguments
+from pyql.syntax import Atom, AtomKind, lex_atom, read_arguments, split_arguments
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -378,17 +379,12 @@ TOOLSETS: dict[str, Toolset] = {"sparql": SPARQL_TOOLS, "sql": SQL_TOOLS}
 def _toolset(tools: str | Toolset) -> Toolset:
     if isinstance(tools, Toolset):
         return tools
-    try:
-        return TOOLSETS[tools]
-    except KeyError:
-        raise ValueError(f"unknown toolset {tools!r}; known: {', '.join(TOOLSETS)}") from None
+    return lookup(TOOLSETS, tools, "toolset")
 
 
 _BARE_VAR = re.compile(r"x\d+")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALL_END = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)")
-#: the characters closing_paren looks at
-_PAREN_SPECIAL = re.compile(r"[\"'<(),]")
 
 
 def _canonical(atom: Atom, param: Param) -> Atom:
@@ -518,44 +514,6 @@ class _Scanner:
         self.pos = m.end()
         return m.group(0)
 
-    def closing_paren(self, open_at: int) -> int:
-        """Index of the ')' matching the '(' at ``open_at``, skipping quoted strings."""
-        text = self.text
-        depth = 0
-        i = open_at
-        arg_start = open_at + 1
-        n = len(text)
-        while i < n:
-            special = _PAREN_SPECIAL.search(text, i)  # skip ordinary characters in one step
-            if special is None:
-                break
-            i = special.start()
-            ch = text[i]
-            if ch in "\"'" and not text[arg_start:i].strip():
-                quote, quote_at = ch, i
-                i += 1
-                while i < len(text) and text[i] != quote:
-                    i += 2 if text[i] == "\\" else 1
-                if i >= len(text):
-                    raise ParseError("unterminated string", text, quote_at)
-                i += 1
-                continue
-            if ch == "<" and depth == 1 and not text[arg_start:i].strip():
-                after = iri_token_end(text, i)
-                if after is not None:  # an <IRI> argument may hold ')' and ','
-                    i = after
-                    continue
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-                if depth == 0:
-                    return i
-            elif ch == "," and depth == 1:
-                arg_start = i + 1
-            i += 1
-        raise ParseError("missing ')'", text, open_at)
-
 
 def _python_arg(piece: str, offset: int, source: str) -> Atom:
     """An argument of the original Python style: a Python literal whose content is an atom."""
@@ -630,8 +588,7 @@ def _parse_calls(text: str, tools: Toolset, contextual: bool = False) -> list[Ca
         if scanner.peek() != "(":
             raise ParseError(f"expected '(' after {name!r}", text, scanner.pos)
         open_at = scanner.pos
-        close_at = scanner.closing_paren(open_at)
-        pieces = split_arguments(text, open_at + 1, close_at)
+        pieces, close_at = read_arguments(text, open_at)
         if python_style:
             atoms = [_python_arg(p, off, text) for p, off in pieces]
         else:

@@ -18,7 +18,7 @@ from enum import Enum
 
 from pyql.errors import ParseError
 
-__all__ = ["AtomKind", "Atom", "lex_atom", "split_arguments", "quote_string"]
+__all__ = ["AtomKind", "Atom", "lex_atom", "split_arguments", "read_arguments", "quote_string"]
 
 
 class AtomKind(str, Enum):
@@ -32,7 +32,7 @@ class AtomKind(str, Enum):
 _VAR_NAME = re.compile(r"[^\W]\w*|\d\w*", re.UNICODE)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _LANG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
-#: the characters split_arguments looks at
+#: the characters the argument scanner looks at
 _ARG_SPECIAL = re.compile(r"[\"'<(),]")
 _BARE_TYPED = re.compile(r"([^\s\"'^<>(),]+)\^\^(<[^<>\s]+>|(?:https?://|[A-Za-z][\w.\-]*:)[^\s<>\"'{}|^`\\,()]+)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
@@ -192,8 +192,37 @@ def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
     A quoted string that starts an argument, and nested parentheses, protect commas. Returns (piece, offset) pairs.
     An empty argument list returns ``[]``.
     """
+    pieces, close, depth = _scan_arguments(text, start, end)
+    if close is not None:
+        raise ParseError("unbalanced ')'", text, close)
+    if depth:
+        raise ParseError("unbalanced '('", text, start)
+    return pieces
+
+
+def read_arguments(text: str, open_at: int) -> tuple[list[tuple[str, int]], int]:
+    """The arguments of the list opened by the ``(`` at ``text[open_at]``, and where its ``)`` is.
+
+    The arguments are split as :func:`split_arguments` splits them; a text that ends before the
+    list is closed raises a ParseError at ``open_at``.
+    """
+    pieces, close, _ = _scan_arguments(text, open_at + 1, len(text))
+    if close is None:
+        raise ParseError("missing ')'", text, open_at)
+    return pieces, close
+
+
+def _scan_arguments(
+    text: str, start: int, end: int
+) -> tuple[list[tuple[str, int]], int | None, int]:
+    """Split ``text[start:end]`` at top-level commas, up to a ``)`` that closes more than it opened.
+
+    Returns the (piece, offset) pairs, the index of that ``)`` (None when the scan reached
+    ``end``) and how many ``(`` are still open at ``end``.
+    """
     pieces: list[tuple[str, int]] = []
     depth = 0
+    close: int | None = None
     i = start
     piece_start = start
     while i < end:
@@ -215,19 +244,18 @@ def split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
         if ch == "(":
             depth += 1
         elif ch == ")":
+            if depth == 0:
+                close = end = i
+                break
             depth -= 1
-            if depth < 0:
-                raise ParseError("unbalanced ')'", text, i)
         elif ch == "," and depth == 0:
             pieces.append((text[piece_start:i], piece_start))
             piece_start = i + 1
         i += 1
-    if depth:
-        raise ParseError("unbalanced '('", text, start)
     last = text[piece_start:end]
     if pieces or last.strip():
         pieces.append((last, piece_start))
-    return pieces
+    return pieces, close, depth
 
 
 _IRI_TOKEN = re.compile(r"<[A-Za-z][A-Za-z0-9+.\-]*:[^<>\"{}|^`\\\x00-\x20]*>")  # <scheme:...>

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyql.errors import ParseError
-from pyql.syntax import Atom, AtomKind, lex_atom, quote_string, split_arguments
+from pyql.syntax import Atom, AtomKind, lex_atom, quote_string, read_arguments, split_arguments
 
 V, IRI, S, N, NAME = AtomKind.VAR, AtomKind.IRI, AtomKind.STRING, AtomKind.NUMBER, AtomKind.NAME
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -168,3 +168,21 @@ def test_split_arguments_errors(text: str, position: int) -> None:
     with pytest.raises(ParseError) as info:
         split_arguments(text, 0, len(text))
     assert info.value.position == position
+
+
+def test_read_arguments_stops_at_the_closing_paren() -> None:
+    text = "f(a, \"b)\", <http://x.org/p,q>, g(h, i)) # rest (with a paren"
+    pieces, close = read_arguments(text, 1)
+    assert close == text.index(") #")
+    assert [p.strip() for p, _ in pieces] == ["a", '"b)"', "<http://x.org/p,q>", "g(h, i)"]
+    assert read_arguments("f()", 1) == ([], 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "description", "position"),
+    [("f(a, g(b)", "missing ')'", 1), ('f(a, "b)', "unterminated string", 5)],
+)
+def test_read_arguments_errors(text: str, description: str, position: int) -> None:
+    with pytest.raises(ParseError) as info:
+        read_arguments(text, 1)
+    assert (info.value.description, info.value.position) == (description, position)

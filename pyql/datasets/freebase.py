@@ -41,7 +41,7 @@ import gzip
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -133,20 +133,37 @@ def _links(
     return load_entity_links(_folder(data_dir) / FILES[key])
 
 
+def _linked_records(
+    dataset: str, data_dir: str | Path | None, entity_links: EntityLinks,
+    gold: Callable[[dict[str, Any]], dict[str, str]],
+) -> Iterator[tuple[dict[str, Any], str, dict[str, str]]]:
+    """Each record of ``dataset`` (GrailQA or WebQSP) with its id and its entity links: the gold
+    ones (``gold(record)``) or the linker's."""
+    links = _links(dataset, data_dir, entity_links)
+    for raw in _json(_folder(data_dir) / FILES[dataset]):
+        qid = str(raw["qid"])
+        yield raw, qid, gold(raw) if links is None else links.get(qid, {})
+
+
+def _grailqa_topic(raw: dict[str, Any]) -> dict[str, str]:
+    return {str(name): str(mid) for mid, name in (raw.get("topic_entity") or {}).items()}
+
+
+def _webqsp_topic(raw: dict[str, Any]) -> dict[str, str]:
+    return {str(label): str(mid) for label, mid in (raw.get("entity_linking") or {}).items()}
+
+
 def load_grailqa(
     data_dir: str | Path | None = None, *, entity_links: EntityLinks = "gold"
 ) -> list[FreebaseQuestion]:
     """GrailQA questions (see the module docstring)."""
-    links = _links("grailqa", data_dir, entity_links)
     out = []
-    for raw in _json(_folder(data_dir) / FILES["grailqa"]):
-        qid = str(raw["qid"])
+    for raw, qid, linked in _linked_records("grailqa", data_dir, entity_links, _grailqa_topic):
         answers = tuple(str(a["answer_argument"]) for a in raw.get("answer") or ())
         names = tuple(str(a.get("entity_name") or a["answer_argument"]) for a in raw.get("answer") or ())
-        gold = {str(name): str(mid) for mid, name in (raw.get("topic_entity") or {}).items()}
         out.append(FreebaseQuestion(
             dataset="grailqa", id=qid, question=raw["question"], answers=answers,
-            answer_names=names, entities=gold if links is None else links.get(qid, {}),
+            answer_names=names, entities=linked,
             sparql=raw.get("sparql_query") or "", s_expression=raw.get("s_expression"),
             group=raw.get("level") or "",
             meta={"function": raw.get("function"), "domains": list(raw.get("domains") or ()),
@@ -182,16 +199,13 @@ def load_webqsp(
     data_dir: str | Path | None = None, *, entity_links: EntityLinks = "gold"
 ) -> list[FreebaseQuestion]:
     """WebQSP test questions (see the module docstring)."""
-    links = _links("webqsp", data_dir, entity_links)
     out = []
-    for raw in _json(_folder(data_dir) / FILES["webqsp"]):
-        qid = str(raw["qid"])
-        gold = {str(k): str(v) for k, v in (raw.get("entity_linking") or {}).items()}
+    for raw, qid, linked in _linked_records("webqsp", data_dir, entity_links, _webqsp_topic):
         out.append(FreebaseQuestion(
             dataset="webqsp", id=qid, question=raw["question"],
             answers=tuple(str(a) for a in raw.get("answer") or ()),
             answer_sets=tuple(tuple(str(a) for a in s) for s in raw.get("different_answer") or ()),
-            entities=gold if links is None else links.get(qid, {}),
+            entities=linked,
             sparql=raw.get("sparql_query") or "",
             meta={"pyql": raw.get("PyQL") if raw.get("PyQL") not in (None, "null") else None},
         ))
