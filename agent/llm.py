@@ -470,8 +470,7 @@ class OpenAIChat(_OpenAIBase):
             deadline=deadline, backoff_base=backoff_base, backoff_max=backoff_max,
             max_retry_after=max_retry_after, sleep=sleep, rng=rng, client=client,
         )
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed

@@ -269,8 +269,7 @@ class QueryAgent:
         self.on_step = on_step
         self.profile = self._profile(profile)
         self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         self._counter = token_counter
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
@@ -352,7 +351,7 @@ class QueryAgent:
     @property
     def token_counter(self) -> TokenCounter:
         if self._counter is None:
-            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
+            self._counter = TokenCounter.for_llm(self.llm)
         return self._counter
 
     def new_session(self, entities: Mapping[str, str] | None = None, table: str | None = None

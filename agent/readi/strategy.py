@@ -178,11 +178,10 @@ class Readi:
         self.seed = seed
         self.table = table
         self.on_step = on_step
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         #: estimates the tokens of calls whose client does not report usage
         self.token_counter = (token_counter if token_counter is not None
-                              else TokenCounter(model=getattr(llm, "model", "") or ""))
+                              else TokenCounter.for_llm(llm))
         self.tables = not isinstance(backend, KB)
         if self.tables:
             self.profile = profile if prompts.PROFILES.get(profile or "") == "table" else "table"

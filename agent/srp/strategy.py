@@ -206,11 +206,10 @@ class SRP:
                                              max_triples=max_triples)
         name = profile or kb.profile.name
         self.profile = name if name in P.PROFILES else "freebase"
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         #: estimates the tokens of calls whose client does not report usage
         self.token_counter = (token_counter if token_counter is not None
-                              else TokenCounter(model=getattr(llm, "model", "") or ""))
+                              else TokenCounter.for_llm(llm))
         self.on_step = on_step
 
     @classmethod
