@@ -270,7 +270,8 @@ class QueryAgent:
         self.profile = self._profile(profile)
         self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
         self.price_table = PriceTable.of(price_table)
-        self._counter = token_counter
+        self.token_counter = (token_counter if token_counter is not None
+                              else TokenCounter.for_llm(llm))
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
@@ -347,12 +348,6 @@ class QueryAgent:
         if isinstance(self.backend, DB):
             return get_prompt_profile("wikisql")
         return get_prompt_profile("freebase")
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = TokenCounter.for_llm(self.llm)
-        return self._counter
 
     def new_session(self, entities: Mapping[str, str] | None = None, table: str | None = None
                     ) -> Any:
