@@ -290,13 +290,7 @@ class QueryAgent:
         # a preset's prompt wins over the dataset's profile (``options`` can still name one)
         if config.profile is not None and config.preset is None:
             kwargs["profile"] = config.profile
-        if config.ranker is not None:
-            kwargs["ranker"] = config.ranker
-        if config.max_steps is not None:
-            kwargs["max_steps"] = config.max_steps
-        if config.top_k is not None:
-            kwargs["top_k"] = config.top_k
-        kwargs.update(config.options)
+        kwargs.update(config.given("ranker", "max_steps", "top_k"), **config.options)
         return cls(llm, backend, **kwargs)
 
     @classmethod
