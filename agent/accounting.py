@@ -226,6 +226,12 @@ class TokenCounter:
         self._encoding: Any = None if isinstance(self._spec, str) else self._spec
         self._failed = False
 
+    @classmethod
+    def for_llm(cls, llm: Any) -> TokenCounter:
+        """The counter of ``llm``'s model (its ``model`` attribute; a client without one gets
+        the default encoding)."""
+        return cls(model=getattr(llm, "model", "") or "")
+
     @property
     def encoding(self) -> tiktoken.Encoding | None:
         if self._encoding is None and not self._failed:
@@ -304,6 +310,13 @@ class PriceTable:
         table = DEFAULT_PRICES if prices is None else prices
         self.prices: dict[str, Price] = {name: _as_price(p) for name, p in table.items()}
         self._warned: set[str] = set()
+
+    @classmethod
+    def of(cls, prices: PriceTable | Mapping[str, Price | Mapping[str, float] | Sequence[float]]
+           | None) -> PriceTable:
+        """``prices`` as a table: a table as it is (its warnings shared), a mapping made into
+        one, None the default prices."""
+        return prices if isinstance(prices, PriceTable) else cls(prices)
 
     def lookup(self, model: str) -> Price | None:
         bare = model.rsplit("/", 1)[-1]

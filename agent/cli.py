@@ -41,6 +41,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from pyql.agent import cli_options as opts
 from pyql.cli import (
     CliError,
     open_kb,
@@ -56,9 +57,8 @@ from pyql.cli import (
 from pyql.cli import (
     entities as entity_table,
 )
-from pyql.cli.backends import KB_HELP
 from pyql.cli.errors import one_line
-from pyql.cli.options import PROFILE_HELP
+from pyql.cli.options import EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
 from pyql.deadline import within
 
 if TYPE_CHECKING:
@@ -95,33 +95,14 @@ def register(app: typer.Typer) -> None:
 
 def ask_command(
     question: Annotated[str, typer.Argument(help="The question, in quotes.")],
-    kb: Annotated[
-        str | None,
-        typer.Option(
-            "--kb",
-            metavar="PATH_OR_URL",
-            help=KB_HELP,
-        ),
-    ] = None,
+    kb: KbOpt = None,
     db: Annotated[
         str | None,
         typer.Option("--db", metavar="URL", help="A database URL or SQLite file (SQL questions)."),
     ] = None,
-    table: Annotated[
-        str | None, typer.Option("--table", help="The table a SQL question is about.")
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option("--profile", "-p", help=PROFILE_HELP),
-    ] = None,
-    prefix: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--prefix",
-            metavar="NAME=IRI",
-            help="Declare a namespace prefix (repeatable); .ttl files declare their own.",
-        ),
-    ] = None,
+    table: TableOpt = None,
+    profile: ProfileOpt = None,
+    prefix: PrefixOpt = None,
     entity: Annotated[
         list[str] | None,
         typer.Option(
@@ -132,46 +113,19 @@ def ask_command(
             "from the KB labels.",
         ),
     ] = None,
-    entities_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--entities", metavar="FILE.json", help="A JSON object of mention -> KB id."
-        ),
-    ] = None,
+    entities_file: EntitiesFileOpt = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", help="Model name (default: $PYQL_MODEL, gpt-4o-mini)."),
     ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            metavar="URL",
-            help="OpenAI-compatible API (default: $OPENAI_BASE_URL, else OpenAI).",
-        ),
-    ] = None,
+    base_url: opts.BaseUrlOpt = None,
     api_key: Annotated[
         str | None,
         typer.Option("--api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY)."),
     ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            metavar="text|tools",
-            help="text: Thought/Action lines; tools: native function calling.",
-        ),
-    ] = "text",
-    no_guidelines: Annotated[
-        bool,
-        typer.Option(
-            "--no-guidelines", help="Turn ERASER off: raw errors are the observations."
-        ),
-    ] = False,
-    max_steps: Annotated[
-        int | None, typer.Option("--max-steps", min=1, help="Most LLM calls for the question "
-                                 "(default: the preset's; 20).")
-    ] = None,
+    mode: opts.ModeOpt = "text",
+    no_guidelines: opts.NoGuidelinesOpt = False,
+    max_steps: opts.MaxStepsOpt = None,
     save_trajectory: Annotated[
         Path | None,
         typer.Option(
@@ -186,45 +140,23 @@ def ask_command(
             help="Keep the entity label index in FILE (built on first use).",
         ),
     ] = None,
-    strategy: Annotated[
-        str, typer.Option("--strategy", metavar="NAME",
-                          help="The reasoning strategy: queryagent, or any installed in the "
-                          "pyql.strategies entry-point group.")
-    ] = "queryagent",
-    option: Annotated[
-        list[str] | None,
-        typer.Option("--option", metavar="KEY=VALUE",
-                     help="A strategy's own option (repeatable); VALUE is read as JSON when it "
-                     "parses (3, true, [1,2]), else as text."),
-    ] = None,
+    strategy: opts.StrategyOpt = None,
+    option: opts.StrategyOptionOpt = None,
     preset: Annotated[
         str | None,
         typer.Option("--preset", metavar="NAME[:DATASET]",
                      help="default, or paper (the original code's settings; the dataset, e.g. "
                      "paper:webqsp, is guessed from a MetaQA KB or a database otherwise)."),
     ] = None,
-    ranker: Annotated[
-        str | None,
-        typer.Option("--ranker", help="Relation ranker: bm25, openai, minilm, hybrid, "
-                     "hybrid:openai (default: the preset's; bm25)."),
-    ] = None,
-    llm_timeout: Annotated[
-        float | None,
-        typer.Option("--llm-timeout", min=0.001, metavar="SECONDS",
-                     help="Wall-clock seconds one LLM request may take (default 30)."),
-    ] = None,
+    ranker: opts.RankerOpt = None,
+    llm_timeout: opts.LlmTimeoutOpt = None,
     max_retries: Annotated[
         int | None,
         typer.Option("--max-retries", min=0,
                      help="Retries of a failed or timed-out LLM request: 429, 5xx, timeouts "
                      "(default 2)."),
     ] = None,
-    deadline: Annotated[
-        float | None,
-        typer.Option("--deadline", min=0.001, metavar="SECONDS",
-                     help="Wall-clock seconds for the whole question (every LLM call, retries "
-                     "included); default: each LLM call ends within a minute."),
-    ] = None,
+    deadline: opts.DeadlineOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
@@ -246,6 +178,7 @@ def ask_command(
         stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
         raise typer.Exit(2)
     options = strategy_options(option)
+    strategy = strategy or "queryagent"
     out = None if as_json else stdout()
     with warnings_shown(), reported(), _llm_errors(base_url):
         from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy

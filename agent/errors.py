@@ -24,7 +24,12 @@ string) are not errors here: the agent turns them into observations for the mode
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from pyql.errors import PyqlError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "LLMError",
@@ -39,6 +44,14 @@ __all__ = [
     "LLMReplayMismatchError",
     "LLMScriptExhaustedError",
 ]
+
+
+class _LLMErrorFields(TypedDict, total=False):
+    """The fields every :class:`LLMError` has, as keywords (what a subclass passes on)."""
+
+    model: str
+    status: int | None
+    code: str | None
 
 
 class LLMError(PyqlError):
@@ -72,17 +85,10 @@ class LLMContextLengthError(LLMError):
 class LLMRateLimitError(LLMError):
     """Rate limited (429) and the retries ran out; ``retry_after`` is the server's advice."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        model: str = "",
-        status: int | None = 429,
-        code: str | None = None,
-        retry_after: float | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None,
+                 **fields: Unpack[_LLMErrorFields]) -> None:
         self.retry_after = retry_after
-        super().__init__(message, model=model, status=status, code=code)
+        super().__init__(message, **{"status": 429, **fields})
 
 
 class LLMTimeoutError(LLMError):
@@ -93,23 +99,14 @@ class LLMTimeoutError(LLMError):
     ran out, else None. Fields are None when not known (an error from a stand-in client).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        model: str = "",
-        status: int | None = None,
-        code: str | None = None,
-        timeout: float | None = None,
-        attempts: int | None = None,
-        elapsed: float | None = None,
-        deadline: float | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, timeout: float | None = None,
+                 attempts: int | None = None, elapsed: float | None = None,
+                 deadline: float | None = None, **fields: Unpack[_LLMErrorFields]) -> None:
         self.timeout = timeout
         self.attempts = attempts
         self.elapsed = elapsed
         self.deadline = deadline
-        super().__init__(message, model=model, status=status, code=code)
+        super().__init__(message, **fields)
 
 
 class LLMServerError(LLMError):

@@ -470,23 +470,17 @@ class OpenAIChat(_OpenAIBase):
             deadline=deadline, backoff_base=backoff_base, backoff_max=backoff_max,
             max_retry_after=max_retry_after, sleep=sleep, rng=rng, client=client,
         )
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.seed = seed
         self.parallel_tool_calls = parallel_tool_calls
         self.extra_body = dict(extra_body or {})
-        self._counter = token_counter
+        self.token_counter = (token_counter if token_counter is not None
+                              else TokenCounter(model=self.model))
         self._stop_supported = True
         #: the last ``history_size`` calls: model, messages, reply, usage, cost, latency
         self.history: deque[dict[str, Any]] = deque(maxlen=history_size)
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = TokenCounter(model=self.model)
-        return self._counter
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
                  ) -> LLMReply:

@@ -119,24 +119,37 @@ def _paper(dataset: str, **values: object) -> Preset:
     return Preset(name="paper", dataset=dataset, **values)  # type: ignore[arg-type]
 
 
+#: the original's shared files, where the settings of every dataset are read
+_AG_UTILS = "ag_src/agent_utils/ag_utils.py"
+_PROMPT_LIST = "ag_src/agent_utils/prompt_list.py"
+
 _FREEBASE_SOURCES = {
-    "history": "ag_src/agent_utils/ag_utils.py:297-327",
-    "temperature": "ag_src/agent_utils/ag_utils.py:141",
+    "history": f"{_AG_UTILS}:297-327",
+    "temperature": f"{_AG_UTILS}:141",
     "extremum_mode": "ag_src/grail_src/sparql_generator.py:107-123",
     "ranker": "ag_src/agent_utils/config.py:29 (openai_embedding: True)",
 }
 
 
-def _freebase(dataset: str, steps: int, /, cvt_note: bool = False, **sources: str) -> Preset:
+def _freebase(dataset: str, steps: int, *, script: str, lines: tuple[str, str, str],
+              prompt: str, relation_filter: str, exclude_topic: str,
+              cvt_note: bool = False) -> Preset:
     """The original's loop on a Freebase dataset: the step cap, the files and GraphQ's CVT note
-    differ."""
+    differ. The step cap, the context budget and the stop are read in the dataset's ``script``
+    at ``lines``; ``prompt`` and ``relation_filter`` are lines of the shared prompt_list.py and
+    ag_utils.py; ``exclude_topic`` is the file:lines of the dataset's environment."""
+    max_steps, context_budget, on_stop = (f"{script}:{n}" for n in lines)
+    sources = {**_FREEBASE_SOURCES, "max_steps": max_steps, "context_budget": context_budget,
+               "on_stop": on_stop, "prompt": f"{_PROMPT_LIST}:{prompt}",
+               "relation_filter": f"{_AG_UTILS}:{relation_filter}",
+               "exclude_topic": exclude_topic}
+    if cvt_note:
+        sources["cvt_note"] = "ag_src/graphq_src/wikienv_graphq.py:273-276"
     return _paper(
         dataset, max_steps=steps, cvt_note=cvt_note, history="paper", context_budget=4090,
         on_stop="choose_answer", extremum_mode="limit", ranker="openai",
         prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
-        sources={**_FREEBASE_SOURCES, **sources,
-                 **({"cvt_note": "ag_src/graphq_src/wikienv_graphq.py:273-276"} if cvt_note
-                    else {})})
+        sources=sources)
 
 
 #: the original's settings per dataset family
@@ -144,45 +157,36 @@ PRESETS: dict[str, dict[str, Preset]] = {
     "default": {},
     "paper": {
         "grailqa": _freebase(
-            "grailqa", 7, max_steps="ag_src/grail_src/GRAIL.py:41",
-            context_budget="ag_src/grail_src/GRAIL.py:47",
-            on_stop="ag_src/grail_src/GRAIL.py:112-126",
-            prompt="ag_src/agent_utils/prompt_list.py:11-111",
-            relation_filter="ag_src/agent_utils/ag_utils.py:176-178",
+            "grailqa", 7, script="ag_src/grail_src/GRAIL.py", lines=("41", "47", "112-126"),
+            prompt="11-111", relation_filter="176-178",
             exclude_topic="ag_src/grail_src/wikienv.py:516-522"),
         "graphq": _freebase(
-            "graphq", 8, cvt_note=True, max_steps="ag_src/graphq_src/GRAPHQ.py:38",
-            context_budget="ag_src/graphq_src/GRAPHQ.py:43",
-            on_stop="ag_src/graphq_src/GRAPHQ.py:113-127",
-            prompt="ag_src/agent_utils/prompt_list.py:113-187",
-            relation_filter="ag_src/agent_utils/ag_utils.py:179-183",
+            "graphq", 8, script="ag_src/graphq_src/GRAPHQ.py", lines=("38", "43", "113-127"),
+            prompt="113-187", relation_filter="179-183", cvt_note=True,
             exclude_topic="ag_src/graphq_src/wikienv_graphq.py:541-547"),
         "webqsp": _freebase(
-            "webqsp", 7, max_steps="ag_src/webqsp_src/WebQSP.py:40",
-            context_budget="ag_src/webqsp_src/WebQSP.py:46",
-            on_stop="ag_src/webqsp_src/WebQSP.py:116-130",
-            prompt="ag_src/agent_utils/prompt_list.py:190-248",
-            relation_filter="ag_src/agent_utils/ag_utils.py:170-175",
+            "webqsp", 7, script="ag_src/webqsp_src/WebQSP.py", lines=("40", "46", "116-130"),
+            prompt="190-248", relation_filter="170-175",
             exclude_topic="ag_src/webqsp_src/wikienv_webqsp.py:534-540"),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
             prompt="paper-metaqa", exclude_topic="nodes", walk=True,
             sources={"max_steps": "ag_src/meta_src/META.py:59",
-                     "history": "ag_src/agent_utils/ag_utils.py:297-327",
+                     "history": f"{_AG_UTILS}:297-327",
                      "on_stop": "ag_src/meta_src/META.py:109",
                      "exclude_topic": "ag_src/meta_src/wikienv_meta.py:129",
                      "walk": "ag_src/meta_src/wikienv_meta.py:67-90",
-                     "temperature": "ag_src/agent_utils/ag_utils.py:141",
-                     "prompt": "ag_src/agent_utils/prompt_list.py:250-328"}),
+                     "temperature": f"{_AG_UTILS}:141",
+                     "prompt": f"{_PROMPT_LIST}:250-328"}),
         "wikisql": _paper(
             "wikisql", max_steps=9, history="paper", context_budget=4090, on_stop="execute",
             ranker="openai", prompt="paper-wikisql",
             sources={"max_steps": "ag_src/wikisql_src/WIKISQL.py:37",
                      "context_budget": "ag_src/wikisql_src/WIKISQL.py:43",
-                     "history": "ag_src/agent_utils/ag_utils.py:297-327",
+                     "history": f"{_AG_UTILS}:297-327",
                      "on_stop": "ag_src/wikisql_src/WIKISQL.py:100",
-                     "temperature": "ag_src/agent_utils/ag_utils.py:141",
-                     "prompt": "ag_src/agent_utils/prompt_list.py:330-459"}),
+                     "temperature": f"{_AG_UTILS}:141",
+                     "prompt": f"{_PROMPT_LIST}:330-459"}),
     },
 }
 

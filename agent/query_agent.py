@@ -269,9 +269,9 @@ class QueryAgent:
         self.on_step = on_step
         self.profile = self._profile(profile)
         self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
-        self._counter = token_counter
+        self.price_table = PriceTable.of(price_table)
+        self.token_counter = (token_counter if token_counter is not None
+                              else TokenCounter.for_llm(llm))
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
@@ -290,13 +290,7 @@ class QueryAgent:
         # a preset's prompt wins over the dataset's profile (``options`` can still name one)
         if config.profile is not None and config.preset is None:
             kwargs["profile"] = config.profile
-        if config.ranker is not None:
-            kwargs["ranker"] = config.ranker
-        if config.max_steps is not None:
-            kwargs["max_steps"] = config.max_steps
-        if config.top_k is not None:
-            kwargs["top_k"] = config.top_k
-        kwargs.update(config.options)
+        kwargs.update(config.given("ranker", "max_steps", "top_k"), **config.options)
         return cls(llm, backend, **kwargs)
 
     @classmethod
@@ -348,12 +342,6 @@ class QueryAgent:
         if isinstance(self.backend, DB):
             return get_prompt_profile("wikisql")
         return get_prompt_profile("freebase")
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        if self._counter is None:
-            self._counter = TokenCounter(model=getattr(self.llm, "model", "") or "")
-        return self._counter
 
     def new_session(self, entities: Mapping[str, str] | None = None, table: str | None = None
                     ) -> Any:

@@ -35,7 +35,7 @@ third-party strategies alike::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -153,6 +153,32 @@ class StrategyConfig:
     #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
     preset: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def given(self, *names: str) -> dict[str, Any]:
+        """The settings ``names`` that are set (not None), by name: what a factory passes on,
+        leaving the strategy's own defaults for the others.
+
+        >>> StrategyConfig(ranker="bm25").given("ranker", "top_k")
+        {'ranker': 'bm25'}
+        """
+        return {name: value for name in names if (value := getattr(self, name)) is not None}
+
+    def typed_options(self, *, ints: Collection[str] = (), flags: Collection[str] = ()
+                      ) -> dict[str, Any]:
+        """:attr:`options` with the numbers (``ints``) and the flags (``flags``: ``1``,
+        ``true``, ``yes``, ``on`` are true) a caller gave as text read as ``int`` and ``bool``.
+
+        >>> StrategyConfig(options={"max_edits": "3", "reflection": "off", "x": "y"}
+        ...                ).typed_options(ints=("max_edits",), flags=("reflection",))
+        {'max_edits': 3, 'reflection': False, 'x': 'y'}
+        """
+        typed = dict(self.options)
+        for key, value in typed.items():
+            if isinstance(value, str) and key in ints:
+                typed[key] = int(value)
+            elif isinstance(value, str) and key in flags:
+                typed[key] = value.strip().lower() in ("1", "true", "yes", "on")
+        return typed
 
 
 @runtime_checkable

@@ -13,7 +13,6 @@ trajectory cut short by a crash loads with ``finished=False``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.agent.accounting import Usage
+from pyql.agent.jsonl import json_lines
 from pyql.agent.llm import ToolCall
 
 __all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories"]
@@ -173,21 +173,14 @@ class Trajectory(BaseModel):
 def iter_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
     """Every trajectory of a JSONL file, in order (a last one cut short included)."""
     current: list[dict[str, Any]] = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
-            if record.get("record") == "question" and current:
-                yield Trajectory.from_records(current)
-                current = []
-            current.append(record)
-            if record.get("record") == "result":
-                yield Trajectory.from_records(current)
-                current = []
+    for _, record in json_lines(path):
+        if record.get("record") == "question" and current:
+            yield Trajectory.from_records(current)
+            current = []
+        current.append(record)
+        if record.get("record") == "result":
+            yield Trajectory.from_records(current)
+            current = []
     if current:
         yield Trajectory.from_records(current)
 

@@ -199,10 +199,23 @@ class RunStats:
     traced_after: float = 0.0
     traced_peak: float = 0.0
 
+    def count(self, *, calls: int, seconds: float, error: bool, hit1: float = 0.0,
+              finished: bool = False) -> None:
+        """One question's outcome, whichever runner answered it (a failed question counts
+        its calls and time, no hit and no finish)."""
+        self.questions += 1
+        self.llm_calls += calls
+        self.question_seconds.append(seconds)
+        if error:
+            self.errors += 1
+        else:
+            self.hit1 += hit1
+            self.finished += int(finished)
+
     def row(self) -> dict[str, Any]:
         data = asdict(self)
-        secs = data.pop("question_seconds")
-        data["mean_question_seconds"] = sum(secs) / len(secs) if secs else 0.0
+        del data["question_seconds"]
+        data["mean_question_seconds"] = self.mean_seconds
         return data
 
     @property
@@ -254,14 +267,9 @@ def run_minimal(kb: KB, server: GoldServer, items: Sequence[Question], concurren
                 "calls": result.usage.llm_calls, "seconds": time.perf_counter() - start}
 
     def done(summary: dict[str, Any]) -> None:
-        stats.questions += 1
-        stats.llm_calls += summary["calls"]
-        stats.question_seconds.append(summary["seconds"])
-        if "error" in summary:
-            stats.errors += 1
-        else:
-            stats.hit1 += summary["hit1"]
-            stats.finished += int(summary["finished"])
+        stats.count(calls=summary["calls"], seconds=summary["seconds"],
+                    error="error" in summary, hit1=summary.get("hit1", 0.0),
+                    finished=summary.get("finished", False))
         if stats.questions == 50:
             stats.rss_at_50, stats.traced_at_50 = rss_mb(), traced_mb()
 
@@ -316,14 +324,10 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
         stats.total = time.perf_counter() - start
         _end(stats, server)
         for result in read_results(tmp, steps=False):
-            stats.questions += 1
-            stats.llm_calls += int(result.usage.get("llm_calls", 0))
-            stats.question_seconds.append(float(result.usage.get("seconds", 0.0)))
-            if result.error is not None:
-                stats.errors += 1
-                continue
-            stats.hit1 += result.metrics.get("hit@1", 0.0)
-            stats.finished += int(result.finished)
+            stats.count(calls=int(result.usage.get("llm_calls", 0)),
+                        seconds=float(result.usage.get("seconds", 0.0)),
+                        error=result.error is not None, hit1=result.metrics.get("hit@1", 0.0),
+                        finished=result.finished)
     stats.hit1 /= max(1, stats.questions - stats.errors)
     return stats
 

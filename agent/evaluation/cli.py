@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pyql.agent import cli_options as opts
 from pyql.cli import fail, print_json
 
 __all__ = ["register", "eval_command", "render_metrics"]
@@ -148,8 +149,7 @@ def eval_command(
     ] = None,
     llm: Annotated[str | None, typer.Option(
         "--llm", help="openai:MODEL, replay:PATH, gold or noisy-gold:RATE")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="an OpenAI-compatible server (with openai:MODEL)")] = None,
+    base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
     sample: Annotated[int | None, typer.Option(
         help="N random questions (of the first --limit)", min=1)] = None,
@@ -160,18 +160,13 @@ def eval_command(
         help="KB override: a SPARQL endpoint URL, an Oxigraph store dir or an RDF file")] = None,
     db: Annotated[str | None, typer.Option(
         help="database override: a SQLAlchemy URL or a SQLite file")] = None,
-    no_guidelines: Annotated[bool, typer.Option(
-        "--no-guidelines", help="run without ERASER (raw errors are observations)")] = False,
-    mode: Annotated[str, typer.Option(help="text (Thought/Action) or tools (function calling)")
-                    ] = "text",
-    max_steps: Annotated[int | None, typer.Option(
-        "--max-steps", help="steps per question (default: the preset's; 20)", min=1)] = None,
+    no_guidelines: opts.NoGuidelinesOpt = False,
+    mode: opts.ModeOpt = "text",
+    max_steps: opts.MaxStepsOpt = None,
     preset: Annotated[str | None, typer.Option(
         "--preset", help="default (pyql's settings) or paper (the original code's settings per "
         "dataset: steps, history, prompts, ranker, argmax; docs/paper_preset.md)")] = None,
-    ranker: Annotated[str | None, typer.Option(
-        "--ranker", help="relation ranker: bm25, openai, minilm, hybrid, hybrid:openai "
-        "(default: the preset's; bm25)")] = None,
+    ranker: opts.RankerOpt = None,
     extremum: Annotated[str | None, typer.Option(
         "--extremum", metavar="ties|limit", help="argmax/argmin: keep ties, or ORDER BY ... "
         "LIMIT 1 as the original (default: the preset's; ties)")] = None,
@@ -186,11 +181,8 @@ def eval_command(
                            ] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bar")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log more")] = False,
-    strategy: Annotated[str | None, typer.Option(
-        "--strategy", help="the reasoning strategy (pyql.strategies entry points; default "
-        "queryagent)")] = None,
-    option: Annotated[list[str] | None, typer.Option(
-        "--option", help="a strategy option key=value (repeatable)")] = None,
+    strategy: opts.StrategyOpt = None,
+    option: opts.StrategyOptionOpt = None,
     exclude_ids: Annotated[Path | None, typer.Option(
         "--exclude-ids", help="a file of question ids (one per line) to leave out, before "
         "--limit/--sample (e.g. a reference base's source_ids.txt)")] = None,
@@ -200,14 +192,11 @@ def eval_command(
     ablation: Annotated[bool, typer.Option(
         "--ablation", help="run ERASER on and off (sub-runs eraser_on/ and eraser_off/) and "
         "print the combined table")] = False,
-    llm_timeout: Annotated[float | None, typer.Option(
-        "--llm-timeout", help="seconds per LLM call attempt", min=0.001)] = None,
+    llm_timeout: opts.LlmTimeoutOpt = None,
     max_retries: Annotated[int | None, typer.Option(
         "--max-retries", help="retries per LLM call (rate limits, server errors)", min=0)
     ] = None,
-    deadline: Annotated[float | None, typer.Option(
-        "--deadline", help="seconds per question for all its LLM calls (then llm_timeout)",
-        min=0.001)] = None,
+    deadline: opts.DeadlineOpt = None,
     max_outages: Annotated[int, typer.Option(
         "--max-outages", help="stop after N questions in a row end in an outage (KB or LLM "
         "down); 0 never stops", min=0)] = 5,

@@ -115,6 +115,7 @@ from pyql.agent.evaluation.specs import (
     RateGate,
     build_provider,
 )
+from pyql.agent.jsonl import json_lines
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import within
@@ -307,21 +308,12 @@ def iter_records(path: Path, *, drop: tuple[str, ...] = ()) -> Iterator[dict[str
     memory. A line that is not a result record raises :class:`RunDirError`."""
     if not path.exists():
         return
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.endswith(b"\n"):
-                return
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RunDirError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-            if not isinstance(record, dict) or "id" not in record:
-                raise RunDirError(f"{path}:{number}: not a result record (no id)")
-            for key in drop:
-                record.pop(key, None)
-            yield record
+    for number, record in json_lines(path, complete=True, error=RunDirError):
+        if not isinstance(record, dict) or "id" not in record:
+            raise RunDirError(f"{path}:{number}: not a result record (no id)")
+        for key in drop:
+            record.pop(key, None)
+        yield record
 
 
 def _unique(records: Iterator[dict[str, Any]]) -> Iterator[QuestionResult]:

@@ -178,11 +178,10 @@ class Readi:
         self.seed = seed
         self.table = table
         self.on_step = on_step
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         #: estimates the tokens of calls whose client does not report usage
         self.token_counter = (token_counter if token_counter is not None
-                              else TokenCounter(model=getattr(llm, "model", "") or ""))
+                              else TokenCounter.for_llm(llm))
         self.tables = not isinstance(backend, KB)
         if self.tables:
             self.profile = profile if prompts.PROFILES.get(profile or "") == "table" else "table"
@@ -214,20 +213,11 @@ class Readi:
         kwargs: dict[str, Any] = {
             "seed": config.seed, "table": config.table,
             "token_counter": config.token_counter, "price_table": config.price_table,
+            # unset: Readi's own defaults (BM25)
+            **config.given("ranker", "profile", "top_k"),
+            **config.typed_options(ints=("max_edits", "corrupt_length", "max_frontier",
+                                         "max_candidates", "top_k"), flags=("exclude_topic",)),
         }
-        if config.ranker is not None:  # None: Readi's own default (BM25)
-            kwargs["ranker"] = config.ranker
-        if config.profile is not None:
-            kwargs["profile"] = config.profile
-        if config.top_k is not None:
-            kwargs["top_k"] = config.top_k
-        for key, value in config.options.items():
-            if key in ("max_edits", "corrupt_length", "max_frontier", "max_candidates",
-                       "top_k") and isinstance(value, str):
-                value = int(value)
-            if key == "exclude_topic" and isinstance(value, str):
-                value = value.lower() in ("1", "true", "yes", "on")
-            kwargs[key] = value
         return cls(llm, backend, **kwargs)
 
     @classmethod

@@ -206,11 +206,10 @@ class SRP:
                                              max_triples=max_triples)
         name = profile or kb.profile.name
         self.profile = name if name in P.PROFILES else "freebase"
-        self.price_table = (price_table if isinstance(price_table, PriceTable)
-                            else PriceTable(price_table))
+        self.price_table = PriceTable.of(price_table)
         #: estimates the tokens of calls whose client does not report usage
         self.token_counter = (token_counter if token_counter is not None
-                              else TokenCounter(model=getattr(llm, "model", "") or ""))
+                              else TokenCounter.for_llm(llm))
         self.on_step = on_step
 
     @classmethod
@@ -242,19 +241,13 @@ class SRP:
         options are constructor keywords (``references``, ``top_k_references``, ``max_rounds``,
         ``reflection``, ``check_count``, ``vocabulary``, ...)."""
         kwargs: dict[str, Any] = {"token_counter": config.token_counter,
-                                  "price_table": config.price_table}
-        if config.ranker is not None:  # None: SRP's own default
-            kwargs["ranker"] = config.ranker
+                                  "price_table": config.price_table,
+                                  **config.given("ranker")}  # unset: SRP's own default
         if config.profile in P.PROFILES:
             kwargs["profile"] = config.profile
         if config.top_k is not None:
             kwargs["check_candidates"] = config.top_k
-        for key, value in config.options.items():  # text from ``--option key=value``
-            if key in _INT_OPTIONS and isinstance(value, str):
-                value = int(value)
-            elif key == "reflection" and isinstance(value, str):
-                value = value.strip().lower() in ("1", "true", "yes", "on")
-            kwargs[key] = value
+        kwargs.update(config.typed_options(ints=_INT_OPTIONS, flags=("reflection",)))
         return cls(llm, backend, **kwargs)
 
     @classmethod

@@ -95,6 +95,21 @@ def test_prices(caplog: pytest.LogCaptureFixture) -> None:
     assert isinstance(DEFAULT_PRICES["gpt-4o"], Price)
 
 
+def test_price_table_of_keeps_a_table_and_makes_one_of_a_mapping() -> None:
+    custom = PriceTable({"m": (1.0, 3.0)})
+    assert PriceTable.of(custom) is custom
+    assert PriceTable.of({"m": (1.0, 3.0)}).cost("m", 10**6, 10**6) == 4.0
+    assert PriceTable.of(None).prices == PriceTable().prices
+
+
+def test_token_counter_for_an_llm_uses_its_models_encoding(tiktoken_dir: Path) -> None:
+    from pyql.agent.llm import ScriptedLLM
+
+    assert TokenCounter.for_llm(ScriptedLLM([], model="gpt-4o-mini")).encoding.name == "o200k_base"
+    assert TokenCounter.for_llm(ScriptedLLM([])).encoding.name == "cl100k_base"
+    assert TokenCounter.for_llm(object()).encoding.name == "cl100k_base"
+
+
 def test_usage_adds_up() -> None:
     a = (Usage().add_call(TokenUsage(prompt_tokens=100, completion_tokens=10), cost=0.1, seconds=1.0)
          .add_trigger("RM202"))

@@ -387,6 +387,10 @@ def test_trajectories_append_and_partial_runs(kb: OxigraphKB, tmp_path: Path) ->
     partial = load_trajectories(cut)
     assert len(partial) == 2 and not partial[1].finished and len(partial[1].steps) == 3
     assert "Thought 1: Find what John Godey" in first.trajectory.render()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[0] + "\n\n{oops\n")
+    with pytest.raises(ValueError, match=r"bad\.jsonl:3: not a JSON line"):
+        load_trajectories(bad)
 
 
 def test_replay_of_a_run_that_outgrew_the_context(kb: OxigraphKB) -> None:

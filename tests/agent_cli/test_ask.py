@@ -407,3 +407,25 @@ def test_the_deadline_bounds_the_whole_question(fake_openai):
     line = assert_one_line_error(result)
     assert "deadline" in line
     assert elapsed < 3.0 and len(fake_openai.chat_requests) <= 4
+
+
+def test_ask_and_eval_declare_their_shared_options_alike() -> None:
+    import typer
+    import typer.main
+
+    from pyql.agent.cli import register as register_ask
+    from pyql.agent.evaluation.cli import register as register_eval
+
+    both = typer.Typer()
+    register_ask(both)
+    register_eval(both)
+    commands = typer.main.get_command(both).commands  # type: ignore[attr-defined]
+
+    def declared(name: str) -> dict[str, tuple]:
+        return {p.opts[0]: (p.help, p.default, p.metavar, getattr(p, "min", None))
+                for p in commands[name].params}
+
+    ask_options, eval_options = declared("ask"), declared("eval")
+    for flag in ("--strategy", "--option", "--ranker", "--max-steps", "--mode",
+                 "--no-guidelines", "--base-url", "--llm-timeout", "--deadline"):
+        assert ask_options[flag] == eval_options[flag], flag

@@ -1,0 +1,70 @@
+"""Options ``pyql ask`` and ``pyql eval`` share, declared once so their names, help, bounds and
+defaults agree (the core commands' shared options are in :mod:`pyql.cli.options`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = [
+    "BaseUrlOpt",
+    "DeadlineOpt",
+    "LlmTimeoutOpt",
+    "MaxStepsOpt",
+    "ModeOpt",
+    "NoGuidelinesOpt",
+    "RankerOpt",
+    "StrategyOpt",
+    "StrategyOptionOpt",
+]
+
+StrategyOpt = Annotated[
+    str | None,
+    typer.Option("--strategy", metavar="NAME",
+                 help="The reasoning strategy: queryagent (the default), or any installed in the "
+                 "pyql.strategies entry-point group."),
+]
+StrategyOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option("--option", metavar="KEY=VALUE",
+                 help="A strategy's own option (repeatable); VALUE is read as JSON when it "
+                 "parses (3, true, [1,2]), else as text."),
+]
+RankerOpt = Annotated[
+    str | None,
+    typer.Option("--ranker", help="Relation ranker: bm25, openai, minilm, hybrid, hybrid:openai "
+                 "(default: the preset's; bm25)."),
+]
+MaxStepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-steps", min=1,
+                 help="Most steps per question (QueryAgent: LLM calls; default: the preset's; "
+                 "20)."),
+]
+ModeOpt = Annotated[
+    str,
+    typer.Option("--mode", metavar="text|tools",
+                 help="text: Thought/Action lines; tools: native function calling."),
+]
+NoGuidelinesOpt = Annotated[
+    bool,
+    typer.Option("--no-guidelines", help="Turn ERASER off: raw errors are the observations."),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", metavar="URL",
+                 help="An OpenAI-compatible API (default: $OPENAI_BASE_URL, else OpenAI)."),
+]
+LlmTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--llm-timeout", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds one LLM request may take (default 30)."),
+]
+DeadlineOpt = Annotated[
+    float | None,
+    typer.Option("--deadline", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds for each question's LLM calls, retries included "
+                 "(then each call's --llm-timeout still holds); default: each LLM call ends "
+                 "within a minute."),
+]
