@@ -201,13 +201,10 @@ class EmptyFactUnexplored(_EmptyFact):
         calls = [f"get_relation({n})" for n in names] or get_relation_calls(feedback.memory)
         about = (f"the relations of {' and '.join(names)} have not been queried yet"
                  if names else "no relations have been queried for this fact")
-        return self.hint(
+        return self.hint_options(
             f"Got an empty result after adding this triple pattern, and {about}: {relation} was "
             "not chosen from a list of valid relations. Use get_relation() first and choose a "
-            "relation from its result."
-            + (f" Suggestion: {', '.join(calls)}." if calls else ""),
-            calls,
-        )
+            "relation from its result.", calls, "Suggestion:")
 
 
 class GetRelationEmpty(_ResultGuideline):
@@ -233,12 +230,9 @@ class GetRelationEmpty(_ResultGuideline):
         what = ("This literal does not occur in the KB with this exact form (check its datatype "
                 "and format)." if isinstance(node, Literal)
                 else "It may be a wrong id." if isinstance(node, Entity) else "")
-        return self.hint(
+        return self.hint_options(
             f"get_relation({text}) returned no relations: {text} has no relations in the KB. "
-            f"{what}".rstrip()
-            + (f" Choose another node: {', '.join(calls)}." if calls else ""),
-            calls,
-        )
+            f"{what}".rstrip(), calls, "Choose another node:")
 
 
 class EmptyAfterFilter(_ResultGuideline):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import bound_variables, fmt_list, is_linked, linked_targets, term_text
-from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
+from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion, used_before
 from pyql.terms import Entity, Literal, Relation, Var
 
 __all__ = [
@@ -26,10 +26,6 @@ _OPERATORS = ("!=", "=", "<", "<=", ">", ">=")
 def _is_id(term: object) -> bool:
     """A Freebase id (``m.``/``g.``), as the original tells ids apart."""
     return isinstance(term, Entity) and term.short.startswith(("m.", "g."))
-
-
-def _used_before(feedback: Feedback, text: str) -> bool:
-    return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
 class _OriginalKB(Guideline):
@@ -64,7 +60,7 @@ class FactUnlinkedId(_OriginalKB):
             return None
         for term in (feedback.args[0], feedback.args[2]):
             if _is_id(term) and not is_linked(term, feedback.memory) \
-                    and not _used_before(feedback, term_text(term)):
+                    and not used_before(feedback, term_text(term)):
                 linked = linked_targets(feedback.memory)
                 return self.hint(
                     f"You should not use {term_text(term)} because it is not related to our "
