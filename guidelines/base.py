@@ -48,7 +48,7 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, get_args
 
@@ -199,6 +199,19 @@ class Guideline:
         """A Hint carrying this guideline's code and name."""
         return Hint(code=self.code, name=self.name, message=message,
                     suggestions=tuple(dict.fromkeys(suggestions)))
+
+    def hint_options(self, message: str, options: Sequence[str], lead: str) -> Hint:
+        """A Hint suggesting ``options`` whose message ends by naming them (`` {lead} a, b.``);
+        the message alone when there are none.
+
+        >>> hint = Guideline().hint_options("The query is empty.", ["get_relation(m.0x)"], "Try")
+        >>> hint.message, hint.suggestions
+        ('The query is empty. Try get_relation(m.0x).', ('get_relation(m.0x)',))
+        >>> Guideline().hint_options("The query is empty.", [], "Try").message
+        'The query is empty.'
+        """
+        named = f" {lead} {', '.join(options)}." if options else ""
+        return self.hint(message + named, options)
 
     # -- documentation --------------------------------------------------------------------------
     @classmethod

@@ -11,7 +11,7 @@ from pyql.terms import Entity, Var
 
 __all__ = [
     "SPARQL", "HINT_RELATIONS", "atom_key", "capped_relations", "cut_note", "existing_text",
-    "is_exclusion", "linked_text",
+    "is_exclusion", "linked_text", "used_before",
 ]
 
 #: at most this many relations are listed in a hint (a Freebase node may have hundreds)
@@ -29,6 +29,11 @@ def atom_key(feedback: Feedback, index: int) -> str | None:
     if atom.kind is AtomKind.VAR:
         return f"?{atom.value}"
     return feedback.memory.entities.get(atom.value, atom.value)
+
+
+def used_before(feedback: Feedback, text: str) -> bool:
+    """Whether an accepted call already used this argument text (e.g. an id of a gold program)."""
+    return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
 def existing_text(feedback: Feedback) -> str:

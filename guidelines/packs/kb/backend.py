@@ -13,10 +13,7 @@ from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.packs.kb._common import SPARQL
 
-__all__ = [
-    "BackendError", "BackendTimeout", "QueryRejected", "backend_error_message", "timeout_message",
-    "query_rejected_message", "is_query_rejection",
-]
+__all__ = ["BackendError", "BackendTimeout", "QueryRejected", "is_query_rejection"]
 
 #: the error type (``KBFeedback.error_type``) of an engine that rejected the query it was sent
 _REJECTED = "BackendQueryError"
@@ -27,28 +24,9 @@ def is_query_rejection(feedback: Feedback) -> bool:
     return feedback.kb.status == "backend_error" and feedback.kb.error_type == _REJECTED
 
 
-def query_rejected_message(feedback: Feedback, what: str = "KB") -> str:
-    detail = feedback.kb.message.strip().rstrip(".")
-    return (f"The {what} rejected the query this step builds ({detail or 'query error'}). This "
-            "is an error in the query, not a server fault: the step was not applied, and the "
-            "same action would be rejected again. Change the action: check its arguments and "
-            "whether the calls before it allow it.")
-
-
-def backend_error_message(feedback: Feedback, what: str = "KB") -> str:
-    detail = feedback.kb.message.strip().rstrip(".")
-    return (f"The {what} could not run this step ({detail or 'backend error'}). This is a problem "
-            f"of the {what} server, not an empty result and not a sign that the action is wrong: "
-            "the step was not applied. Repeat the same action; if the error persists, the "
-            f"{what} is unavailable and the question cannot be answered now.")
-
-
-def timeout_message(feedback: Feedback, what: str = "KB") -> str:
-    detail = feedback.kb.message.strip().rstrip(".")
-    return (f"The {what} did not answer in time{f' ({detail})' if detail else ''}. This does not "
-            "mean the result is empty: the step was not applied. Queries are slow when they "
-            "start from variables only or match very many rows; prefer starting from a linked "
-            "entity or adding a more specific constraint first, or repeat the action.")
+def _detail(feedback: Feedback) -> str:
+    """The backend's own error message, as a hint quotes it (no final period)."""
+    return feedback.kb.message.strip().rstrip(".")
 
 
 class _BackendFailure(Guideline):
@@ -77,7 +55,14 @@ class BackendError(_BackendFailure):
     def check(self, feedback: Feedback) -> Hint | None:
         if is_query_rejection(feedback):
             return None  # the query-rejected guideline's case (KB303, DB303)
-        return self.hint(backend_error_message(feedback, self.backend), [feedback.action_text])
+        what = self.backend
+        return self.hint(
+            f"The {what} could not run this step ({_detail(feedback) or 'backend error'}). This is "
+            f"a problem of the {what} server, not an empty result and not a sign that the action "
+            "is wrong: the step was not applied. Repeat the same action; if the error persists, "
+            f"the {what} is unavailable and the question cannot be answered now.",
+            [feedback.action_text],
+        )
 
 
 class QueryRejected(_BackendFailure):
@@ -99,7 +84,11 @@ class QueryRejected(_BackendFailure):
     def check(self, feedback: Feedback) -> Hint | None:
         if not is_query_rejection(feedback):
             return None
-        return self.hint(query_rejected_message(feedback, self.backend))
+        return self.hint(
+            f"The {self.backend} rejected the query this step builds "
+            f"({_detail(feedback) or 'query error'}). This is an error in the query, not a server "
+            "fault: the step was not applied, and the same action would be rejected again. Change "
+            "the action: check its arguments and whether the calls before it allow it.")
 
 
 class BackendTimeout(_BackendFailure):
@@ -117,4 +106,9 @@ class BackendTimeout(_BackendFailure):
     triggers_on = on(kb="timeout")
 
     def check(self, feedback: Feedback) -> Hint | None:
-        return self.hint(timeout_message(feedback, self.backend))
+        detail = _detail(feedback)
+        return self.hint(
+            f"The {self.backend} did not answer in time{f' ({detail})' if detail else ''}. This "
+            "does not mean the result is empty: the step was not applied. Queries are slow when "
+            "they start from variables only or match very many rows; prefer starting from a "
+            "linked entity or adding a more specific constraint first, or repeat the action.")

@@ -125,13 +125,9 @@ class FactInvalidRelation(_ArgumentGuideline):
                              f"from the results of get_relation(). {listing}")
         targets = [n for n in nodes if not n.startswith("?") or n in memory.bound_variables]
         calls = [f"get_relation({n})" for n in targets] or get_relation_calls(memory)
-        return self.hint(
-            f"{text} is not a valid relation for add_fact(). You should use get_relation() "
-            f"first. Suggestion: choose valid options from {', '.join(calls)}."
-            if calls else f"{text} is not a valid relation for add_fact(). You should use "
-            "get_relation() first.",
-            calls,
-        )
+        return self.hint_options(
+            f"{text} is not a valid relation for add_fact(). You should use get_relation() first.",
+            calls, "Suggestion: choose valid options from")
 
 
 class FilterOperator(_ArgumentGuideline):
@@ -354,10 +350,9 @@ class ExecuteWithoutAnswer(_ArgumentGuideline):
     def check(self, feedback: Feedback) -> Hint | None:
         code = feedback.python.error_code
         if code == "empty_query":
-            calls = get_relation_calls(feedback.memory)
-            return self.hint("The query is empty, so there is nothing to execute. Build it first "
-                             "with get_relation() and add_fact()."
-                             + (f" Suggestion: {', '.join(calls)}." if calls else ""), calls)
+            return self.hint_options("The query is empty, so there is nothing to execute. Build "
+                                     "it first with get_relation() and add_fact().",
+                                     get_relation_calls(feedback.memory), "Suggestion:")
         if code != "no_answer":
             return None
         bound = bound_variables(feedback.memory)

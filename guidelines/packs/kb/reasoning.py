@@ -15,7 +15,7 @@ from pyql.guidelines.derive import (
     term_text,
     value_owner,
 )
-from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
+from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion, used_before
 from pyql.syntax import AtomKind
 from pyql.terms import Entity, Literal, Var
 
@@ -30,11 +30,6 @@ __all__ = [
     "TimeConstraintUnboundVariable",
     "ExecuteMidPath",
 ]
-
-
-def _used_before(feedback: Feedback, text: str) -> bool:
-    """Whether an accepted call already used this argument text (e.g. an id of a gold program)."""
-    return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
 class _MemoryGuideline(Guideline):
@@ -71,7 +66,7 @@ class GetRelationUnknownNode(_MemoryGuideline):
             if not isinstance(node, (Entity, Literal)) or is_linked(node, memory):
                 return None
             text = term_text(node)
-            if _used_before(feedback, text) or _used_before(feedback, node.short):
+            if used_before(feedback, text) or used_before(feedback, node.short):
                 return None
         calls = get_relation_calls(memory)
         owner = value_owner(memory, text)
@@ -92,9 +87,7 @@ class GetRelationUnknownNode(_MemoryGuideline):
         message = lead
         if options:
             message += f" It must be {', or '.join(options)}."
-        if calls:
-            message += f" Suggestion: choose from: {', '.join(calls)}."
-        return self.hint(message, calls)
+        return self.hint_options(message, calls, "Suggestion: choose from:")
 
 
 class GetRelationUnboundVariable(_MemoryGuideline):
@@ -122,12 +115,9 @@ class GetRelationUnboundVariable(_MemoryGuideline):
             None, "unbound_variable"
         ):
             return None
-        calls = get_relation_calls(feedback.memory)
-        message = (f"You cannot query for the relations of {node} because it hasn't been bound "
-                   "to anything.")
-        if calls:
-            message += f" You need to first query for {', '.join(calls)}."
-        return self.hint(message, calls)
+        return self.hint_options(
+            f"You cannot query for the relations of {node} because it hasn't been bound to "
+            "anything.", get_relation_calls(feedback.memory), "You need to first query for")
 
 
 def _two_new(feedback: Feedback) -> list[str] | None:
@@ -190,13 +180,10 @@ class FactTwoNewVariablesUnexplored(_MemoryGuideline):
         new = _two_new(feedback)
         if new is None or feedback.memory.called("get_relation"):
             return None
-        calls = get_relation_calls(feedback.memory)
-        return self.hint(
+        return self.hint_options(
             f"You introduced unexisting variable in add_fact(): both {new[0]} and {new[1]} are "
-            "new, which is invalid. Start from a linked entity: use get_relation() first"
-            + (f". Suggestion: {', '.join(calls)}." if calls else "."),
-            calls,
-        )
+            "new, which is invalid. Start from a linked entity: use get_relation() first.",
+            get_relation_calls(feedback.memory), "Suggestion:")
 
 
 class FilterBeforeGetRelation(_MemoryGuideline):
@@ -279,13 +266,10 @@ class SetAnswerNoVariables(_MemoryGuideline):
         var = feedback.args[0] if feedback.args else None
         if not isinstance(var, Var) or feedback.memory.bound_variables:
             return None
-        calls = get_relation_calls(feedback.memory)
-        return self.hint(
+        return self.hint_options(
             f"{var} is not a created variable, and there are no variables yet: build the query "
-            "first with get_relation() and add_fact()."
-            + (f" Start with {', '.join(calls)}." if calls else ""),
-            calls,
-        )
+            "first with get_relation() and add_fact().",
+            get_relation_calls(feedback.memory), "Start with")
 
 
 class TimeConstraintUnboundVariable(_MemoryGuideline):

@@ -37,9 +37,9 @@ EmptyFactNode = tuple[str, str, Relations | None]
 
 
 def _empty_fact(feedback: Feedback) -> tuple[str, list[EmptyFactNode]] | None:
-    """(relation, [(role, node, fetched relations or None), ...]) of an add_fact with an empty
-    result that this step caused; None otherwise."""
-    if feedback.kb.unconstrained or len(feedback.args) != 3:
+    """(relation, [(role, node, fetched relations or None), ...]) of an add_fact; None when it
+    has no relation to judge."""
+    if len(feedback.args) != 3:
         return None
     head, relation, tail = feedback.args
     if not isinstance(relation, Relation):
@@ -81,19 +81,31 @@ class _ResultGuideline(Guideline):
     toolsets = SPARQL
 
 
-class _EmptyFact(_ResultGuideline):
+class _EmptyResult(_ResultGuideline):
+    """The guidelines of an empty result: silent when the step need not have caused it (the
+    query still has variables that no triple pattern binds, see the module docstring)."""
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        return None if feedback.kb.unconstrained else self.check_empty(feedback)
+
+    def check_empty(self, feedback: Feedback) -> Hint | None:
+        """The hint for an empty result that this step caused."""
+        raise NotImplementedError
+
+
+class _EmptyFact(_EmptyResult):
     """The add_fact guidelines of an empty result that the step caused (see ``_empty_fact``)."""
 
     needs = frozenset({"kb", "memory"})
     triggers_on = on("add_fact", kb="empty")
     groups = ("sparql", "fact", "empty", "paper")
 
-    def check(self, feedback: Feedback) -> Hint | None:
+    def check_empty(self, feedback: Feedback) -> Hint | None:
         found = _empty_fact(feedback)
-        return None if found is None else self.check_empty(feedback, *found)
+        return None if found is None else self.check_fact(feedback, *found)
 
-    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
-                    ) -> Hint | None:
+    def check_fact(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                   ) -> Hint | None:
         """The hint for an add_fact of ``relation`` whose known ``nodes`` gave no result."""
         raise NotImplementedError
 
@@ -117,8 +129,8 @@ class EmptyFactUnlistedRelation(_EmptyFact):
     code = "KB201"
     name = "kb.empty_fact_unlisted_relation"
 
-    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
-                    ) -> Hint | None:
+    def check_fact(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                   ) -> Hint | None:
         fetched = [(n, rels) for _, n, rels in nodes if rels is not None]
         if not fetched or any(relation in rels for _, rels in fetched):
             return None
@@ -156,8 +168,8 @@ class EmptyFactListedRelation(_EmptyFact):
     code = "KB202"
     name = "kb.empty_fact_listed_relation"
 
-    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
-                    ) -> Hint | None:
+    def check_fact(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                   ) -> Hint | None:
         listed = [(role, n, rels) for role, n, rels in nodes
                   if rels is not None and relation in rels]
         if not listed:
@@ -193,21 +205,18 @@ class EmptyFactUnexplored(_EmptyFact):
     code = "KB203"
     name = "kb.empty_fact_unexplored"
 
-    def check_empty(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
-                    ) -> Hint | None:
+    def check_fact(self, feedback: Feedback, relation: str, nodes: list[EmptyFactNode]
+                   ) -> Hint | None:
         if any(rels is not None for _, _, rels in nodes):
             return None
         names = [n for _, n, _ in nodes]
         calls = [f"get_relation({n})" for n in names] or get_relation_calls(feedback.memory)
         about = (f"the relations of {' and '.join(names)} have not been queried yet"
                  if names else "no relations have been queried for this fact")
-        return self.hint(
+        return self.hint_options(
             f"Got an empty result after adding this triple pattern, and {about}: {relation} was "
             "not chosen from a list of valid relations. Use get_relation() first and choose a "
-            "relation from its result."
-            + (f" Suggestion: {', '.join(calls)}." if calls else ""),
-            calls,
-        )
+            "relation from its result.", calls, "Suggestion:")
 
 
 class GetRelationEmpty(_ResultGuideline):
@@ -233,15 +242,12 @@ class GetRelationEmpty(_ResultGuideline):
         what = ("This literal does not occur in the KB with this exact form (check its datatype "
                 "and format)." if isinstance(node, Literal)
                 else "It may be a wrong id." if isinstance(node, Entity) else "")
-        return self.hint(
+        return self.hint_options(
             f"get_relation({text}) returned no relations: {text} has no relations in the KB. "
-            f"{what}".rstrip()
-            + (f" Choose another node: {', '.join(calls)}." if calls else ""),
-            calls,
-        )
+            f"{what}".rstrip(), calls, "Choose another node:")
 
 
-class EmptyAfterFilter(_ResultGuideline):
+class EmptyAfterFilter(_EmptyResult):
     """The result of add_filter is empty, all parameters being valid.
 
     The paper's Table 11.
@@ -260,9 +266,7 @@ class EmptyAfterFilter(_ResultGuideline):
     triggers_on = on("add_filter", kb="empty")
     groups = ("sparql", "filter", "empty", "paper")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if feedback.kb.unconstrained:
-            return None
+    def check_empty(self, feedback: Feedback) -> Hint | None:
         return self.hint(
             "You choose add_filter as the action in this step. However, we get an empty result. "
             "I strongly suggest you carefully check if a comparison step is needed. If not "
@@ -272,7 +276,7 @@ class EmptyAfterFilter(_ResultGuideline):
         )
 
 
-class EmptyAfterConstraint(_ResultGuideline):
+class EmptyAfterConstraint(_EmptyResult):
     """add_type, add_time_constrain, add_max/add_min or add_sum/add_avg makes the result empty.
 
     Bad:
@@ -290,9 +294,7 @@ class EmptyAfterConstraint(_ResultGuideline):
                      kb="empty")
     groups = ("sparql", "constraint", "empty")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if feedback.kb.unconstrained:
-            return None
+    def check_empty(self, feedback: Feedback) -> Hint | None:
         function = feedback.function
         numeric = (f" {function} needs a variable whose values are numbers."
                    if function in ("add_sum", "add_avg") else "")
@@ -341,7 +343,7 @@ class AnswerIsCvt(_ResultGuideline):
         )
 
 
-class EmptyAnswer(_ResultGuideline):
+class EmptyAnswer(_EmptyResult):
     """set_answer or execute() returns no answer.
 
     Answers keep only literals in the question's language (English on Freebase), so an answer
@@ -361,9 +363,7 @@ class EmptyAnswer(_ResultGuideline):
     triggers_on = on("set_answer", "execute", kb="empty")
     groups = ("sparql", "answer", "empty")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if feedback.kb.unconstrained:
-            return None
+    def check_empty(self, feedback: Feedback) -> Hint | None:
         return self.hint(
             f"{feedback.function}() gives no answer. Check the steps again: a fact or a "
             "constraint that does not match the question, or an answer variable without values "

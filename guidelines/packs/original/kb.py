@@ -8,10 +8,10 @@ original applied them per dataset, and some refuse what gold programs of other d
 
 from __future__ import annotations
 
-from pyql.feedback import Feedback, Hint
+from pyql.feedback import Feedback, Hint, Relations
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import bound_variables, fmt_list, is_linked, linked_targets, term_text
-from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion
+from pyql.guidelines.packs.kb._common import SPARQL, is_exclusion, used_before
 from pyql.terms import Entity, Literal, Relation, Var
 
 __all__ = [
@@ -26,10 +26,6 @@ _OPERATORS = ("!=", "=", "<", "<=", ">", ">=")
 def _is_id(term: object) -> bool:
     """A Freebase id (``m.``/``g.``), as the original tells ids apart."""
     return isinstance(term, Entity) and term.short.startswith(("m.", "g."))
-
-
-def _used_before(feedback: Feedback, text: str) -> bool:
-    return any(a.value == text for c in feedback.memory.calls for a in c.args)
 
 
 class _OriginalKB(Guideline):
@@ -64,7 +60,7 @@ class FactUnlinkedId(_OriginalKB):
             return None
         for term in (feedback.args[0], feedback.args[2]):
             if _is_id(term) and not is_linked(term, feedback.memory) \
-                    and not _used_before(feedback, term_text(term)):
+                    and not used_before(feedback, term_text(term)):
                 linked = linked_targets(feedback.memory)
                 return self.hint(
                     f"You should not use {term_text(term)} because it is not related to our "
@@ -245,7 +241,26 @@ class FactHeadIsTail(_OriginalKB):
                          "Consider naming a new variable.")
 
 
-class TimeConstraintUnexplored(_OriginalKB):
+class _TimeConstraint(_OriginalKB):
+    """WebQSP's original add_time_constrain checks: they judge the constrained variable by what
+    get_relation listed for it."""
+
+    needs = frozenset({"memory"})
+    triggers_on = on("add_time_constrain")
+    groups = ("sparql", "original", "webqsp")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        var = feedback.args[0] if feedback.args else None
+        if not isinstance(var, Var):
+            return None
+        return self.check_listed(feedback, var, feedback.memory.relations.get(str(var)))
+
+    def check_listed(self, feedback: Feedback, var: Var, listed: Relations | None) -> Hint | None:
+        """The hint for constraining ``var``, whose relations get_relation listed (None: never)."""
+        raise NotImplementedError
+
+
+class TimeConstraintUnexplored(_TimeConstraint):
     """add_time_constrain on a variable whose relations were never listed (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 231-237: without get_relation on it, the
@@ -262,15 +277,10 @@ class TimeConstraintUnexplored(_OriginalKB):
 
     code = "RM401"
     name = "original.time_constraint_unexplored"
-    needs = frozenset({"memory"})
-    triggers_on = on("add_time_constrain")
-    groups = ("sparql", "original", "webqsp")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        var = feedback.args[0] if feedback.args else None
+    def check_listed(self, feedback: Feedback, var: Var, listed: Relations | None) -> Hint | None:
         memory = feedback.memory
-        if not isinstance(var, Var) or str(var) not in memory.bound_variables \
-                or str(var) in memory.relations:
+        if listed is not None or str(var) not in memory.bound_variables:
             return None
         others = [v for v in bound_variables(memory) if v != str(var)]
         return self.hint(
@@ -282,7 +292,7 @@ class TimeConstraintUnexplored(_OriginalKB):
         )
 
 
-class TimeConstraintUnlistedRelation(_OriginalKB):
+class TimeConstraintUnlistedRelation(_TimeConstraint):
     """add_time_constrain with a relation the variable's get_relation did not list (WebQSP).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 238-240.
@@ -298,23 +308,17 @@ class TimeConstraintUnlistedRelation(_OriginalKB):
 
     code = "RM402"
     name = "original.time_constraint_unlisted_relation"
-    needs = frozenset({"memory"})
-    triggers_on = on("add_time_constrain")
-    groups = ("sparql", "original", "webqsp")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if len(feedback.args) < 2 or not isinstance(feedback.args[0], Var):
-            return None
-        rels = feedback.memory.relations.get(str(feedback.args[0]))
-        if rels is None or not rels.all:
+    def check_listed(self, feedback: Feedback, var: Var, listed: Relations | None) -> Hint | None:
+        if listed is None or not listed.all:
             return None  # never listed (RM401), or nothing listed: no list to judge by
         wrong = [term_text(r) for r in feedback.args[1:3]
-                 if isinstance(r, Relation) and r.short not in rels]
+                 if isinstance(r, Relation) and r.short not in listed]
         if not wrong:
             return None
         return self.hint(
             f"The relation {wrong[0]} that you chose may not be correct: it is not a relation of "
-            f"{feedback.args[0]}. Choose the relation that matches the question best from "
-            f"{fmt_list(rels.all)}.",
-            rels.all,
+            f"{var}. Choose the relation that matches the question best from "
+            f"{fmt_list(listed.all)}.",
+            listed.all,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import arg_text
+from pyql.program import Call
 
 __all__ = ["ConditionOperator", "ConditionBeforeGetColumn", "ConditionSameColumnTwice"]
 
@@ -17,14 +18,18 @@ SQL = frozenset({"sql"})
 _PAPER_OPERATORS = ("=", "<", ">")
 
 
-def _same(a: str, b: str) -> bool:
-    return a.strip().casefold() == b.strip().casefold()
+def _calls_on(feedback: Feedback, function: str, column: str) -> list[Call]:
+    """The accepted calls of ``function`` on ``column`` (compared as the original does: case and
+    surrounding spaces aside)."""
+    return [c for c in feedback.memory.calls if c.name == function and c.args
+            and c.args[0].value.strip().casefold() == column.strip().casefold()]
 
 
 class _OriginalSql(Guideline):
-    """What the original SQL guidelines share: the SQL toolset."""
+    """What the original SQL guidelines share: the SQL toolset and WikiSQL's original."""
 
     toolsets = SQL
+    groups = ("sql", "original", "wikisql")
 
 
 class ConditionOperator(_OriginalSql):
@@ -43,7 +48,6 @@ class ConditionOperator(_OriginalSql):
     name = "original.condition_operator"
     needs = frozenset({"python"})
     triggers_on = on("add_condition")
-    groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:
         op = (arg_text(feedback, 1) or "").strip()
@@ -69,14 +73,12 @@ class ConditionBeforeGetColumn(_OriginalSql):
     name = "original.condition_before_get_column"
     needs = frozenset({"memory"})
     triggers_on = on("add_condition", python=("ok", "query_error", "schema_error"))
-    groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:
         column = arg_text(feedback, 0)
         if column is None:
             return None
-        if any(c.name == "get_column" and c.args and _same(c.args[0].value, column)
-               for c in feedback.memory.calls):
+        if _calls_on(feedback, "get_column", column):
             return None
         value = arg_text(feedback, 2) or ""
         return self.hint(
@@ -104,14 +106,13 @@ class ConditionSameColumnTwice(_OriginalSql):
     name = "original.condition_same_column_twice"
     needs = frozenset({"memory"})
     triggers_on = on("add_condition")
-    groups = ("sql", "original", "wikisql")
 
     def check(self, feedback: Feedback) -> Hint | None:
         column, op = arg_text(feedback, 0), (arg_text(feedback, 1) or "").strip()
         if column is None or op != "=":
             return None
-        if not any(c.name == "add_condition" and len(c.args) == 3 and _same(c.args[0].value, column)
-                   and c.args[1].value.strip() == "=" for c in feedback.memory.calls):
+        if not any(len(c.args) == 3 and c.args[1].value.strip() == "="
+                   for c in _calls_on(feedback, "add_condition", column)):
             return None
         return self.hint(
             f"You already used add_condition(..., =, ...) on the column {column}. Do not add an "
