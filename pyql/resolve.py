@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Flag, auto
+from functools import lru_cache
 
 from pyql.errors import ParseError, TermError, UnknownEntityError
 from pyql.profiles import Profile
@@ -155,6 +156,12 @@ def _linked_or_entity_id(value: str, slot: Slot, ctx: Context) -> Term | None:
     return None
 
 
+@lru_cache(maxsize=1 << 12)
+def _var(name: str) -> Var:
+    """The variable called ``name`` (variables are frozen values: programs reuse a few names)."""
+    return Var(name)
+
+
 def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = None) -> Term:
     """Give a lexical :class:`~pyql.syntax.Atom` its meaning for ``slot``.
 
@@ -163,17 +170,19 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
     recognises (``m.0x``) -> a prefixed name with a known prefix -> a bare ISO date (literal
     slots). Anything else is a :class:`TermError` naming what the slot expects.
     """
-    text = source if source is not None else str(atom)
     profile = ctx.profile
 
+    def written() -> str:  # the argument as written, for errors only (most atoms resolve)
+        return source if source is not None else str(atom)
+
     def refuse(what: str) -> TermError:
-        expected = slot.describe()
+        expected, text = slot.describe(), written()
         return TermError(f"expected {expected}, got {what} {text!r}", text=text, expected=expected)
 
     if atom.kind is AtomKind.VAR:
         if Slot.VAR not in slot:
             raise refuse("a variable")
-        return Var(atom.value)
+        return _var(atom.value)
 
     if atom.kind is AtomKind.IRI:
         iri = validate_iri(atom.value)
@@ -188,7 +197,7 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         if linked is not None:  # a linked number keeps its linked datatype (1.0 -> xsd:float)
             return linked
         if Slot.LITERAL in slot:
-            dt = _datatype_iri(atom.datatype, profile, text) if atom.datatype else None
+            dt = _datatype_iri(atom.datatype, profile, written()) if atom.datatype else None
             return _number_literal(atom.value, dt)
         raise refuse("a number")
 
@@ -196,10 +205,10 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         if atom.lang or atom.datatype:
             if Slot.LITERAL not in slot:
                 raise refuse("a literal")
-            dt = _datatype_iri(atom.datatype, profile, text) if atom.datatype else None
+            dt = _datatype_iri(atom.datatype, profile, written()) if atom.datatype else None
             if dt in _NUMERIC and not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", atom.value):
                 raise TermError(
-                    f"{atom.value!r} is not a valid number for its datatype", text=text,
+                    f"{atom.value!r} is not a valid number for its datatype", text=written(),
                     expected="a number",
                 )
             return Literal(atom.value, dt, atom.lang)
@@ -238,7 +247,7 @@ def resolve_atom(atom: Atom, slot: Slot, ctx: Context, *, source: str | None = N
         raise UnknownEntityError(
             f"unknown entity {value!r}: not a variable, an id, a literal or a linked mention"
             + (f" (linked: {', '.join(sorted(ctx.entities))})" if ctx.entities else ""),
-            text=text,
+            text=written(),
             expected=slot.describe(),
         )
     raise refuse("the text")

@@ -279,10 +279,11 @@ class KBSession(Session):
             return _KBOutcome(kb=self._execute())
         query = getattr(self.query, name)(*resolved)
         kb = self._observe(query)
+        bound = query.bound_variables
+        new_var = query.aggregate.new_var if query.aggregate is not None else None
         memory = self.memory.with_(
-            variables=tuple(str(v) for v in query.variables),
-            bound_variables=tuple(str(v) for v in query.variables if v in query.bound_variables
-                                  or (query.aggregate is not None and v == query.aggregate.new_var)),
+            variables=tuple(map(str, query.variables)),
+            bound_variables=tuple(str(v) for v in query.variables if v in bound or v == new_var),
             answer=str(query.answer) if query.answer is not None else None,
             last_values=kb.values if kb.status == "ok" else self.memory.last_values,
         )
@@ -384,19 +385,20 @@ class KBSession(Session):
         if query.is_empty:
             return KBFeedback(status="not_run")
         bound = query.bound_variables
-        pending = tuple(f for f in query.filters
-                        if any(isinstance(n, Var) and n not in bound for n in (f.left, f.right)))
-        unconstrained = tuple(str(v) for v in query.variables
-                              if v not in bound
-                              and not (query.aggregate is not None and v == query.aggregate.new_var))
-        if pending:
-            query = replace(query, filters=tuple(f for f in query.filters if f not in pending))
-        if query.aggregate is not None:
-            shown: tuple[Var, ...] = (query.aggregate.new_var,)
+        new_var = query.aggregate.new_var if query.aggregate is not None else None
+        unconstrained = tuple(str(v) for v in query.variables if v not in bound and v != new_var)
+        if query.filters:
+            pending = tuple(f for f in query.filters
+                            if (isinstance(f.left, Var) and f.left not in bound)
+                            or (isinstance(f.right, Var) and f.right not in bound))
+            if pending:
+                query = replace(query, filters=tuple(f for f in query.filters if f not in pending))
+        if new_var is not None:
+            shown: tuple[Var, ...] = (new_var,)
         elif query.answer is not None:
             shown = (query.answer,)
         else:
-            shown = tuple(v for v in query.variables if v in query.bound_variables)
+            shown = tuple(v for v in query.variables if v in bound)
         rs = self.kb.select(query.to_sparql(select=shown if query.aggregate is None else None,
                                             limit=self.row_cap + 1), timeout=self.timeout)
         # a query without variables (add_fact between two constants) matches with one row of
@@ -411,7 +413,7 @@ class KBSession(Session):
             # only the shown values need it
             distinct = rs.distinct(i)
             kinds = set(map(type, distinct))
-            labelled = self._display(_first(self.max_values, distinct, kinds))
+            labelled = self._display(_first(self.max_values, distinct, kinds), kinds)
             unnamed = self._count_unnamed(distinct, kinds)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
@@ -443,7 +445,7 @@ class KBSession(Session):
         kinds = set(map(type, distinct))
         cells = _first(None, distinct, kinds)
         answers = tuple(self._answer_value(c) for c in cells)
-        labels = tuple(self._display(cells[: self.max_values]))
+        labels = tuple(self._display(cells[: self.max_values], kinds))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
                                               unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
@@ -468,7 +470,9 @@ class KBSession(Session):
         labels = self._label_map(entities)  # one batched lookup
         return blank + sum(1 for e in entities if labels.get(e.iri) is None)
 
-    def _display(self, cells: list[Any]) -> list[str]:
+    def _display(self, cells: list[Any], kinds: set[type] | None = None) -> list[str]:
+        if kinds == {Entity} and self.profile.id_encoding == "label":
+            return [c.short for c in cells]  # the id is the label (_label_map)
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])
         out = []
         for cell in cells:

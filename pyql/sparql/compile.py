@@ -182,6 +182,16 @@ def _body(query: Sparql) -> list[str]:
     return list(cached)
 
 
+def _body_text(query: Sparql) -> list[str]:
+    """The WHERE lines of ``query`` indented and joined, computed once per (frozen) tree (the
+    observation query and the query text share it); one item, or none for an empty body."""
+    cached = query.__dict__.get("_where_text")
+    if cached is None:
+        cached = "\n".join(_INDENT + x for x in _body(query))
+        object.__setattr__(query, "_where_text", cached)
+    return [cached] if cached else []
+
+
 def _lang_filter(var: Var, lang: str) -> str:
     return f'FILTER (!isLiteral({var}) || lang({var}) = "" || langMatches(lang({var}), {Literal(lang)}))'
 
@@ -223,10 +233,11 @@ def compile_query(
             lines.append(f"LIMIT {int(limit)}")
         return "\n".join(lines)
 
+    where = _body_text(query)
     if query.answer is not None and profile.answer_lang:
         # the answer's language restriction holds whatever is projected, so that what a step
         # shows is what execute() returns
-        body = [*body, _lang_filter(query.answer, profile.answer_lang)]
+        where.append(_INDENT + _lang_filter(query.answer, profile.answer_lang))
     if select is not None:
         variables = select
     elif query.answer is not None:
@@ -241,7 +252,7 @@ def compile_query(
         effective_limit = 1 if limit is None else min(1, int(limit))
     if effective_limit is not None:
         tail.append(f"LIMIT {int(effective_limit)}")
-    lines = [*head, f"SELECT DISTINCT {projection}", "WHERE {", *[_INDENT + x for x in body], "}", *tail]
+    lines = [*head, f"SELECT DISTINCT {projection}", "WHERE {", *where, "}", *tail]
     return "\n".join(lines)
 
 
