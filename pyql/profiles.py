@@ -83,6 +83,8 @@ class Profile:
     #: terms made by :meth:`entity` / :meth:`relation` (terms are frozen values)
     _terms: dict[tuple[str, str], Entity | Relation] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    #: short forms made by :meth:`compact` (results and relation lists repeat the same IRIs)
+    _short: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- naming -------------------------------------------------------------------------------
     def is_entity_id(self, text: str) -> bool:
@@ -177,6 +179,14 @@ class Profile:
 
     def compact(self, iri: str) -> str:
         """The short form an LLM reads and writes for ``iri``."""
+        found = self._short.get(iri)
+        if found is None:
+            found = self._compact(iri)
+            if len(self._short) < _TERM_CACHE:
+                self._short[iri] = found
+        return found
+
+    def _compact(self, iri: str) -> str:
         if self.entity_base and iri.startswith(self.entity_base):
             local = iri[len(self.entity_base):]
             if self.id_encoding == "label" or self.is_entity_id(local) or self.entity_id_pattern is None:
