@@ -306,7 +306,8 @@ class TimeConstraintUnboundVariable(_MemoryGuideline):
 
 
 def _mentions(call: object, var: str) -> bool:
-    return any(a.kind is AtomKind.VAR and f"?{a.value}" == var for a in call.args)  # type: ignore[attr-defined]
+    name = var[1:]  # "?x" -> "x", the atom's value
+    return any(a.kind is AtomKind.VAR and a.value == name for a in call.args)  # type: ignore[attr-defined]
 
 
 class ExecuteMidPath(_MemoryGuideline):
@@ -341,10 +342,9 @@ class ExecuteMidPath(_MemoryGuideline):
             if len(bound) != 1:
                 return None  # PY208/the Session's no_answer error
             answer = bound[0]
-        calls = memory.calls
-        explored = [i for i, c in enumerate(calls)
-                    if c.name == "get_relation" and _mentions(c, answer)]
-        if not explored or any(_mentions(c, answer) for c in calls[explored[-1] + 1:]):
+        # the last call that mentions the answer listed its relations: nothing used it since
+        last = next((c for c in reversed(memory.calls) if _mentions(c, answer)), None)
+        if last is None or last.name != "get_relation":
             return None
         rels = memory.relations.get(answer)
         listed = ""
