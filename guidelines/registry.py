@@ -36,7 +36,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from types import ModuleType
 from typing import Any
@@ -453,7 +453,7 @@ class Registry:
                     raise GuidelineCheckError(f"guideline {g.code} returned {hint!r}, not a Hint",
                                               code=g.code, source=self._sources.get(g.code))
                 if hint.code != g.code or hint.name != g.name:
-                    hint = hint.model_copy(update={"code": g.code, "name": g.name})
+                    hint = replace(hint, code=g.code, name=g.name)
                 hint = _clip_echoes(hint, feedback)
                 self.stats._record(g.code)
                 return hint
@@ -465,10 +465,8 @@ def _clip_echoes(hint: Hint, feedback: Feedback) -> Hint:
     inputs = echoed_inputs(feedback.action_text, feedback.call.args if feedback.call else ())
     if all(len(i) <= ECHO_LIMIT for i in inputs):
         return hint
-    return hint.model_copy(update={
-        "message": clip_echoes(hint.message, inputs),
-        "suggestions": tuple(clip_echoes(s, inputs) for s in hint.suggestions),
-    })
+    return replace(hint, message=clip_echoes(hint.message, inputs),
+                   suggestions=tuple(clip_echoes(s, inputs) for s in hint.suggestions))
 
 
 # -- defaults -------------------------------------------------------------------------------------

@@ -41,8 +41,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     ArityError,
@@ -85,14 +83,13 @@ class GuidelineChecker(Protocol):
     def evaluate(self, feedback: Feedback) -> Hint | None: ...
 
 
-class Observation(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
     """The typed outcome of one step, with one text rendering (``.text``).
 
     ``summary`` is the result text the environment wrote for the step (what ``text`` shows when
     no hint fired and nothing failed). ``answers`` is typed per backend (module docs).
     """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     step: int
     action: str

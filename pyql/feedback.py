@@ -12,11 +12,10 @@ carry prompt mechanics ("re-generate Thought N+1"): the agent's renderer adds th
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf
-
-from pyql.memory import Memory, Relations, VariableValues
+from pyql.memory import Memory, Relations, VariableValues, _as_tuple
 from pyql.program import Call
 
 __all__ = [
@@ -45,10 +44,19 @@ PythonStatus = Literal[
 KBStatus = Literal["ok", "empty", "backend_error", "timeout", "not_run"]
 
 
-class PythonFeedback(BaseModel):
-    """Parse/validation outcome of the action."""
+_PYTHON_STATUSES = frozenset(get_args(PythonStatus))
+_KB_STATUSES = frozenset(get_args(KBStatus))
 
-    model_config = ConfigDict(frozen=True)
+
+def _check_status(status: str, allowed: frozenset[str], owner: object) -> None:
+    if status not in allowed:
+        raise ValueError(f"{type(owner).__name__}.status must be one of "
+                         f"{', '.join(sorted(allowed))}, not {status!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PythonFeedback:
+    """Parse/validation outcome of the action."""
 
     status: PythonStatus = "ok"
     message: str = ""
@@ -67,16 +75,21 @@ class PythonFeedback(BaseModel):
     #: the error's class name (e.g. ``UnknownEntityError``)
     error_type: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_status(self.status, _PYTHON_STATUSES, self)
+        _as_tuple(self.suggestions, self, "suggestions")
+        if self.expected_arity is not None:
+            _as_tuple(self.expected_arity, self, "expected_arity")
 
-class KBFeedback(BaseModel):
-    """What executing the step returned from the KB or DB."""
 
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KBFeedback:
+    """What executing the step returned from the KB or DB (sequences are tuples)."""
 
     status: KBStatus = "not_run"
     message: str = ""
     row_count: int = 0
-    values: dict[str, VariableValues] = Field(default_factory=dict)
+    values: dict[str, VariableValues] = field(default_factory=dict)
     relations: Relations | None = None
     #: the node whose relations were listed (get_relation), short form
     node: str | None = None
@@ -85,9 +98,9 @@ class KBFeedback(BaseModel):
     unconstrained: tuple[str, ...] = ()
     #: SQL: normalised type category (``pyql.sql.schema.TYPE_CATEGORIES``) of the columns the
     #: step involves, by column name
-    column_types: dict[str, str] = Field(default_factory=dict)
+    column_types: dict[str, str] = field(default_factory=dict)
     #: SQL: distinct values (as text, possibly a sample) of the columns the step involves
-    column_values: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    column_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: SQL add_condition: whether the condition's value occurs in its column at all (None: unknown)
     value_found: bool | None = None
     #: backend_error/timeout: the error's class name. ``BackendQueryError`` means the engine
@@ -95,11 +108,13 @@ class KBFeedback(BaseModel):
     #: ``BackendUnavailableError`` and the others, that the server failed
     error_type: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_status(self.status, _KB_STATUSES, self)
 
-class Feedback(BaseModel):
-    """Everything a guideline may look at for one step."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Feedback:
+    """Everything a guideline may look at for one step (sequences are tuples)."""
 
     step: int
     action_text: str
@@ -110,7 +125,7 @@ class Feedback(BaseModel):
     functions: tuple[str, ...] = ()
     python: PythonFeedback = PythonFeedback()
     kb: KBFeedback = KBFeedback()
-    memory: InstanceOf[Memory]
+    memory: Memory
     #: resolved arguments (terms, or plain text for operators) when they resolved
     args: tuple[Any, ...] = ()
     #: short notes the Session made while resolving (e.g. a label auto-resolved to an id)
@@ -121,15 +136,17 @@ class Feedback(BaseModel):
         return self.call.name if self.call is not None else self.python.function
 
 
-class Hint(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hint:
     """A guideline's verdict: replaces the observation and rolls the step back."""
-
-    model_config = ConfigDict(frozen=True)
 
     code: str
     message: str
     suggestions: tuple[str, ...] = ()
     name: str = ""
+
+    def __post_init__(self) -> None:
+        _as_tuple(self.suggestions, self, "suggestions")
 
     def __str__(self) -> str:
         return self.message

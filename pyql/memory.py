@@ -14,21 +14,28 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 if TYPE_CHECKING:
     from pyql.program import Call
 
 __all__ = ["Memory", "Relations", "VariableValues"]
 
 
-class Relations(BaseModel):
-    """The one-hop relations of a node, both directions (short names)."""
+def _as_tuple(value: Any, owner: object, name: str) -> None:
+    """Store a sequence field as a tuple (values are frozen: a list given stays unshared)."""
+    if type(value) is not tuple:
+        object.__setattr__(owner, name, tuple(value))
 
-    model_config = ConfigDict(frozen=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Relations:
+    """The one-hop relations of a node, both directions (short names)."""
 
     forward: tuple[str, ...] = ()
     backward: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _as_tuple(self.forward, self, "forward")
+        _as_tuple(self.backward, self, "backward")
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -41,15 +48,17 @@ class Relations(BaseModel):
         return relation in self.forward or relation in self.backward
 
 
-class VariableValues(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariableValues:
     """Shown values of one variable (labels, bounded) and the total number of distinct values."""
-
-    model_config = ConfigDict(frozen=True)
 
     values: tuple[str, ...] = ()
     total: int = 0
     #: some values are compound nodes without a name (Freebase CVT / blank nodes)
     unnamed: int = 0
+
+    def __post_init__(self) -> None:
+        _as_tuple(self.values, self, "values")
 
     @property
     def all_unnamed(self) -> bool:

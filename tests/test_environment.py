@@ -259,3 +259,20 @@ def test_sql_condition_among_others_is_probed(db: SqlDB) -> None:
     kb = obs.feedback.kb
     assert kb.status == "empty" and kb.value_found is True  # found alone, empty together
     assert view.query_count - before == 3
+
+
+def test_step_records_are_frozen_values_that_check_their_status() -> None:
+    from dataclasses import FrozenInstanceError
+
+    from pyql.feedback import KBFeedback, PythonFeedback, Relations, VariableValues
+
+    with pytest.raises(ValueError, match="KBFeedback.status must be one of"):
+        KBFeedback(status="fine")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="PythonFeedback.status"):
+        PythonFeedback(status="broken")  # type: ignore[arg-type]
+    hint = Hint(code="X1", message="m", suggestions=["a", "b"])  # type: ignore[arg-type]
+    assert hint.suggestions == ("a", "b")  # a list given is kept as a tuple
+    assert Relations(forward=["r"]).all == ("r",)  # type: ignore[arg-type]
+    assert VariableValues(values=["v"], total=1).values == ("v",)  # type: ignore[arg-type]
+    with pytest.raises(FrozenInstanceError):
+        hint.message = "changed"  # type: ignore[misc]

@@ -82,7 +82,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
@@ -487,7 +487,7 @@ class SqlSession(Session):
         values = self._values(labels, rows)
         if truncated and len(labels) == 1:
             total = self._count(query, distinct=True)
-            values = {k: v.model_copy(update={"total": total}) for k, v in values.items()}
+            values = {k: replace(v, total=total) for k, v in values.items()}
         kb = KBFeedback(status="ok", row_count=row_count, values=values)
         if len(query.answers) == 1:
             summary = _render_values(values, self.max_values)
@@ -611,7 +611,7 @@ class SqlSession(Session):
             agg = normalise_aggregation(call.args[1].value)[0]
             if agg in ("SUM", "AVG") and info.type not in NUMERIC_TYPES:
                 update["column_values"] = {label: self._sample(column, ref.name, 20)}
-        return kb.model_copy(update=update)
+        return replace(kb, **update)
 
     def _sample(self, query: Sql, column: str, limit: int) -> tuple[str, ...]:
         rs = self.db.execute(query.value_counts(column, limit=limit).to_sql(self.dialect))
