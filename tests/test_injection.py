@@ -4,6 +4,7 @@ inside a literal/IRI, and the store holds exactly the same triples afterwards.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyoxigraph as ox
 import pytest
@@ -15,6 +16,8 @@ from pyql.errors import ReadOnlyError
 from pyql.kb import OxigraphKB
 from pyql.kb.base import _check_blanked, _plainly_read_only, ensure_read_only
 from pyql.program import SPARQL_TOOLS
+from pyql.results import ResultSet
+from pyql.sparql.compile import CompiledSparql
 from pyql.syntax import quote_string
 from pyql.terms import Entity, Literal, Relation
 
@@ -114,9 +117,27 @@ def quads(store: ox.Store) -> set[ox.Quad]:
     return set(store.quads_for_pattern(None, None, None, None))
 
 
+class RecordingKB(OxigraphKB):
+    """The fixture store, keeping every query text that reached the engine."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.texts: list[str] = []
+
+    def _select(self, query: str, *, timeout: float | None) -> ResultSet:
+        self.texts.append(query)
+        return super()._select(query, timeout=timeout)
+
+    def _ask(self, query: str, *, timeout: float | None) -> bool:
+        self.texts.append(query)
+        return super()._ask(query, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
-def kb() -> OxigraphKB:
-    return OxigraphKB.from_file(KB_FILE, profile="freebase")
+def kb() -> RecordingKB:
+    kb = RecordingKB(profile="freebase")
+    kb.load(KB_FILE)
+    return kb
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +197,24 @@ def test_payload_in_every_position(
     session.query, session.program, session.memory = state
     assert outcomes["ok"] > 0  # some forms are harmless literals/IRIs and are accepted
     assert quads(kb.store) == before
+    # the compiled text skips the backends' read-only check (CompiledSparql): it must pass it
+    for text in kb.texts:
+        assert type(text) is CompiledSparql
+        ensure_read_only(text)
+    kb.texts.clear()
+
+
+def test_only_compiled_text_skips_the_read_only_check(kb: RecordingKB) -> None:
+    text = Session(kb, entities={"Kim Example": "m.0kim"}).query.add_fact(
+        "m.0kim", "people.person.spouse_s", "?m").to_sparql()
+    assert type(text) is CompiledSparql
+    assert type(text + " ") is str and type(text.replace("?m", "?n")) is str  # edits drop it
+    forged = text.replace("SELECT DISTINCT ?m", "DELETE { ?s ?p ?o } WHERE { ?s ?p ?o } #")
+    count = kb.query_count
+    with pytest.raises(ReadOnlyError):
+        kb.select(forged)
+    assert kb.query_count == count
+    assert kb.select(text).rows  # compiled: runs
 
 
 def test_hostile_entity_table(kb: OxigraphKB, before: set[ox.Quad]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pyql.errors import ReadOnlyError
 from pyql.profiles import Profile, get_profile
 from pyql.results import ResultSet
+from pyql.sparql.compile import CompiledSparql
 
 __all__ = ["KB", "ensure_read_only"]
 
@@ -151,15 +152,19 @@ class KB(ABC):
         """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure.
 
         ``purpose="label"`` marks a lookup of display labels (counted in
-        :attr:`label_query_count` too)."""
-        ensure_read_only(query)
+        :attr:`label_query_count` too). Text from the compiler
+        (:class:`~pyql.sparql.compile.CompiledSparql`) is a read query by construction; any
+        other text is checked (:func:`ensure_read_only`)."""
+        if type(query) is not CompiledSparql:
+            ensure_read_only(query)
         self.query_count += 1
         if purpose == "label":
             self.label_query_count += 1
         return self._select(query, timeout=timeout)
 
     def ask(self, query: str, *, timeout: float | None = None) -> bool:
-        ensure_read_only(query)
+        if type(query) is not CompiledSparql:
+            ensure_read_only(query)
         self.query_count += 1
         return self._ask(query, timeout=timeout)
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pyql.sparql.query import Filter, Sparql, TimeConstraint, Triple
 
 __all__ = [
+    "CompiledSparql",
     "compile_query",
     "render_term",
     "where_lines",
@@ -45,6 +46,19 @@ __all__ = [
 _PN_LOCAL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)?")
 _INDENT = "  "
 _FORWARD, _BACKWARD = str(Literal("forward")), str(Literal("backward"))
+
+
+class CompiledSparql(str):
+    """SPARQL text this compiler built: a read query (SELECT/ASK) in which every term went
+    through :func:`render_term` (validated IRIs, checked names, escaped literals).
+
+    The backends' read-only check (:func:`pyql.kb.base.ensure_read_only`) is for text from
+    anywhere else; the compiler vouches for its own output, which ``tests/test_injection.py``
+    holds to that check with hostile text in every argument position. Any string operation
+    on it gives a plain ``str`` again, checked as usual.
+    """
+
+    __slots__ = ()
 
 
 def render_term(term: Term, profile: Profile) -> str:
@@ -198,7 +212,7 @@ def _lang_filter(var: Var, lang: str) -> str:
 
 def compile_query(
     query: Sparql, *, select: tuple[Var, ...] | None = None, limit: int | None = None
-) -> str:
+) -> CompiledSparql:
     """SPARQL text for ``query``.
 
     ``select`` overrides the projection (the Session uses it to show every variable); ``limit``
@@ -231,7 +245,7 @@ def compile_query(
         lines = [*head, f"SELECT {projection}", "WHERE {", *[_INDENT + x for x in where], "}"]
         if limit is not None:
             lines.append(f"LIMIT {int(limit)}")
-        return "\n".join(lines)
+        return CompiledSparql("\n".join(lines))
 
     where = _body_text(query)
     if query.answer is not None and profile.answer_lang:
@@ -253,12 +267,12 @@ def compile_query(
     if effective_limit is not None:
         tail.append(f"LIMIT {int(effective_limit)}")
     lines = [*head, f"SELECT DISTINCT {projection}", "WHERE {", *where, "}", *tail]
-    return "\n".join(lines)
+    return CompiledSparql("\n".join(lines))
 
 
 def compile_relations(
     query: Sparql, node: Entity | Var | Literal, direction: str, *, limit: int | None = None
-) -> str:
+) -> CompiledSparql:
     """``SELECT DISTINCT ?r`` of relations leaving (``forward``) or entering (``backward``) ``node``.
 
     ``both``: one query for the two directions, ``SELECT DISTINCT ?r ?d`` where ``?d`` is the
@@ -295,29 +309,30 @@ def compile_relations(
              *[_INDENT + x for x in (*body, pattern)], "}"]
     if limit is not None:
         lines.append(f"LIMIT {int(limit)}")
-    return "\n".join(lines)
+    return CompiledSparql("\n".join(lines))
 
 
-def compile_counts(query: Sparql, variables: Sequence[Var]) -> str:
+def compile_counts(query: Sparql, variables: Sequence[Var]) -> CompiledSparql:
     """``SELECT (COUNT(DISTINCT ?v) AS ?pyql_n_v) ...`` over ``query``'s patterns: how many
     distinct values each variable has (the Session's totals when a result was cut at its cap)."""
     counts = " ".join(f"(COUNT(DISTINCT {v}) AS ?pyql_n_{v.name})" for v in variables)
-    return "\n".join([*prologue(query.profile), f"SELECT {counts}", "WHERE {",
-                      *[_INDENT + x for x in where_lines(query)], "}"])
+    return CompiledSparql("\n".join([*prologue(query.profile), f"SELECT {counts}", "WHERE {",
+                                      *[_INDENT + x for x in where_lines(query)], "}"]))
 
 
 def _values(var: str, terms: Sequence[str]) -> str:
     return f"VALUES {var} {{ {' '.join(terms)} }}"
 
 
-def compile_labels(entities: Sequence[Entity], profile: Profile) -> str:
+def compile_labels(entities: Sequence[Entity], profile: Profile) -> CompiledSparql:
     """``SELECT ?e ?l``: the labels (``profile.label_predicates``) of the given entities, in one
     query. Raises ValueError when there is nothing to ask (no entity or no label predicate)."""
     if not entities or not profile.label_predicates:
         raise ValueError("compile_labels needs entities and a profile with label predicates")
     values = _values("?e", [render_term(e, profile) for e in entities])
     preds = _values("?p", [str(Relation(p)) for p in profile.label_predicates])
-    return "\n".join([*prologue(profile), f"SELECT ?e ?l WHERE {{ {values} {preds} ?e ?p ?l . }}"])
+    return CompiledSparql("\n".join([*prologue(profile),
+                                      f"SELECT ?e ?l WHERE {{ {values} {preds} ?e ?p ?l . }}"]))
 
 
 def _page(order: str, limit: int | None, offset: int | None) -> str:
@@ -333,7 +348,7 @@ def _page(order: str, limit: int | None, offset: int | None) -> str:
 
 def compile_label_scan(
     profile: Profile, *, limit: int | None = None, offset: int | None = None
-) -> str:
+) -> CompiledSparql:
     """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels in the profile's language
     (or untagged). With ``offset`` the rows are ordered (``?e ?l``) so that pages are stable."""
     predicates = profile.label_predicates
@@ -347,15 +362,16 @@ def compile_label_scan(
     if profile.label_lang:
         condition += (f' && (lang(?l) = "" || langMatches(lang(?l), '
                       f"{Literal(profile.label_lang)}))")
-    return f"SELECT ?e ?l WHERE {{ {pattern} FILTER({condition}) }}" + _page("?e ?l", limit,
-                                                                           offset)
+    return CompiledSparql(f"SELECT ?e ?l WHERE {{ {pattern} FILTER({condition}) }}"
+                          + _page("?e ?l", limit, offset))
 
 
 def compile_entity_scan(
     profile: Profile, *, limit: int | None = None, offset: int | None = None
-) -> str:
+) -> CompiledSparql:
     """``SELECT DISTINCT ?e``: every IRI under the profile's entity base that is a subject or
     an object (for profiles whose entity id is its label)."""
     base = Literal(str(profile.entity_base))
-    return ("SELECT DISTINCT ?e WHERE { { ?e ?p ?o } UNION { ?s ?p ?e } "
-            f"FILTER(isIRI(?e) && STRSTARTS(STR(?e), {base})) }}" + _page("?e", limit, offset))
+    return CompiledSparql("SELECT DISTINCT ?e WHERE { { ?e ?p ?o } UNION { ?s ?p ?e } "
+                          f"FILTER(isIRI(?e) && STRSTARTS(STR(?e), {base})) }}"
+                          + _page("?e", limit, offset))
