@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
 from pyql.registry import lookup
 from pyql.resolve import Slot
-from pyql.syntax import Atom, AtomKind, lex_atom, read_arguments, split_arguments
+from pyql.syntax import Atom, AtomKind, lex_atom, quote_string, read_arguments, split_arguments
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -427,7 +427,7 @@ class Call(BaseModel):
         return v
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(_render_arg(a) for a in self.args)})"
+        return f"{self.name}({', '.join(map(_render_arg, self.args))})"
 
     def __repr__(self) -> str:
         return f"Call({str(self)!r})"
@@ -450,14 +450,18 @@ class Call(BaseModel):
 
 
 def _render_arg(atom: Atom) -> str:
-    text = str(atom)
-    if atom.kind is AtomKind.NAME and not _reads_back_bare(atom):
+    if atom.kind is AtomKind.NAME:
         # a name that would not lex back as one bare argument is written as a quoted string
-        return str(Atom(AtomKind.STRING, atom.value))
-    return text
+        return atom.value if _name_reads_back(atom.value) else quote_string(atom.value)
+    return str(atom)
 
 
 @lru_cache(maxsize=1 << 16)
+def _name_reads_back(name: str) -> bool:
+    """``_reads_back_bare`` of a name, remembered by its text (programs repeat their names)."""
+    return _reads_back_bare(Atom(AtomKind.NAME, name))
+
+
 def _reads_back_bare(atom: Atom) -> bool:
     """Does the atom (a name or an IRI) written bare in an argument list read back as itself?
 
@@ -533,7 +537,8 @@ def _python_arg(piece: str, offset: int, source: str) -> Atom:
         atom = lex_atom(value)
     except ParseError as exc:
         raise ParseError(exc.description, source, lead) from None
-    if atom.kind in (AtomKind.NAME, AtomKind.IRI) and not _reads_back_bare(atom):
+    if atom.kind in (AtomKind.NAME, AtomKind.IRI) and not (
+            _name_reads_back(atom.value) if atom.kind is AtomKind.NAME else _reads_back_bare(atom)):
         # text the agent style can only write quoted (a comma, an unbalanced parenthesis): it is
         # a string here too, so that the program prints back to what it parsed from
         if atom.kind is AtomKind.IRI:
