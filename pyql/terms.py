@@ -79,6 +79,10 @@ class Var:
     def __str__(self) -> str:
         return f"?{self.name}"
 
+    # the generated hash builds a tuple per call; terms are hashed on every set and dict lookup
+    def __hash__(self) -> int:
+        return hash(self.name)
+
 
 @dataclass(frozen=True, slots=True)
 class _IRITerm:
@@ -99,6 +103,9 @@ class Entity(_IRITerm):
 
     id: str | None = field(default=None, compare=False)
 
+    def __hash__(self) -> int:  # equal terms have equal IRIs (id does not compare)
+        return hash(self.iri)
+
     @property
     def short(self) -> str:
         return self.id if self.id is not None else str(self)
@@ -109,6 +116,9 @@ class Relation(_IRITerm):
     """A KB relation (predicate) named by an IRI; ``name`` is its short form."""
 
     name: str | None = field(default=None, compare=False)
+
+    def __hash__(self) -> int:  # equal terms have equal IRIs (name does not compare)
+        return hash(self.iri)
 
     @property
     def short(self) -> str:
