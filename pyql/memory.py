@@ -114,11 +114,11 @@ class Memory:
 
     def with_(self, **changes: Any) -> Memory:
         """A copy with ``changes`` (the memory is frozen; this is how a step updates it)."""
-        unknown = changes.keys() - _FIELDS
-        if unknown:
+        if not _FIELDS.issuperset(changes):
+            unknown = changes.keys() - _FIELDS
             raise TypeError(f"Memory has no field(s) {', '.join(sorted(unknown))}")
-        for key in ("relations", "entities", "last_values"):
-            if key in changes and changes[key] is not getattr(self, key):
+        for key in _MAPPINGS.intersection(changes):
+            if changes[key] is not getattr(self, key):
                 changes[key] = _frozen(changes[key])
         new = object.__new__(Memory)
         new.__dict__.update(self.__dict__)  # every field is an immutable value: share them
@@ -127,3 +127,5 @@ class Memory:
 
 
 _FIELDS = frozenset(f.name for f in fields(Memory))
+#: the mapping fields, kept read-only (a copy behind a MappingProxyType)
+_MAPPINGS = frozenset({"relations", "entities", "last_values"})

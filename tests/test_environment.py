@@ -276,3 +276,18 @@ def test_step_records_are_frozen_values_that_check_their_status() -> None:
     assert VariableValues(values=["v"], total=1).values == ("v",)  # type: ignore[arg-type]
     with pytest.raises(FrozenInstanceError):
         hint.message = "changed"  # type: ignore[misc]
+
+
+def test_memory_updates_are_copies_with_read_only_mappings() -> None:
+    from pyql.memory import Memory
+
+    memory = Memory()
+    relations = {"m.0x": None}
+    later = memory.with_(relations=relations, variables=("?x",))
+    relations["m.0y"] = None  # the caller's dict is not the memory's
+    assert dict(later.relations) == {"m.0x": None} and later.variables == ("?x",)
+    assert memory.relations == {} and memory.variables == ()
+    with pytest.raises(TypeError):
+        later.relations["m.0z"] = None  # type: ignore[index]
+    with pytest.raises(TypeError, match="Memory has no field"):
+        memory.with_(relation={})
