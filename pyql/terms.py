@@ -96,29 +96,27 @@ class _IRITerm:
     def __str__(self) -> str:
         return f"<{self.iri}>"
 
+    def __hash__(self) -> int:  # equal terms have equal IRIs (the short forms do not compare)
+        return hash(self.iri)
 
-@dataclass(frozen=True, slots=True)
+
+# eq=False: equality (same class, same IRI) and the hash are _IRITerm's
+@dataclass(frozen=True, slots=True, eq=False)
 class Entity(_IRITerm):
     """A KB node named by an IRI. ``id`` is the short form the LLM writes (``m.0crbvqz``)."""
 
     id: str | None = field(default=None, compare=False)
-
-    def __hash__(self) -> int:  # equal terms have equal IRIs (id does not compare)
-        return hash(self.iri)
 
     @property
     def short(self) -> str:
         return self.id if self.id is not None else str(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Relation(_IRITerm):
     """A KB relation (predicate) named by an IRI; ``name`` is its short form."""
 
     name: str | None = field(default=None, compare=False)
-
-    def __hash__(self) -> int:  # equal terms have equal IRIs (name does not compare)
-        return hash(self.iri)
 
     @property
     def short(self) -> str:

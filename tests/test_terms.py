@@ -410,3 +410,11 @@ def test_resolution_names_still_import_from_terms():
         assert getattr(pyql.terms, name) is getattr(pyql.resolve, name)
     with pytest.raises(AttributeError):
         pyql.terms.no_such_name  # noqa: B018
+
+
+def test_terms_are_equal_by_kind_and_iri_whatever_their_short_form() -> None:
+    a, b = Entity("http://x.org/a", "a"), Entity("http://x.org/a", "other")
+    r = Relation("http://x.org/a", "a")
+    assert a == b and hash(a) == hash(b) and len({a, b, r}) == 2
+    assert a != r  # the same IRI as a node and as a relation are different terms
+    assert Var("x") == Var("x") and hash(Var("x")) == hash(Var("x")) and Var("x") != Var("y")
