@@ -153,13 +153,22 @@ def _triple_line(t: Triple, profile: Profile) -> str:
     return line
 
 
+def _filter_line(f: Filter, profile: Profile) -> str:
+    cached = f.__dict__.get("_line")  # shared by the trees built from this one, as triples are
+    if cached is not None and cached[0] is profile:
+        return cached[1]  # type: ignore[no-any-return]
+    line = f"FILTER ({_filter_expr(f, profile)})"
+    object.__setattr__(f, "_line", (profile, line))
+    return line
+
+
 def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
     profile = query.profile
     lines = [_triple_line(t, profile) for t in query.triples]
     if query.types:
         type_pred = render_term(Relation(profile.type_predicate), profile)
         lines += [f"{tc.var} {type_pred} {render_term(tc.type, profile)} ." for tc in query.types]
-    lines += [f"FILTER ({_filter_expr(f, profile)})" for f in query.filters]
+    lines += [_filter_line(f, profile) for f in query.filters]
     for tc in query.time_constraints:
         lines += _time_lines(tc, profile, fresh)
     if query.exclude_topic != "off" and query.topic_entities:
@@ -219,7 +228,6 @@ def compile_query(
     adds a LIMIT (after the paper-mode ORDER BY ... LIMIT 1, if any, the smaller wins).
     """
     profile = query.profile
-    body = _body(query)
     head = prologue(profile)
     tail: list[str] = []
 
@@ -233,6 +241,7 @@ def compile_query(
 
     if query.aggregate is not None:
         agg = query.aggregate
+        body = _body(query)
         if agg.func == "count" and not order_by:
             projection = f"(COUNT(DISTINCT {agg.var}) AS {agg.new_var})"
             where = body
