@@ -489,3 +489,22 @@ def test_shown_values_order_is_the_sort_order_whatever_the_path() -> None:
         assert _first(None, cells, kinds) == expected
         for n in (0, 1, 3, 20):
             assert _first(n, cells, kinds) == expected[:n]
+
+
+def test_a_fact_between_two_constants_that_holds_is_not_empty() -> None:
+    """The query has no variables: a matching fact is one solution of no columns."""
+    from pyql.kb import OxigraphKB
+
+    kb = OxigraphKB(profile="metaqa")
+    kb.load_bytes(b"<http://pyql.dev/metaqa/entity/Kismet> <http://pyql.dev/metaqa/relation/"
+                  b"directed_by> <http://pyql.dev/metaqa/entity/William_Dieterle> .",
+                  format="ntriples")
+    rs = kb.select("SELECT * WHERE { <http://pyql.dev/metaqa/entity/Kismet> "
+                   "<http://pyql.dev/metaqa/relation/directed_by> "
+                   "<http://pyql.dev/metaqa/entity/William_Dieterle> }")
+    assert rs.columns == () and rs.rows == ((),)
+    s = Session(kb, entities={"Kismet": "Kismet", "William Dieterle": "William Dieterle"})
+    holds = s.run("add_fact(Kismet, directed_by, William Dieterle)")
+    assert holds.ok and holds.status == "ok"
+    s.reset()
+    assert s.run("add_fact(Kismet, written_by, William Dieterle)").status == "empty"

@@ -155,18 +155,21 @@ class KB(ABC):
         :attr:`label_query_count` too). Text from the compiler
         (:class:`~pyql.sparql.compile.CompiledSparql`) is a read query by construction; any
         other text is checked (:func:`ensure_read_only`)."""
-        if type(query) is not CompiledSparql:
-            ensure_read_only(query)
-        self.query_count += 1
+        self._admit(query)
         if purpose == "label":
             self.label_query_count += 1
         return self._select(query, timeout=timeout)
 
     def ask(self, query: str, *, timeout: float | None = None) -> bool:
+        self._admit(query)
+        return self._ask(query, timeout=timeout)
+
+    def _admit(self, query: str) -> None:
+        """Refuse an update before it reaches the engine (compiled text is a read query by
+        construction), then count the query."""
         if type(query) is not CompiledSparql:
             ensure_read_only(query)
         self.query_count += 1
-        return self._ask(query, timeout=timeout)
 
     @abstractmethod
     def _select(self, query: str, *, timeout: float | None) -> ResultSet: ...

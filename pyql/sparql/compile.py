@@ -292,18 +292,19 @@ def compile_relations(
     if direction not in ("forward", "backward", "both"):
         raise ValueError(f"direction must be forward, backward or both, not {direction!r}")
     profile = query.profile
-    if not (query.extrema or query.aggregate or query.answer or query.time_constraints):
-        # the query is its own pattern (no fresh names inside): its WHERE lines are cached
-        fresh = _Fresh(query)
-        rel, other = fresh("r"), fresh("o")
-        body = _body(query) if isinstance(node, Var) else []
-    else:
+    plain = query
+    if query.extrema or query.aggregate or query.answer or query.time_constraints:
         plain = type(query)(profile=profile, triples=query.triples, types=query.types,
                             filters=query.filters, time_constraints=query.time_constraints,
                             exclude_topic=query.exclude_topic, entities=query.entities)
-        fresh = _Fresh(plain)
-        rel, other = fresh("r"), fresh("o")
-        body = where_lines(plain, fresh) if isinstance(node, Var) else []
+    fresh = _Fresh(plain)
+    rel, other = fresh("r"), fresh("o")
+    if not isinstance(node, Var):
+        body: Sequence[str] = []
+    elif plain is query:  # no fresh names inside (no time constraints): the cached lines
+        body = _body(query)
+    else:
+        body = where_lines(plain, fresh)
     n = render_term(node, profile)
     forward, backward = f"{n} {rel} {other} .", f"{other} {rel} {n} ."
     projection = str(rel)
