@@ -1,20 +1,22 @@
 """The offline tours behind ``pyql demo``: short questions answered one DSL call at a time.
 
-A :class:`Tour` is a question, its linked entities, the calls an agent would make and the
-answers they must reach. Tours come in a :class:`TourSet`, which knows how to open a fresh
-session for a tour (the KB or DB they run on) and which language its queries are in. The CLI
-renders tour sets; this module only runs them, so tests can check every tour without a
-terminal.
+A :class:`Tour` is a question, its linked entities (or the table it starts from), the calls an
+agent would make and the answers they must reach. Tours come in a :class:`TourSet`, which knows
+how to open a fresh session for a tour (the KB or DB they run on) and which language its queries
+are in. The CLI renders tour sets; this module only runs them, so tests can check every tour
+without a terminal.
 
-The built-in set, ``"kb"``, runs on the bundled movie KB (``pyql/data/movies.ttl``, loaded into
-an in-memory Oxigraph store): no server, no key, no network.
+Tours are data: a tour file is JSON (``pyql/data/tours-kb.json``, ``tours-sql.json``) read by
+:meth:`TourSet.load`, with the session factory given in code. The built-in set, ``"kb"``, runs
+on the bundled movie KB (``pyql/data/movies.ttl``, loaded into an in-memory Oxigraph store): no
+server, no key, no network.
 
 Other tour sets plug in with :func:`register_tour_set`. A set named ``NAME`` that is not
 registered yet is looked up in the module listed for it in :data:`TOUR_SET_MODULES` (the SQL
 tours: ``pyql.sql.demo``), which registers it when imported::
 
-    register_tour_set(TourSet(name="sql", title="...", language="sql", tours=(...),
-                              open_session=lambda tour: MySqlSession(...), source="..."))
+    register_tour_set(TourSet.load("my-tours.json",
+                                   open_session=lambda tour: MySqlSession(db, table=tour.table)))
 
 >>> results = [run_tour(KB_TOUR_SET, tour) for tour in KB_TOURS]
 >>> [r.ok for r in results]
@@ -26,21 +28,31 @@ tours: ``pyql.sql.demo``), which registers it when imported::
 from __future__ import annotations
 
 import importlib
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+from typing import Literal as TypingLiteral
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from pyql.errors import InputError
 from pyql.kb.oxigraph import OxigraphKB
 from pyql.profiles import GENERIC, Profile
 from pyql.session import Observation, Session
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = [
     "Tour",
     "TourSet",
     "TourResult",
+    "TourFileError",
     "DemoSession",
     "KB_TOURS",
     "KB_TOUR_SET",
@@ -113,10 +125,15 @@ class Tour:
     order does not matter.
     """
 
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     title: str
     question: str
     steps: tuple[str, ...]
+    #: mention -> KB id, for tours on a KB
     entities: Mapping[str, str] = field(default_factory=dict)
+    #: the table a SQL tour starts from (None: every table of the database is in scope)
+    table: str | None = None
     expected: frozenset[str] = frozenset()
     #: one sentence on what the tour shows
     note: str = ""
@@ -134,13 +151,36 @@ class TourSet:
 
     name: str
     title: str
-    #: the query language, for syntax highlighting: ``sparql`` or ``sql``
-    language: str
+    #: the query language, for syntax highlighting
+    language: TypingLiteral["sparql", "sql"]
     tours: tuple[Tour, ...]
     #: a fresh session for one tour (its own query, program and entities)
     open_session: Callable[[Tour], DemoSession]
     #: where the data comes from, shown to the user
     source: str = ""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | Traversable,
+             open_session: Callable[[Tour], DemoSession]) -> TourSet:
+        """Read a tour file: a JSON object of ``name``, ``title``, ``language``, ``source`` and
+        ``tours`` (objects with the fields of :class:`Tour`). ``open_session`` makes the session
+        of each tour. A file that does not read as one raises :class:`TourFileError`."""
+        where = str(path)
+        try:
+            file = Path(path) if isinstance(path, (str, os.PathLike)) else path
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TourFileError(where, "the file is not a JSON object")
+            return _TOUR_SET.validate_python({**data, "open_session": open_session})
+        except json.JSONDecodeError as exc:
+            raise TourFileError(where, f"not JSON: {exc}") from None
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                 for e in exc.errors())
+            raise TourFileError(where, problems) from None
+
+
+_TOUR_SET = TypeAdapter(TourSet)
 
 
 @dataclass(frozen=True)
@@ -159,56 +199,6 @@ class TourResult:
         return steps_ok and (not self.tour.expected or set(self.answers) == self.tour.expected)
 
 
-KB_TOURS: tuple[Tour, ...] = (
-    Tour(
-        title="two hops",
-        question="Who directed the films Leonardo DiCaprio starred in?",
-        entities={"Leonardo DiCaprio": "ex:Leonardo_DiCaprio"},
-        steps=(
-            "get_relation(Leonardo DiCaprio)",
-            "add_fact(?film, ex:starring, Leonardo DiCaprio)",
-            "get_relation(?film)",
-            "add_fact(?film, ex:directed_by, ?director)",
-            "set_answer(?director)",
-            "execute()",
-        ),
-        expected=frozenset({"Christopher Nolan", "Martin Scorsese", "James Cameron"}),
-        note="get_relation shows which relations a node has; each add_fact is one hop.",
-    ),
-    Tour(
-        title="a filter and an argmax",
-        question="Which film by Christopher Nolan released before 2015 is the longest?",
-        entities={"Christopher Nolan": "ex:Christopher_Nolan"},
-        steps=(
-            "add_fact(?film, ex:directed_by, Christopher Nolan)",
-            "add_fact(?film, ex:release_year, ?year)",
-            "add_filter(?year, <, 2015)",
-            "add_fact(?film, ex:runtime_minutes, ?minutes)",
-            "add_max(?minutes)",
-            "set_answer(?film)",
-            "execute()",
-        ),
-        expected=frozenset({"Interstellar"}),
-        note="add_filter compares numbers; add_max keeps the largest (all of them on a tie).",
-    ),
-    Tour(
-        title="a count through compound nodes",
-        question="How many actors have played a role in a film by Christopher Nolan?",
-        entities={"Christopher Nolan": "ex:Christopher_Nolan"},
-        steps=(
-            "add_fact(?film, ex:directed_by, Christopher Nolan)",
-            "add_fact(?film, ex:cast, ?role)",
-            "get_relation(?role)",
-            "add_fact(?role, ex:actor, ?actor)",
-            "add_count(?actor, ?count)",
-            "execute()",
-        ),
-        expected=frozenset({"6"}),
-        note="a cast entry is a compound node (UnName_Entity) joining film, actor and character.",
-    ),
-)
-
-
 def _movies_session(tour: Tour) -> Session:
     return Session(_cached_movies_kb(), entities=tour.entities)
 
@@ -219,14 +209,9 @@ def _cached_movies_kb() -> OxigraphKB:
     return movies_kb()
 
 
-KB_TOUR_SET = TourSet(
-    name="kb",
-    title="SPARQL on a small movie KB",
-    language="sparql",
-    tours=KB_TOURS,
-    open_session=_movies_session,
-    source="pyql/data/movies.ttl (bundled, in-memory Oxigraph)",
-)
+KB_TOUR_SET = TourSet.load(resources.files("pyql").joinpath("data/tours-kb.json"),
+                           open_session=_movies_session)
+KB_TOURS: tuple[Tour, ...] = KB_TOUR_SET.tours
 
 #: registered tour sets by name (``pyql demo`` runs ``kb``; ``pyql demo --sql`` runs ``sql``)
 TOUR_SETS: dict[str, TourSet] = {KB_TOUR_SET.name: KB_TOUR_SET}
@@ -249,10 +234,12 @@ def get_tour_set(name: str) -> TourSet:
     Raises :class:`LookupError` when no such set is available.
     """
     if name not in TOUR_SETS and name in TOUR_SET_MODULES:
+        module = TOUR_SET_MODULES[name]
         try:
-            importlib.import_module(TOUR_SET_MODULES[name])
-        except ImportError:
-            pass
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise LookupError(f"the {name!r} demo tours come from {module}, which cannot be "
+                              f"imported: {exc}") from exc
     try:
         return TOUR_SETS[name]
     except KeyError:
@@ -276,3 +263,13 @@ def run_tour(tour_set: TourSet, tour: Tour) -> TourResult:
     session = tour_set.open_session(tour)
     observations = tuple(session.run(step) for step in tour.steps)
     return TourResult(tour=tour, observations=observations, answers=_answers(observations))
+
+
+class TourFileError(InputError):
+    """A tour file that cannot be read as a :class:`TourSet`; ``path`` names it and ``problem``
+    says what is wrong (the first JSON error, or each field that does not validate)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
