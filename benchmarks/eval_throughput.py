@@ -91,6 +91,19 @@ def traced_mb() -> float:
 
 
 @dataclass(frozen=True)
+class MemoryReading:
+    """Memory at one point of a run, MB: the resident set and the traced Python memory (0.0
+    without ``--tracemalloc``)."""
+
+    rss: float = 0.0
+    traced: float = 0.0
+
+    @classmethod
+    def now(cls) -> MemoryReading:
+        return cls(rss_mb(), traced_mb())
+
+
+@dataclass(frozen=True)
 class Question:
     id: str
     #: the question as the agent's first user message writes it
@@ -192,11 +205,9 @@ class RunStats:
     finished: int = 0
     errors: int = 0
     question_seconds: list[float] = field(default_factory=list)
-    rss_before: float = 0.0
-    rss_at_50: float = 0.0
-    rss_after: float = 0.0
-    traced_at_50: float = 0.0
-    traced_after: float = 0.0
+    before: MemoryReading = MemoryReading()
+    at_50: MemoryReading = MemoryReading()
+    after: MemoryReading = MemoryReading()
     traced_peak: float = 0.0
 
     def count(self, *, calls: int, seconds: float, error: bool, hit1: float = 0.0,
@@ -271,7 +282,7 @@ def run_minimal(kb: KB, server: GoldServer, items: Sequence[Question], concurren
                     error="error" in summary, hit1=summary.get("hit1", 0.0),
                     finished=summary.get("finished", False))
         if stats.questions == 50:
-            stats.rss_at_50, stats.traced_at_50 = rss_mb(), traced_mb()
+            stats.at_50 = MemoryReading.now()
 
     _begin(stats, server)
     start = time.perf_counter()
@@ -309,7 +320,7 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
                 except OSError:
                     continue
                 if lines >= 50:
-                    stats.rss_at_50, stats.traced_at_50 = rss_mb(), traced_mb()
+                    stats.at_50 = MemoryReading.now()
                     return
 
         watcher = threading.Thread(target=watch, name="rss-watch", daemon=True)
@@ -333,7 +344,7 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
 
 
 def _begin(stats: RunStats, server: GoldServer) -> None:
-    stats.rss_before = rss_mb()
+    stats.before = MemoryReading.now()
     server.first = None
     if tracemalloc.is_tracing():
         tracemalloc.reset_peak()
@@ -342,10 +353,9 @@ def _begin(stats: RunStats, server: GoldServer) -> None:
 def _end(stats: RunStats, server: GoldServer) -> None:
     now = time.perf_counter()
     stats.wall = now - server.first if server.first is not None else stats.total
-    stats.rss_after = rss_mb()
+    stats.after = MemoryReading.now()
     if tracemalloc.is_tracing():
-        current, peak = tracemalloc.get_traced_memory()
-        stats.traced_after, stats.traced_peak = current / 2**20, peak / 2**20
+        stats.traced_peak = tracemalloc.get_traced_memory()[1] / 2**20
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -363,10 +373,10 @@ def table(rows: Sequence[RunStats], latency: float, calls: int, traced: bool) ->
     for r in rows:
         line = (f"| {r.runner} | {r.concurrency} | {r.questions} | {r.llm_calls} | "
                 f"{r.wall:.1f} | {r.total:.1f} | {r.questions / r.wall:.2f} | "
-                f"{r.mean_seconds:.2f} | {r.hit1:.3f} | {r.rss_before:.0f} | "
-                f"{r.rss_at_50:.0f} | {r.rss_after:.0f} |")
+                f"{r.mean_seconds:.2f} | {r.hit1:.3f} | {r.before.rss:.0f} | "
+                f"{r.at_50.rss:.0f} | {r.after.rss:.0f} |")
         if traced:
-            line += f" {r.traced_at_50:.1f} / {r.traced_after:.1f} / {r.traced_peak:.1f} |"
+            line += f" {r.at_50.traced:.1f} / {r.after.traced:.1f} / {r.traced_peak:.1f} |"
         lines.append(line)
     ratio = rows[0].wall / rows[-1].wall if len(rows) > 1 else 1.0
     lines += ["", f"{latency * 1000:.0f} ms per LLM call, {calls} calls per question. "
