@@ -27,7 +27,8 @@ def _one_tour_file(tmp_path: Path, **changes: object) -> Path:
 
 
 def test_a_tour_file_loads_and_runs(tmp_path):
-    tour_set = demo.TourSet.load(_one_tour_file(tmp_path), open_session=demo.KB_TOUR_SET.open_session)
+    path = _one_tour_file(tmp_path)
+    tour_set = demo.TourSet.load(path, open_session=demo.KB_TOUR_SET.open_session)
     assert (tour_set.name, tour_set.title, tour_set.source) == ("mine", "my tours", "")
     (tour,) = tour_set.tours
     assert tour.steps == ("add_fact(Titanic, ex:release_year, ?year)", "execute()")
@@ -49,7 +50,10 @@ def test_built_in_tours_start_from_entities_or_a_table():
     [
         ({"language": "cypher"}, "language"),
         ({"tours": [{"title": "no question", "steps": ["execute()"]}]}, "tours.0.question"),
-        ({"tours": [{"title": "t", "question": "q", "steps": [], "answer": "x"}]}, "tours.0.answer"),
+        (
+            {"tours": [{"title": "t", "question": "q", "steps": [], "answer": "x"}]},
+            "tours.0.answer",
+        ),
         ({"tours": "none"}, "tours"),
     ],
     ids=["language", "missing field", "unknown field", "not a list"],

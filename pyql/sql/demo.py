@@ -3,7 +3,8 @@
 ``pyql/data/demo.sqlite`` (built by ``examples/make_demo_db.py``; a made-up league) has three
 tables: ``teams``, ``players`` and ``coaches``, the last two with a foreign key to ``teams``.
 The tours are in ``pyql/data/tours-sql.json``; each runs in a fresh
-:class:`~pyql.sql.session.SqlSession` on the database file, opened read-only. Importing this module registers the tour set ``"sql"`` with :mod:`pyql.demo`.
+:class:`~pyql.sql.session.SqlSession` on the database file, opened read-only. Importing this
+module registers the tour set ``"sql"`` with :mod:`pyql.demo`.
 
 >>> from pyql.demo import run_tour
 >>> [run_tour(SQL_TOUR_SET, tour).ok for tour in SQL_TOURS]
