@@ -389,13 +389,19 @@ class Usage(BaseModel):
     #: wall-clock seconds of the whole question
     seconds: float = 0.0
     guideline_triggers: dict[str, int] = Field(default_factory=dict)
+    #: of ``llm_calls``, those sent with a schema (structured output, ``--constrain``)
+    constrained_calls: int = 0
+    #: replies the strategy could not read (a step with a ``format_issue``)
+    parse_failures: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0) -> Usage:
+    def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0,
+                 constrained: bool = False) -> Usage:
         return self.model_copy(update={
+            "constrained_calls": self.constrained_calls + int(constrained),
             "llm_calls": self.llm_calls + 1,
             "prompt_tokens": self.prompt_tokens + tokens.prompt_tokens,
             "completion_tokens": self.completion_tokens + tokens.completion_tokens,
@@ -424,6 +430,8 @@ class Usage(BaseModel):
             llm_seconds=self.llm_seconds + other.llm_seconds,
             kb_queries=self.kb_queries + other.kb_queries,
             label_queries=self.label_queries + other.label_queries,
+            constrained_calls=self.constrained_calls + other.constrained_calls,
+            parse_failures=self.parse_failures + other.parse_failures,
             seconds=self.seconds + other.seconds,
             guideline_triggers=triggers,
         )

@@ -153,7 +153,13 @@ class LLMReply(BaseModel):
 
 @runtime_checkable
 class LLM(Protocol):
-    """Anything that completes chat messages."""
+    """Anything that completes chat messages.
+
+    A client that can constrain its output to a JSON schema (structured outputs) says so with
+    a true ``structured_output`` attribute and takes ``response_format=`` (OpenAI's
+    ``{"type": "json_schema", ...}``) in :meth:`complete`; the
+    :class:`~pyql.agent.recorder.Recorder` passes it only to such clients.
+    """
 
     model: str
 
@@ -188,6 +194,10 @@ class AccountedCall:
     prompt_hash: str
     #: the reply's model, else the client's
     model: str
+    #: the call sent a schema (structured output) and ``reply`` is read back from its JSON
+    constrained: bool = False
+    #: the model's own text (the JSON of a constrained call); ``reply.text`` is what it reads as
+    raw_text: str | None = None
 
     @property
     def text(self) -> str:
@@ -201,7 +211,10 @@ class AccountedCall:
                 "completion_tokens": tokens.completion_tokens,
                 "estimated_tokens": tokens.estimated, "cost": self.cost,
                 "llm_latency": reply.latency, "retries": reply.retries,
-                "prompt_hash": self.prompt_hash}
+                "prompt_hash": self.prompt_hash, "tool_calls": reply.tool_calls,
+                "raw_reply": (self.raw_text if self.raw_text is not None
+                              and self.raw_text != reply.text else ""),
+                "cached_tokens": tokens.cached_tokens}
 
 
 def accounted_complete(llm: LLM, messages: list[Message], *, counter: TokenCounter,
@@ -408,6 +421,24 @@ class _OpenAIBase(Retrying):
         return earliest(current_deadline(), own) or Deadline(_UNBOUNDED)
 
 
+def _timings_cached(response: Any) -> int:
+    """Prompt tokens llama.cpp's server took from its cache (its response's
+    ``timings.cache_n``), for a usage without ``prompt_tokens_details``."""
+    timings = (getattr(response, "model_extra", None) or {}).get("timings")
+    value = timings.get("cache_n") if isinstance(timings, dict) else None
+    return int(value) if isinstance(value, (int, float)) and value > 0 else 0
+
+
+def _refused_parameter(exc: Any, call: Mapping[str, Any]) -> str | None:
+    """``stop`` or ``response_format`` when a 400 names one the request has (the server does
+    not take it), else None."""
+    message = _error_message(exc)
+    for name in ("stop", "response_format"):
+        if name in call and (getattr(exc, "param", None) == name or f"'{name}'" in message):
+            return name
+    return None
+
+
 def _error_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -462,6 +493,7 @@ class OpenAIChat(_OpenAIBase):
         rng: random.Random | None = None,
         token_counter: TokenCounter | None = None,
         history_size: int = 50,
+        structured_output: bool = True,
         client: Any = None,
     ) -> None:
         super().__init__(
@@ -479,11 +511,13 @@ class OpenAIChat(_OpenAIBase):
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter(model=self.model))
         self._stop_supported = True
+        #: the server takes ``response_format`` (JSON schema); False after it refused one
+        self.structured_output = structured_output
         #: the last ``history_size`` calls: model, messages, reply, usage, cost, latency
         self.history: deque[dict[str, Any]] = deque(maxlen=history_size)
 
-    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
-                 ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
         import openai
 
         start = time.perf_counter()
@@ -500,22 +534,30 @@ class OpenAIChat(_OpenAIBase):
                 kwargs["parallel_tool_calls"] = self.parallel_tool_calls
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
+        if response_format is not None and self.structured_output:
+            kwargs["response_format"] = dict(response_format)
         stops = [s for s in (stop or ()) if s][:4]
 
         def create(seconds: float) -> Any:
             call = dict(kwargs, timeout=seconds)
             if stops and self._stop_supported:
                 call["stop"] = stops
-            try:
-                return self.client.chat.completions.create(**call)
-            except openai.BadRequestError as exc:
-                if "stop" in call and (exc.param == "stop" or "'stop'" in _error_message(exc)):
-                    log.info("%s does not accept stop sequences; they are applied locally",
-                             self.model)
-                    self._stop_supported = False
-                    call.pop("stop")
+            while True:
+                try:
                     return self.client.chat.completions.create(**call)
-                raise
+                except openai.BadRequestError as exc:
+                    refused = _refused_parameter(exc, call)
+                    if refused is None:
+                        raise
+                    call.pop(refused)
+                    if refused == "stop":
+                        log.info("%s does not accept stop sequences; they are applied locally",
+                                 self.model)
+                        self._stop_supported = False
+                    else:
+                        log.warning("%s does not accept response_format: replies are not "
+                                    "constrained", self.model)
+                        self.structured_output = False
 
         response, retries = self._call(create)
         reply = self._reply(response, messages, tools, stops, retries,
@@ -550,7 +592,8 @@ class OpenAIChat(_OpenAIBase):
                 if getattr(c, "function", None) is not None
             )
             model = response.model or self.model
-            usage = self._usage(response.usage, messages, tools, text, calls)
+            usage = self._usage(response.usage, messages, tools, text, calls,
+                                _timings_cached(response))
         except (AttributeError, TypeError) as exc:
             raise LLMResponseError(f"{self.model}: malformed response: {exc}",
                                    model=self.model) from exc
@@ -562,10 +605,10 @@ class OpenAIChat(_OpenAIBase):
 
     def _usage(self, usage: Any, messages: Sequence[Message],
                tools: Sequence[Mapping[str, Any]] | None, text: str,
-               calls: tuple[ToolCall, ...]) -> TokenUsage:
+               calls: tuple[ToolCall, ...], timings_cached: int = 0) -> TokenUsage:
         if usage is not None and usage.prompt_tokens is not None:
             details = getattr(usage, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) or 0
+            cached = getattr(details, "cached_tokens", None) or timings_cached
             return TokenUsage(prompt_tokens=usage.prompt_tokens,
                               completion_tokens=usage.completion_tokens or 0, cached_tokens=cached)
         counter = self.token_counter
@@ -679,21 +722,24 @@ class ScriptedLLM:
     Stop sequences are applied to text replies. Usage is left to the caller's token counter.
     """
 
-    def __init__(self, replies: Iterable[ScriptedReply], *, model: str = "scripted") -> None:
+    def __init__(self, replies: Iterable[ScriptedReply], *, model: str = "scripted",
+                 structured_output: bool = False) -> None:
         self.model = model
         self._replies = list(replies)
         self._next = 0
-        #: every request: {"messages", "stop", "tools"}
+        #: takes ``response_format`` (the script then plays a server that honours schemas)
+        self.structured_output = structured_output
+        #: every request: {"messages", "stop", "tools", "response_format"}
         self.calls: list[dict[str, Any]] = []
 
     @property
     def remaining(self) -> int:
         return len(self._replies) - self._next
 
-    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
-                 ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
         self.calls.append({"messages": [dict(m) for m in messages], "stop": list(stop or ()),
-                           "tools": list(tools or ())})
+                           "tools": list(tools or ()), "response_format": response_format})
         if self._next >= len(self._replies):
             raise LLMScriptExhaustedError(
                 f"the script has {len(self._replies)} replies; reply {self._next + 1} was asked",
@@ -746,8 +792,8 @@ class ReplayLLM:
     def remaining(self) -> int:
         return len(self._steps) - self._next
 
-    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
-                 ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
         if self._next >= len(self._steps):
             if self._stop_reason == "context_length":
                 raise LLMContextLengthError("the recorded run outgrew the context window here",
@@ -763,6 +809,6 @@ class ReplayLLM:
                 raise LLMReplayMismatchError(
                     f"step {step.n}: the prompt differs from the recorded one", model=self.model)
         usage = TokenUsage(prompt_tokens=step.prompt_tokens, completion_tokens=step.completion_tokens,
-                           estimated=step.estimated_tokens)
+                           cached_tokens=step.cached_tokens, estimated=step.estimated_tokens)
         return LLMReply(text=step.reply_text, tool_calls=tuple(step.tool_calls), usage=usage,
                         model=step.model or self.model, cost=step.cost, finish_reason="replay")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import inspect
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,9 +40,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
-from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
-from pyql.agent.llm import LLM, LLMReply, ToolCall, prompt_fingerprint
+from pyql.agent.llm import LLM, LLMReply, ToolCall
 from pyql.agent.presets import (
     ANSWER_CHOICE_PROMPT,
     FORGOTTEN_OBSERVATION,
@@ -62,7 +61,9 @@ from pyql.agent.prompting import (
     tool_schemas,
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
+from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
 from pyql.errors import ArityError, InputError, ParseError
@@ -158,11 +159,6 @@ def _preset(preset: str | Preset | None, dataset: str | None, backend: Any) -> P
     return get_preset(name, dataset or "default")
 
 
-def _query_count(backend: Any) -> int | None:
-    count = getattr(backend, "query_count", None)
-    return count if isinstance(count, int) else None
-
-
 class QueryAgent:
     """The QueryAgent of the paper over a KB, a SQL database, or any Session factory.
 
@@ -202,6 +198,8 @@ class QueryAgent:
     """
 
     name = "queryagent"
+    #: the original's ``max_tokens`` (one thought and one action)
+    max_reply_tokens = 256
 
     def __init__(
         self,
@@ -227,6 +225,7 @@ class QueryAgent:
         extremum_mode: str | None = None,
         exclude_topic: str | None = None,
         relation_filter: str | None = None,
+        constrain: Constrain | bool = "auto",
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -275,6 +274,12 @@ class QueryAgent:
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
+        #: replies are constrained to one thought and one DSL call (``constrain``, checked now)
+        self.constrained = (constrain if isinstance(constrain, bool)
+                            else resolve_constrain(constrain, llm))
+        self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
+                                                                self.profile))
+                       if self.constrained else None)
         self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
 
     @classmethod
@@ -285,7 +290,7 @@ class QueryAgent:
             "guidelines": True if config.guidelines else None, "mode": config.mode,
             "seed": config.seed, "table": config.table, "token_counter": config.token_counter,
             "price_table": config.price_table, "preset": config.preset,
-            "dataset": config.dataset,
+            "dataset": config.dataset, "constrain": config.constrain,
         }
         # a preset's prompt wins over the dataset's profile (``options`` can still name one)
         if config.profile is not None and config.preset is None:
@@ -380,13 +385,9 @@ class QueryAgent:
         with each step as soon as it is recorded. Other ``context`` keys (of the
         :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
-        notify = on_step if on_step is not None else self.on_step
-        # a stand-in LLM (gold, noisy-gold) reads each step's record, not the prompt's wording
-        observe = getattr(self.llm, "observe", None)
-        # the fingerprint lets a replay check it sees the recorded prompt; a stand-in that
-        # replays a gold program (prompts_matter = False) has no prompt worth checking
-        fingerprint = getattr(self.llm, "prompts_matter", True)
-        started = time.perf_counter()
+        rec = Recorder(self.llm, question, counter=self.token_counter,
+                       price_table=self.price_table, constrain=self.constrained,
+                       on_step=on_step if on_step is not None else self.on_step)
         entities = dict(entities or {})
         session = self.new_session(entities, table)
         backend = next((b for b in (getattr(session, "kb", None), getattr(session, "db", None))
@@ -401,10 +402,8 @@ class QueryAgent:
             {"role": "user", "content": question_message(
                 self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
-        usage = Usage()
         labels_before = getattr(backend, "label_query_count", None)
         prompt_tokens: _PromptTokens | None = None
-        steps: list[Step] = []
         finished = False
         stop_reason = "max_steps"
         answers: tuple[Any, ...] = ()
@@ -413,7 +412,7 @@ class QueryAgent:
         turns: list[list[dict[str, Any]]] = []
         for n in range(1, self.max_steps + 1):
             if self.preset.history == "paper":
-                messages = head + _paper_history(turns, steps)
+                messages = head + _paper_history(turns, rec.steps)
                 prompt_tokens = None  # earlier messages change: count the prompt afresh
             budget = self.preset.context_budget
             if budget is not None and self.token_counter.count_messages(
@@ -421,70 +420,48 @@ class QueryAgent:
                 log.info("step %d: the prompt is over the %d-token budget", n, budget)
                 stop_reason = "context_budget"
                 break
+            if prompt_tokens is None:
+                prompt_tokens = _PromptTokens(self.token_counter, self.tools)
             try:
-                reply = self.llm.complete(
-                    messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
-                    tools=self.tools)
+                call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
+                               tools=self.tools, format=self.format, prompt_tokens=prompt_tokens)
             except LLMContextLengthError as exc:
                 log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
                 stop_reason = "context_length"
                 break
-            if prompt_tokens is None and reply.usage is None:
-                prompt_tokens = _PromptTokens(self.token_counter, self.tools)
-            tokens, cost = self._account(reply, messages, prompt_tokens)
-            usage = usage.add_call(tokens, cost=cost, seconds=reply.latency)
+            reply = call.reply
             decision = self._decide(reply)
-            before = _query_count(backend)
-            env_start = time.perf_counter()
-            obs = self._act(session, decision)
-            env_seconds = time.perf_counter() - env_start
-            after = _query_count(backend)
-            kb_queries = after - before if after is not None and before is not None else 0
-            usage = usage.model_copy(update={"kb_queries": usage.kb_queries + kb_queries})
-            if obs.hint is not None:
-                usage = usage.add_trigger(obs.hint.code)
+            obs, env_seconds, kb_queries = rec.env(lambda d=decision: self._act(session, d),
+                                                   backend=backend)
             observation = render_observation(
                 obs, n, question=question, ranker=self.ranker, top_k=self.top_k, seed=self.seed,
                 max_chars=self.max_observation_chars)
-            step = Step(
+            step = rec.add(Step(
                 n=n, thought=decision.thought, action=decision.action_text,
                 observation=observation, hint=obs.hint.code if obs.hint else None,
                 suggestions=tuple(obs.hint.suggestions) if obs.hint else (),
                 status=obs.status, env_status=_env_status(obs), error=obs.error,
                 accepted=obs.ok, format_issue=decision.issue, query=obs.query,
-                reply_text=reply.text, tool_calls=reply.tool_calls,
-                model=reply.model or getattr(self.llm, "model", ""),
-                prompt_tokens=tokens.prompt_tokens, completion_tokens=tokens.completion_tokens,
-                estimated_tokens=tokens.estimated, cost=cost, llm_latency=reply.latency,
-                env_latency=env_seconds, kb_queries=kb_queries, retries=reply.retries,
-                prompt_hash=prompt_fingerprint(messages, self.tools) if fingerprint else "",
-            )
-            steps.append(step)
-            if observe is not None:
-                observe(step)
-            if notify is not None:
-                notify(step)
+                env_latency=env_seconds, kb_queries=kb_queries, **call.step_fields(),
+            ))
             turns.append(self._turn(step, reply))
             messages.extend(turns[-1])
             last_obs = obs
             log.debug("step %d: %s -> %s", n, step.action, step.status)
-            call = obs.call
-            if call is not None and call.name == "execute" and obs.ok:
+            executed = obs.call
+            if executed is not None and executed.name == "execute" and obs.ok:
                 finished = True
                 stop_reason = "execute"
                 answers = tuple(obs.answers or ())
                 break
         if not finished and self.execute_on_stop:
-            before = _query_count(backend)
             if self.preset.on_stop == "execute_current":
-                answers = self._execute_current(session)
+                answers, _, extra = rec.env(lambda: self._execute_current(session),
+                                            backend=backend)
             else:
-                answers, choice = self._finish(session, question, steps, messages)
-                if choice is not None:
-                    usage = usage.add_call(choice[0], cost=choice[1], seconds=choice[2])
-            after = _query_count(backend)
-            extra = after - before if after is not None and before is not None else 0
-            usage = usage.model_copy(update={"kb_queries": usage.kb_queries + extra})
+                answers, _, extra = rec.env(
+                    lambda: self._finish(rec, session, question, messages), backend=backend)
+            rec.add_queries(extra)
             last_obs = session.observations[-1] if getattr(session, "observations", None) else last_obs
         program = getattr(session, "program", None)
         if program is None:
@@ -492,39 +469,22 @@ class QueryAgent:
         labels_after = getattr(backend, "label_query_count", None)
         label_queries = (labels_after - labels_before if isinstance(labels_after, int)
                          and isinstance(labels_before, int) else 0)
-        usage = usage.model_copy(update={"seconds": time.perf_counter() - started,
-                                         "label_queries": label_queries})
+        usage = rec.finish_usage(label_queries=label_queries)
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name,
             profile=self.profile.name, mode=self.mode,
-            tools=self.profile.tools, model=getattr(self.llm, "model", ""), steps=tuple(steps),
-            answers=answers, query=last_obs.query if last_obs is not None else "",
+            tools=self.profile.tools, model=getattr(self.llm, "model", ""),
+            steps=tuple(rec.steps), answers=answers,
+            query=last_obs.query if last_obs is not None else "",
             program=str(program), finished=finished, stop_reason=stop_reason, usage=usage,
             meta=dict(meta or {}),
         )
         return Result(trajectory=trajectory, program=program)
 
     # -- one step -------------------------------------------------------------------------------
-    def _account(self, reply: LLMReply, messages: Sequence[Mapping[str, Any]],
-                 prompt: _PromptTokens | None = None) -> tuple[TokenUsage, float]:
-        tokens = reply.usage
-        if tokens is None:
-            counter = self.token_counter
-            out = reply.text + "".join(c.name + c.arguments for c in reply.tool_calls)
-            counted = (prompt(messages) if prompt is not None
-                       else counter.count_messages(messages, self.tools))
-            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=counter.count(out),
-                                estimated=True)
-        cost = reply.cost
-        if cost is None:
-            model = reply.model or getattr(self.llm, "model", "")
-            cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
-                                         tokens.cached_tokens)
-        return tokens, cost
-
     def _decide(self, reply: LLMReply) -> _Decision:
         functions = self.profile.functions
-        if self.mode == "tools" and reply.tool_calls:
+        if reply.tool_calls:  # tools mode, or a constrained reply read back as a call
             thought = parse_reply(reply.text).thought if reply.text.strip() else ""
             calls = reply.tool_calls
             if len(calls) > 1:  # refused as a whole: Python feedback "multiple_actions"
@@ -616,27 +576,24 @@ class QueryAgent:
             return ()
         return tuple(obs.answers or ())
 
-    def _finish(self, session: Any, question: str, steps: Sequence[Step],
-                messages: Sequence[Mapping[str, Any]]
-                ) -> tuple[tuple[Any, ...], tuple[TokenUsage, float, float] | None]:
+    def _finish(self, rec: Recorder, session: Any, question: str,
+                messages: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
         """The original's end without execute() (the preset's ``on_stop``): ``execute`` runs the
         query as it is; ``choose_answer`` first asks the model which variable answers the
         question, from the last results (:data:`~pyql.agent.presets.ANSWER_CHOICE_PROMPT`),
-        and executes with it. Returns the answers and the choice call's (tokens, cost, seconds).
-        """
-        results = next((s.observation for s in reversed(steps)
+        and executes with it (the choice call is accounted by ``rec``)."""
+        results = next((s.observation for s in reversed(rec.steps)
                         if s.accepted and "The value of variable" in s.observation), "")
         if self.preset.on_stop != "choose_answer" or not results:
-            return self._execute(session), None
+            return self._execute(session)
         prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
             question=question, result=results.split(" : ", 1)[-1])}]
-        reply = self.llm.complete(prompt, stop=["\n"], tools=None)
-        tokens, cost = self._account(reply, prompt)
+        reply = rec.llm(prompt, stop=["\n"]).reply
         choice = _ANSWER_CHOICE.search(reply.text)
         if choice is not None:
             chosen = session.run(Call(name="set_answer", args=(lex_atom(choice.group(1)),)))
             log.info("answer variable chosen on stop: %s (%s)", choice.group(1), chosen.status)
-        return self._execute(session), (tokens, cost, reply.latency)
+        return self._execute(session)
 
 
 def _paper_history(turns: Sequence[list[dict[str, Any]]], steps: Sequence[Step]
@@ -672,11 +629,14 @@ class _PromptTokens:
 
     def __init__(self, counter: TokenCounter, tools: Sequence[Mapping[str, Any]] | None) -> None:
         self.counter = counter
-        self.empty = counter.count_messages([])
-        self.base = counter.count_messages([], tools)
+        self.tools = tools
+        self.empty = self.base = -1  # counted on the first call: most clients report usage
         self.parts: list[int] = []
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        if self.base < 0:
+            self.empty = self.counter.count_messages([])
+            self.base = self.counter.count_messages([], self.tools)
         for message in messages[len(self.parts):]:
             self.parts.append(self.counter.count_messages([message]) - self.empty)
         return self.base + sum(self.parts)

@@ -18,6 +18,13 @@ plan, judge, edit), or a third party's. Each one:
   ``measures(steps, item) -> dict[str, float]`` (SRP: judge accuracy, reference hit rate);
   metrics.json's ``strategy`` section averages them, and pools ``NAME:hits``/``NAME:of`` pairs
   into the run's ``NAME`` rate;
+- may declare the longest reply it needs in a class attribute ``max_reply_tokens`` (QueryAgent:
+  256, the original's cap; a whole path needs more): ``pyql ask``/``pyql eval`` send it as
+  ``max_tokens`` unless ``--max-tokens`` says otherwise, so one runaway reply cannot grow
+  without bound (default :data:`DEFAULT_MAX_REPLY_TOKENS`);
+- takes ``config.constrain`` (``auto``/``on``/``off``): its LLM calls go through a
+  :class:`~pyql.agent.recorder.Recorder` with a :class:`~pyql.agent.structured.ReplyFormat`
+  each, so a server that honours JSON schemas only writes replies the strategy can read;
 - answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
   :class:`Result` carries the answers, the final query, the program, the typed step records, the
   usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.
@@ -49,6 +56,7 @@ if TYPE_CHECKING:
     from pyql.program import Program
 
 __all__ = [
+    "DEFAULT_MAX_REPLY_TOKENS",
     "ENTRY_POINT_GROUP",
     "Result",
     "Strategy",
@@ -58,10 +66,19 @@ __all__ = [
     "available_strategies",
     "build_strategy",
     "get_strategy",
+    "max_reply_tokens",
 ]
 
 #: the entry-point group strategies register under
 ENTRY_POINT_GROUP = "pyql.strategies"
+#: the reply cap of a strategy that declares no ``max_reply_tokens``
+DEFAULT_MAX_REPLY_TOKENS = 512
+
+
+def max_reply_tokens(strategy: Any) -> int:
+    """The ``max_tokens`` a strategy (class) asks its replies to fit in."""
+    value = getattr(strategy, "max_reply_tokens", None)
+    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_REPLY_TOKENS
 
 
 class UnknownStrategyError(PyqlError, LookupError):
@@ -152,6 +169,8 @@ class StrategyConfig:
     dataset: str | None = None
     #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
     preset: str | None = None
+    #: structured output (:mod:`pyql.agent.structured`): ``auto``, ``on`` or ``off``
+    constrain: str = "auto"
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def given(self, *names: str) -> dict[str, Any]:

@@ -64,9 +64,14 @@ class Step(BaseModel):
     #: the raw LLM output (text, and tool calls in tools mode): what a replay returns
     reply_text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    #: what the model wrote when it differs from ``reply_text``: the JSON of a constrained call
+    #: (``reply_text`` and ``tool_calls`` are what it reads as, and what a replay returns)
+    raw_reply: str = ""
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: of ``prompt_tokens``, those the server took from its prompt cache
+    cached_tokens: int = 0
     estimated_tokens: bool = False
     cost: float = 0.0
     llm_latency: float = 0.0

@@ -1,0 +1,175 @@
+"""One question's records, shared by every strategy: accounted (and constrained) LLM calls, timed
+backend work, typed steps, and the callbacks that fire once per step.
+
+A strategy asks the model through :meth:`Recorder.llm` and records what happened with
+:meth:`Recorder.add`; the recorder keeps the :class:`~pyql.agent.accounting.Usage` (calls, tokens
+as the server reported them or estimated, cost, cached tokens, constrained calls, parse failures,
+KB/DB queries, guideline triggers) and calls the step callbacks — the caller's live view
+(``on_step``) and a stand-in LLM's ``observe`` hook — in one place, so a strategy, built-in or
+third-party, gets correct accounting by using it and never sees a stand-in.
+
+::
+
+    rec = Recorder(llm, question, counter=counter, price_table=prices, constrain="auto")
+    call = rec.llm(messages, format=answers_format())      # AccountedCall: reply, tokens, cost
+    answers, seconds, queries = rec.env(lambda: program.execute(kb), backend=kb)
+    rec.add(Step(n=rec.next_n, kind="answer", ..., **call.step_fields()))
+    rec.usage, rec.steps
+
+With constraints on (:func:`~pyql.agent.structured.resolve_constrain`), a call with a
+:class:`~pyql.agent.structured.ReplyFormat` sends its schema and reads the JSON reply back as the
+text (or tool call) the strategy parses; the model's raw JSON is kept in ``call.raw_text``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.llm import LLM, AccountedCall, LLMReply, Message, ToolCall, prompt_fingerprint
+from pyql.agent.structured import ReplyFormat, resolve_constrain
+from pyql.agent.trajectory import Step
+
+__all__ = ["Recorder", "StepCallback"]
+
+StepCallback = Callable[[Step], None]
+_T = TypeVar("_T")
+
+
+class Recorder:
+    """The records of one question (see the module docstring).
+
+    ``counter`` estimates the tokens of a client that reports no usage, ``price_table`` prices
+    calls whose client reports no cost; ``constrain`` is ``auto``/``on``/``off`` (or an already
+    resolved bool); ``on_step`` is the caller's live view. A stand-in LLM (``--llm gold``) that
+    reads each step's record declares ``observe(step)``: it is called as one more callback.
+    ``fingerprint`` records each prompt's hash for replays (off for stand-ins whose prompts do
+    not matter).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        question: str = "",
+        *,
+        counter: TokenCounter,
+        price_table: PriceTable,
+        constrain: str | bool = "auto",
+        on_step: StepCallback | None = None,
+    ) -> None:
+        self.model = llm
+        self.question = question
+        self.counter = counter
+        self.price_table = price_table
+        self.constrained = (constrain if isinstance(constrain, bool)
+                            else resolve_constrain(constrain, llm))
+        self.fingerprint = bool(getattr(llm, "prompts_matter", True))
+        self.callbacks: list[StepCallback] = [
+            cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
+        self.started = time.perf_counter()
+        self.usage = Usage()
+        self.steps: list[Step] = []
+
+    @property
+    def next_n(self) -> int:
+        """The number of the next step (1-based)."""
+        return len(self.steps) + 1
+
+    # -- the model --------------------------------------------------------------------------------
+    def llm(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
+            tools: Sequence[Mapping[str, Any]] | None = None, format: ReplyFormat | None = None,
+            prompt_tokens: Callable[[Sequence[Message]], int] | None = None) -> AccountedCall:
+        """One accounted call. With constraints on and a ``format``, the schema is sent and the
+        reply read back; its usage is the server's, else estimated (``prompt_tokens`` counts a
+        growing prompt incrementally)."""
+        constrained = self.constrained and format is not None
+        if constrained:
+            assert format is not None
+            # stop sequences stay: a JSON string has no raw newline to stop at, and a server
+            # that ignores the schema still stops where the strategy expects
+            reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
+                                        response_format=format.response_format())
+        else:
+            reply = self.model.complete(messages, stop=stop, tools=tools)
+        raw = reply.text
+        if constrained:
+            assert format is not None
+            reply = _read_back(reply, format)
+        tokens = reply.usage
+        if tokens is None:
+            out = raw + "".join(c.name + c.arguments for c in reply.tool_calls)
+            counted = (prompt_tokens(messages) if prompt_tokens is not None
+                       else self.counter.count_messages(messages, tools))
+            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=self.counter.count(out),
+                                estimated=True)
+        model = reply.model or getattr(self.model, "model", "")
+        cost = reply.cost
+        if cost is None:
+            cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                         tokens.cached_tokens)
+        self.usage = self.usage.add_call(tokens, cost=cost, seconds=reply.latency,
+                                         constrained=constrained)
+        fingerprint = prompt_fingerprint(messages, tools) if self.fingerprint else ""
+        return AccountedCall(reply, tokens, cost, fingerprint, model, constrained=constrained,
+                             raw_text=raw)
+
+    # -- the environment --------------------------------------------------------------------------
+    def env(self, work: Callable[[], _T], *, backend: Any = None) -> tuple[_T, float, int]:
+        """``work()`` timed, with the queries it sent to ``backend`` (its ``query_count``):
+        (result, seconds, queries). The queries are added to the step that records them."""
+        before = _count(backend)
+        start = time.perf_counter()
+        value = work()
+        seconds = time.perf_counter() - start
+        after = _count(backend)
+        return value, seconds, (after - before if after is not None and before is not None else 0)
+
+    # -- steps ------------------------------------------------------------------------------------
+    def add(self, step: Step) -> Step:
+        """Record ``step``: its KB/DB queries, the guideline that fired and a reply that did not
+        parse (``format_issue``) go into the usage; every callback sees it, once."""
+        self.steps.append(step)
+        update: dict[str, Any] = {}
+        if step.kb_queries:
+            update["kb_queries"] = self.usage.kb_queries + step.kb_queries
+        if step.format_issue:
+            update["parse_failures"] = self.usage.parse_failures + 1
+        if update:
+            self.usage = self.usage.model_copy(update=update)
+        if step.hint:
+            self.usage = self.usage.add_trigger(step.hint)
+        for callback in self.callbacks:
+            callback(step)
+        return step
+
+    def add_queries(self, queries: int) -> None:
+        """KB/DB queries outside any step (a final execute, label lookups)."""
+        if queries:
+            self.usage = self.usage.model_copy(
+                update={"kb_queries": self.usage.kb_queries + queries})
+
+    def finish_usage(self, **update: Any) -> Usage:
+        """The question's usage with its wall-clock seconds (and ``update``)."""
+        self.usage = self.usage.model_copy(
+            update={"seconds": time.perf_counter() - self.started, **update})
+        return self.usage
+
+
+def _count(backend: Any) -> int | None:
+    count = getattr(backend, "query_count", None)
+    return count if isinstance(count, int) else None
+
+
+def _read_back(reply: LLMReply, format: ReplyFormat) -> LLMReply:
+    """A constrained reply as the strategy's parser reads it (itself when it does not conform)."""
+    if format.tool_call:
+        action = format.read_action(reply.text)
+        if action is None:
+            return reply
+        thought, name, arguments = action
+        return reply.model_copy(update={
+            "text": thought, "tool_calls": (ToolCall(id="", name=name, arguments=arguments),)})
+    text = format.read_text(reply.text)
+    return reply if text is None else reply.model_copy(update={"text": text})
