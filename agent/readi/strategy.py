@@ -29,14 +29,13 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
-from pyql.agent.accounting import PriceTable, TokenCounter, Usage
-from pyql.agent.llm import LLM, AccountedCall, accounted_complete
+from pyql.agent.accounting import PriceTable, TokenCounter
+from pyql.agent.llm import LLM, AccountedCall
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -58,7 +57,16 @@ from pyql.agent.paths.table import (
     parse_table_path,
 )
 from pyql.agent.readi import prompts
+from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.structured import (
+    Constrain,
+    ReplyFormat,
+    answers_format,
+    kb_path_format,
+    resolve_constrain,
+    table_path_format,
+)
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.kb.base import KB
 from pyql.program import Program
@@ -91,32 +99,6 @@ def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> Relation
     return binders[key]
 
 
-@dataclass
-class _Run:
-    """The records of one question."""
-
-    question: str
-    started: float
-    notify: Callable[[Step], None] | None
-    #: a stand-in LLM's hook: it reads each step's record (the structured error), not the prompt
-    observe: Callable[[Step], None] | None = None
-    usage: Usage = field(default_factory=Usage)
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def next_n(self) -> int:
-        return len(self.steps) + 1
-
-    def add(self, step: Step) -> None:
-        self.steps.append(step)
-        self.usage = self.usage.model_copy(
-            update={"kb_queries": self.usage.kb_queries + step.kb_queries})
-        if self.observe is not None:
-            self.observe(step)
-        if self.notify is not None:
-            self.notify(step)
-
-
 class Readi:
     """The Readi strategy over a KB or a SQL database (see the module docstring).
 
@@ -140,6 +122,8 @@ class Readi:
     """
 
     name = "readi"
+    #: a whole reasoning path (or a table path) with its thought
+    max_reply_tokens = 512
 
     def __init__(
         self,
@@ -162,6 +146,7 @@ class Readi:
         token_counter: TokenCounter | None = None,
         price_table: PriceTable | Mapping[str, Any] | None = None,
         on_step: Callable[[Step], None] | None = None,
+        constrain: Constrain | bool = "auto",
     ) -> None:
         if max_edits < 0:
             raise ValueError("max_edits must be 0 or more")
@@ -171,6 +156,9 @@ class Readi:
             raise ValueError(f"answer must be auto, program or llm, not {answer!r}")
         self.llm = llm
         self.backend = backend
+        #: paths, edits and answers are constrained to their JSON schemas (checked now)
+        self.constrained = (constrain if isinstance(constrain, bool)
+                            else resolve_constrain(constrain, llm))
         self.max_edits = max_edits
         self.initial_path: InitialPath = initial_path
         self.corrupt_length = corrupt_length
@@ -213,6 +201,7 @@ class Readi:
         kwargs: dict[str, Any] = {
             "seed": config.seed, "table": config.table,
             "token_counter": config.token_counter, "price_table": config.price_table,
+            "constrain": config.constrain,
             # unset: Readi's own defaults (BM25)
             **config.given("ranker", "profile", "top_k"),
             **config.typed_options(ints=("max_edits", "corrupt_length", "max_frontier",
@@ -239,13 +228,14 @@ class Readi:
         """Answer one question (Algorithm 1). ``table`` names the table (SQL databases); other
         ``context`` keys of the Strategy contract are not used."""
         entities = dict(entities or {})
-        run = _Run(question, time.perf_counter(), on_step if on_step is not None else self.on_step,
-                   getattr(self.llm, "observe", None))
+        run = Recorder(self.llm, question, counter=self.token_counter,
+                       price_table=self.price_table, constrain=self.constrained,
+                       on_step=on_step if on_step is not None else self.on_step)
         if self.tables:
             answers, program, query, finished, stop = self._run_table(run, table or self.table)
         else:
             answers, program, query, finished, stop = self._run_kb(run, entities)
-        usage = run.usage.model_copy(update={"seconds": time.perf_counter() - run.started})
+        usage = run.finish_usage()
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name, profile=self.profile,
             mode="text", tools="sql" if self.tables else "sparql",
@@ -264,7 +254,7 @@ class Readi:
         return ""
 
     # -- KB -----------------------------------------------------------------------------------------
-    def _run_kb(self, run: _Run, entities: dict[str, str]
+    def _run_kb(self, run: Recorder, entities: dict[str, str]
                 ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
         question = run.question
         path = self._initial_kb(run, entities)
@@ -276,7 +266,9 @@ class Readi:
                 break
             stuck = inst.stuck[0]
             reply = self._ask(run, prompts.edit_messages(self.profile, question,
-                                                            stuck.render()))
+                                                            stuck.render()),
+                              kb_path_format([c.entity for c in path.constraints]
+                                             or list(entities)))
             edits += 1
             new_path, problem = self._read_edit(reply.text, path, entities)
             self._record_edit(run, reply, stuck, path, new_path, problem, edits)
@@ -287,7 +279,7 @@ class Readi:
         answers = self._answer_kb(run, inst, edits)
         return answers, inst.program, inst.query, inst.complete, stop
 
-    def _initial_kb(self, run: _Run, entities: Mapping[str, str]) -> ReasoningPath:
+    def _initial_kb(self, run: Recorder, entities: Mapping[str, str]) -> ReasoningPath:
         mentions = list(entities)
         if self.initial_path == "empty":
             path = ReasoningPath.empty(mentions)
@@ -300,7 +292,8 @@ class Readi:
                                      for m in mentions}) if vocab else ReasoningPath.empty(mentions)
             self._record_start(run, path, "corrupt")
             return path
-        reply = self._ask(run, prompts.generation_messages(self.profile, run.question, mentions))
+        reply = self._ask(run, prompts.generation_messages(self.profile, run.question, mentions),
+                          kb_path_format(mentions))
         problem = None
         try:
             path = parse_path(reply.text, entities=mentions)
@@ -330,7 +323,7 @@ class Readi:
             return path, exc.reason
         return path.replace(constraint), None
 
-    def _instantiate_kb(self, run: _Run, path: ReasoningPath, entities: Mapping[str, str]
+    def _instantiate_kb(self, run: Recorder, path: ReasoningPath, entities: Mapping[str, str]
                         ) -> Instantiation:
         start = time.perf_counter()
         inst = self.instantiator.instantiate(path, entities, run.question)
@@ -344,7 +337,7 @@ class Readi:
         ))
         return inst
 
-    def _answer_kb(self, run: _Run, inst: Instantiation, edits: int) -> tuple[Any, ...]:
+    def _answer_kb(self, run: Recorder, inst: Instantiation, edits: int) -> tuple[Any, ...]:
         instances = inst.instances
         use_program = self.answer_mode == "program" or (
             self.answer_mode == "auto" and inst.complete and bool(inst.answers))
@@ -370,7 +363,7 @@ class Readi:
         raise TypeError(f"Readi runs on a pyql KB, a SqlDB or a SQL session factory, not "
                         f"{type(backend).__name__}")
 
-    def _run_table(self, run: _Run, table: str | None
+    def _run_table(self, run: Recorder, table: str | None
                    ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
         new_session = self._session_factory(table)
         inst_ = TableInstantiator(new_session, self.binder, max_candidates=self.max_candidates)
@@ -384,7 +377,8 @@ class Readi:
                 break
             assert inst.stuck is not None
             reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
-                                                            inst.stuck.render(), columns=columns))
+                                                            inst.stuck.render(), columns=columns),
+                              table_path_format(columns))
             edits += 1
             problem = None
             try:
@@ -404,7 +398,7 @@ class Readi:
         answers = self._answer_table(run, inst, edits)
         return answers, inst.program, inst.query, inst.complete, stop
 
-    def _initial_table(self, run: _Run, inst: TableInstantiator, table: str | None,
+    def _initial_table(self, run: Recorder, inst: TableInstantiator, table: str | None,
                        columns: Sequence[str]) -> TablePath:
         if self.initial_path != "generate":
             rng = random.Random(f"{self.seed}:{run.question}")
@@ -415,7 +409,8 @@ class Readi:
             return path
         example = inst.example_row(columns)
         reply = self._ask(run, prompts.generation_messages(
-            self.profile, run.question, table=table, columns=columns, example_row=example))
+            self.profile, run.question, table=table, columns=columns, example_row=example),
+            table_path_format(columns))
         problem = None
         try:
             path = parse_table_path(reply.text)
@@ -427,7 +422,7 @@ class Readi:
                                           "format_error": problem, "source": "llm"})
         return path
 
-    def _instantiate_table(self, run: _Run, inst: TableInstantiator, path: TablePath, *,
+    def _instantiate_table(self, run: Recorder, inst: TableInstantiator, path: TablePath, *,
                            allow_empty: bool = False) -> TableInstantiation:
         start = time.perf_counter()
         result = inst.instantiate(path, run.question, allow_empty=allow_empty)
@@ -440,7 +435,7 @@ class Readi:
         ))
         return result
 
-    def _answer_table(self, run: _Run, inst: TableInstantiation, edits: int) -> tuple[Any, ...]:
+    def _answer_table(self, run: Recorder, inst: TableInstantiation, edits: int) -> tuple[Any, ...]:
         data = {"retrieved": len(inst.rows), "complete": inst.complete,
                 "instances": list(inst.instances[:500]), "instance_count": len(inst.instances),
                 "counts": _counts(edits, inst.complete, len(inst.rows))}
@@ -452,7 +447,7 @@ class Readi:
                                            rows=inst.rows)
         return self._llm_answer(run, messages, data)
 
-    def _program_answer(self, run: _Run, answers: Sequence[Any], data: dict[str, Any]
+    def _program_answer(self, run: Recorder, answers: Sequence[Any], data: dict[str, Any]
                         ) -> tuple[Any, ...]:
         """The answer step when the instantiated program's answers are the answers."""
         run.add(Step(n=run.next_n, kind="answer", action="program",
@@ -460,10 +455,10 @@ class Readi:
                      data={**data, "source": "program", "answers": [str(a) for a in answers[:50]]}))
         return tuple(answers)
 
-    def _llm_answer(self, run: _Run, messages: list[dict[str, Any]], data: dict[str, Any]
+    def _llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any]
                     ) -> tuple[Any, ...]:
         """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
-        reply = self._ask(run, messages)
+        reply = self._ask(run, messages, answers_format())
         answers = prompts.parse_answers(reply.text)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),
@@ -472,13 +467,11 @@ class Readi:
         return answers
 
     # -- LLM calls and records ----------------------------------------------------------------------
-    def _ask(self, run: _Run, messages: list[dict[str, Any]]) -> AccountedCall:
-        call = accounted_complete(self.llm, messages, counter=self.token_counter,
-                                  price_table=self.price_table)
-        run.usage = run.usage.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
-        return call
+    def _ask(self, run: Recorder, messages: list[dict[str, Any]], format: ReplyFormat
+             ) -> AccountedCall:
+        return run.llm(messages, format=format)
 
-    def _record(self, run: _Run, call: AccountedCall, kind: str, *, thought: str = "",
+    def _record(self, run: Recorder, call: AccountedCall, kind: str, *, thought: str = "",
                 action: str = "", observation: str = "", issue: str | None = None,
                 data: dict[str, Any] | None = None) -> None:
         run.add(Step(
@@ -487,7 +480,7 @@ class Readi:
             format_issue=issue, data=data or {}, **call.step_fields(),
         ))
 
-    def _record_edit(self, run: _Run, call: AccountedCall, stuck: PathStuck | TableStuck,
+    def _record_edit(self, run: Recorder, call: AccountedCall, stuck: PathStuck | TableStuck,
                      path: ReasoningPath | TablePath, new_path: ReasoningPath | TablePath,
                      problem: str | None, edits: int) -> None:
         """The step of one edit: the stuck error shown, the path before and the path read."""
@@ -497,7 +490,7 @@ class Readi:
                            "path": new_path.as_dict(), "text": str(new_path),
                            "format_error": problem, "edit": edits})
 
-    def _record_start(self, run: _Run, path: ReasoningPath | TablePath, source: str) -> None:
+    def _record_start(self, run: Recorder, path: ReasoningPath | TablePath, source: str) -> None:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),
                      data={"path": path.as_dict(), "text": str(path), "format_error": None,
                            "source": source}))
