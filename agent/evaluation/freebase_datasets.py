@@ -47,6 +47,7 @@ from pyql.datasets.freebase import (
     load_entity_links,
     load_questions,
 )
+from pyql.datasets.gold import answer_order
 
 __all__ = ["GrailQADataset", "GrailQALinkedDataset", "CWQDataset", "WebQSPLinkedDataset",
            "GraphQDataset", "GraphQLinkedDataset"]
@@ -162,7 +163,7 @@ class CWQDataset(_FreebaseDataset):
     def score(self, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
         """Label matching: the predicted mids' names and aliases in the run's KB against the
         gold label (:func:`pyql.datasets.freebase.label_scores`)."""
-        predicted = list(predicted)
+        predicted = answer_order(predicted)  # the rank hit@1_top1 reads, as for mids
         kb = getattr(self, "_kb", None)
         if predicted and kb is None:
             raise DatasetError("cwq scores by the answers' names: open its backend first")

@@ -38,7 +38,7 @@ which credits "2014 World Series" for "World Series"; literal answers are matche
 >>> normalise_label("  The 2014 World-Series ")
 'the2014worldseries'
 >>> label_scores([["Belmont University", "Belmont"]], "belmont university")
-{'hit@1': 1.0, 'f1': 1.0, 'em': 1.0}
+{'hit@1': 1.0, 'f1': 1.0, 'em': 1.0, 'hit@1_top1': 1.0}
 """
 
 from __future__ import annotations
@@ -311,8 +311,9 @@ def answer_names(kb: Any, answers: Iterable[str]) -> list[list[str]]:
 def label_scores(
     predicted_names: Sequence[Sequence[str]], gold: str | Sequence[str], *, loose: bool = False
 ) -> dict[str, float]:
-    """Hit@1, F1 and exact match of predicted answers (each given by its names) against gold
-    labels: a prediction is right when one of its names matches a gold label
+    """Hit@1 (any answer; ``hit@1_top1``: the first one), F1 and exact match of predicted
+    answers (each given by its names, in rank order) against gold labels: a prediction is right
+    when one of its names matches a gold label
     (:func:`normalise_label` equal; with ``loose``, also one containing the other, as ToG)."""
     golds = [normalise_label(g) for g in ([gold] if isinstance(gold, str) else gold)]
     golds = [g for g in golds if g]
@@ -328,8 +329,9 @@ def label_scores(
     right = [h for h in hits if h is not None]
     if not predicted_names or not golds:
         f1 = 1.0 if not predicted_names and not golds else 0.0
-        return {"hit@1": f1, "f1": f1, "em": f1}
+        return {"hit@1": f1, "f1": f1, "em": f1, "hit@1_top1": f1}
     precision = len(right) / len(predicted_names)
     recall = len(set(right)) / len(golds)
     f1 = 2 * precision * recall / (precision + recall) if right else 0.0
-    return {"hit@1": 1.0 if right else 0.0, "f1": f1, "em": 1.0 if precision == recall == 1 else 0.0}
+    return {"hit@1": 1.0 if right else 0.0, "f1": f1, "em": 1.0 if precision == recall == 1 else 0.0,
+            "hit@1_top1": 1.0 if hits[0] is not None else 0.0}
