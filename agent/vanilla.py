@@ -277,7 +277,8 @@ class Vanilla:
         family = self.profile if self.profile in ("wikisql", "spider") else (
             "wikisql" if table else "spider")
         if table:
-            columns = tuple(getattr(session, "columns", ()) or ())
+            memory = getattr(session, "memory", None)
+            columns = tuple(getattr(memory, "columns", ()) or getattr(session, "columns", ()) or ())
             lines = (f"Table: {table}", "Columns: " + ", ".join(f'"{c}"' for c in columns))
         else:
             schema = schema if schema is not None else db.schema()
