@@ -105,12 +105,15 @@ class AgentBench(QueryAgent):
 
     @classmethod
     def from_config(cls, llm: LLM, backend: Any, config: StrategyConfig) -> QueryAgent:
-        """As QueryAgent's, except: tools mode and ERASER as the class says unless ``options``
-        say otherwise (``mode``, ``guidelines``), AgentBench's 15 steps unless ``max_steps`` is
-        given, and no preset (the baseline is its own setting)."""
+        """As QueryAgent's, except: tools mode and ERASER as the class says (and only when
+        ``config.guidelines`` is on) unless ``options`` say otherwise (``mode``,
+        ``guidelines``), AgentBench's 15 steps unless ``max_steps`` is given, and no preset (the
+        baseline is its own setting)."""
         options = dict(config.typed_options(ints=("max_steps", "top_k"), flags=("guidelines",)))
         options.setdefault("mode", "tools")
-        options.setdefault("guidelines", True if cls.eraser else None)
+        # ``config.guidelines`` is off on the ERASER-off side of ``--ablation``: there
+        # ``agentbench-eraser`` is Table 6's first row, so one ablation gives both rows
+        options.setdefault("guidelines", True if cls.eraser and config.guidelines else None)
         options["guidelines"] = True if options["guidelines"] else None
         config = replace(config, preset=None, options=options)
         return super().from_config(llm, backend, config)

@@ -39,6 +39,10 @@ def test_configuration(kb: OxigraphKB) -> None:
                           StrategyConfig(profile="metaqa", max_steps=5,
                                          options={"mode": "text", "guidelines": "on"}))
     assert text.mode == "text" and text.max_steps == 5 and text.guidelines is not None  # type: ignore[attr-defined]
+    # the ERASER-off side of --ablation: agentbench-eraser becomes Table 6's first row
+    off = build_strategy("agentbench-eraser", ScriptedLLM([]), kb,
+                         StrategyConfig(profile="metaqa", guidelines=False))
+    assert off.guidelines is None  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="preset"):
         AgentBench(ScriptedLLM([]), kb, preset="paper", dataset="metaqa")
 
