@@ -73,6 +73,9 @@ Outcome = Literal["ok", "empty", "no_query", "refused", "query_error", "timeout"
 _KB_FAMILIES = {"metaqa": "metaqa", "freebase": "freebase", "generic": "freebase"}
 #: the relations of a KB are listed in the prompt when there are at most this many
 MAX_LISTED_RELATIONS = 60
+#: a relation of each family, shown as the KB's compiler writes it: in full, since an embedded
+#: store (Oxigraph) rejects prefixed names with two dots (``ns:a.b.c``)
+_RELATION_EXAMPLES = {"freebase": "people.person.spouse_s", "metaqa": "directed_by"}
 
 
 @cache
@@ -119,6 +122,7 @@ class _Context:
     lines: tuple[str, ...] = ()
     prefixes: tuple[tuple[str, str], ...] = ()
     relations: tuple[str, ...] = ()
+    relation_example: str = ""
     record: dict[str, Any] = field(default_factory=dict)
 
 
@@ -266,8 +270,11 @@ class Vanilla:
             if len(vocabulary) <= MAX_LISTED_RELATIONS:
                 relations = tuple(render_term(profile.relation(r), profile) for r in vocabulary)
         line = "Topic entities: " + "; ".join(f"{m}: {t}" for m, t in shown.items())
+        example = relations[0] if relations else (
+            render_term(profile.relation(_RELATION_EXAMPLES[profile.name]), profile)
+            if profile.name in _RELATION_EXAMPLES else "")
         return _Context("sparql", family, kb=kb, lines=(line,), prefixes=prefixes,
-                        relations=relations,
+                        relations=relations, relation_example=example,
                         record={"language": "sparql", "family": family, "shots": self.shots,
                                 "profile": profile.name, "entities": shown})
 
@@ -292,7 +299,8 @@ class Vanilla:
                  if self.shots == "few" else "")
         if ctx.language == "sparql":
             system = _template("vanilla_sparql.md").render(
-                prefixes=ctx.prefixes, relations=ctx.relations, shots=shots)
+                prefixes=ctx.prefixes, relations=ctx.relations,
+                relation_example=ctx.relation_example, shots=shots)
         else:
             system = _template("vanilla_sql.md").render(
                 dialect=_DIALECT_NAMES.get(ctx.dialect, ctx.dialect), shots=shots)

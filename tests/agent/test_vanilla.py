@@ -126,3 +126,42 @@ def test_extract_query_prefers_the_code_block() -> None:
     text = "Thought: join.\n```sql\nSELECT a FROM t\n```\nThen SELECT b FROM u."
     assert extract_query(text, "sql") == "SELECT a FROM t"
     assert extract_query("PREFIX ns: <x:> SELECT ?a WHERE {}", "sparql").startswith("PREFIX")
+
+
+@pytest.mark.parametrize("family", ["metaqa", "freebase", "wikisql", "spider"])
+def test_the_worked_examples_are_valid_queries(family: str) -> None:
+    import re
+
+    import pyoxigraph
+    import sqlglot
+
+    from pyql.agent.prompting import read_prompt
+
+    text = read_prompt(f"vanilla_shots_{family}.md")
+    blocks = re.findall(r"```(sparql|sql)\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) >= 2
+    for language, query in blocks:
+        if language == "sparql":  # parsed and run by the embedded engine (syntax included)
+            store = pyoxigraph.Store()
+            list(store.query("PREFIX ns: <http://rdf.freebase.com/ns/>\n" + query))
+        else:
+            sqlglot.parse_one(query, read="sqlite")
+
+
+def test_freebase_queries_run_on_the_embedded_store() -> None:
+    fb = "http://rdf.freebase.com/ns/"
+    kb = OxigraphKB(profile="freebase")
+    kb.load_bytes(f"<{fb}m.03_r3> <{fb}location.country.languages_spoken> <{fb}m.04ygk0> .\n"
+                  .encode(), format="ntriples")
+    item = EvalItem(id="WebQTest-0", question="what does jamaican people speak",
+                    entities={"Jamaica": "m.03_r3"}, answers=("m.04ygk0",),
+                    program="add_fact(m.03_r3, location.country.languages_spoken, ?x)\n"
+                            "set_answer(?x)\nexecute()")
+    result = Vanilla(Vanilla.stand_in("gold", item), kb).run(item.question, item.entities)
+    assert result.answers == ("m.04ygk0",)
+    llm = ScriptedLLM(["```sparql\nSELECT ?x WHERE { ns:m.03_r3 "
+                       f"<{fb}location.country.languages_spoken> ?x }}\n```"])
+    agent = Vanilla(llm, kb)
+    assert agent.run(item.question, item.entities).answers == ("m.04ygk0",)  # ns: declared
+    system = llm.calls[0]["messages"][0]["content"]
+    assert f"PREFIX ns: <{fb}>" in system and f"<{fb}people.person.spouse_s>" in system
