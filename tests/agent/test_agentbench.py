@@ -43,6 +43,10 @@ def test_configuration(kb: OxigraphKB) -> None:
     off = build_strategy("agentbench-eraser", ScriptedLLM([]), kb,
                          StrategyConfig(profile="metaqa", guidelines=False))
     assert off.guidelines is None  # type: ignore[attr-defined]
+    # under pyql eval --preset paper the preset only picks the headline (F1), not the loop
+    evaluated = build_strategy("agentbench", ScriptedLLM([]), kb,
+                               StrategyConfig(profile="metaqa", preset="paper", dataset="metaqa"))
+    assert evaluated.preset.name == "default"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="preset"):
         AgentBench(ScriptedLLM([]), kb, preset="paper", dataset="metaqa")
 
