@@ -35,6 +35,8 @@ __all__ = [
     "PresetError",
     "dataset_family",
     "get_preset",
+    "PAPER_METRICS",
+    "primary_metric",
 ]
 
 #: the original code, as cited in :attr:`Preset.sources`
@@ -206,3 +208,31 @@ def get_preset(name: str, dataset: str) -> Preset:
         raise PresetError(f"the {name!r} preset has no setting for {dataset!r}; it covers "
                           f"{', '.join(sorted(table))}")
     return table[family]
+
+
+#: the headline KBQA metric of each strategy's paper, as the paper defines it: F1 for QueryAgent
+#: and the baselines of its tables ("We use F1 as the evaluation metric on all datasets", 5.1),
+#: Hit@1 of any answer for Readi ("whether the predicted answer is correct", Table 1) and SRP
+#: (ToG's Hits@1); ``hit@1`` and ``hit@1_top1`` in :mod:`pyql.agent.evaluation.metrics`
+PAPER_METRICS: dict[str, str] = {
+    "queryagent": "f1", "queryagent-sc0": "f1", "queryagent-sc-few": "f1",
+    "agentbench": "f1", "agentbench-eraser": "f1",
+    "readi": "hit@1", "srp": "hit@1",
+}
+
+
+def primary_metric(default: str, *, metric: str, strategy: str, preset: str | None) -> str:
+    """The headline score of a run: under ``preset="paper"`` on a KBQA dataset (``metric``
+    ``kbqa``), the strategy's paper's own (:data:`PAPER_METRICS`); else the dataset's
+    ``default`` (table datasets keep their accuracy, which every paper reports).
+
+    >>> primary_metric("hit@1", metric="kbqa", strategy="queryagent", preset="paper")
+    'f1'
+    >>> primary_metric("f1", metric="kbqa", strategy="readi", preset="paper")
+    'hit@1'
+    >>> primary_metric("f1", metric="kbqa", strategy="readi", preset=None)
+    'f1'
+    """
+    if preset == "paper" and metric == "kbqa":
+        return PAPER_METRICS.get(strategy, default)
+    return default

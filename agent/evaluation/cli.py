@@ -48,6 +48,10 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+#: what the two Hit@1 scores mean (metrics.py's module docstring), shown beside their names
+_SCORE_MEANINGS = {"hit@1": "any answer", "hit@1_top1": "top-1 answer"}
+
+
 def render_metrics(metrics: dict[str, Any], console: Console) -> None:
     """Print the metrics as tables: scores and costs, guideline classes, the first breakdown."""
     run = metrics.get("run", {})
@@ -59,9 +63,10 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
     outages = metrics.get("outages") or {}
     if metrics.get("outage_total"):
         rows.append(("scored (outages left out)", metrics.get("scored"), 0))
-    for name in ("hit@1", "f1", "em", "top1", "accuracy"):
+    for name in ("hit@1", "f1", "em", "hit@1_top1", "accuracy"):
         if metrics.get(name) is not None:
-            label = f"{name} (primary)" if name == metrics.get("primary") else name
+            label = f"{name} ({_SCORE_MEANINGS[name]})" if name in _SCORE_MEANINGS else name
+            label = f"{label} (primary)" if name == metrics.get("primary") else label
             rows.append((label, metrics[name], 4))
     rows += [
         ("errors", metrics.get("errors"), 0),

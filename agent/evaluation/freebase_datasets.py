@@ -8,7 +8,14 @@
 - ``cwq`` (split ``test``: ToG's 1,500-question sample): the gold is an answer *label*; predicted
   mids are matched by their names and aliases in the run's KB
   (:func:`pyql.datasets.freebase.label_scores`); meta ``qtype`` = the compositionality type;
-- ``webqsp-el``: ``webqsp`` with the linker's entities instead of the gold ones.
+- ``webqsp-el``: ``webqsp`` with the linker's entities instead of the gold ones;
+- ``graphq`` (split ``test``: GraphQuestions in Gu and Su's processed version, as the QueryAgent
+  paper evaluates it; gold topic entities from the query graph) and ``graphq-el`` (Pangu's entity
+  links, ``graphq_test.json``: the paper's setting); answers are mids (F1, the paper's metric),
+  meta ``qtype`` = the function (``none``, ``count``, ``argmax``, ...). The question file is not
+  in the shipped data (SOURCE.md); without it the split is absent and loading names the file.
+  ``--preset paper`` runs QueryAgent with the original GraphQ prompt and settings
+  (``paper-graphq``).
 
 Gold programs come from the gold SPARQL (:func:`pyql.sparql.from_sparql.from_sparql`); where it
 cannot be converted the item's ``program`` is None and meta ``unsupported`` names the construct.
@@ -40,8 +47,10 @@ from pyql.datasets.freebase import (
     load_entity_links,
     load_questions,
 )
+from pyql.datasets.gold import answer_order
 
-__all__ = ["GrailQADataset", "GrailQALinkedDataset", "CWQDataset", "WebQSPLinkedDataset"]
+__all__ = ["GrailQADataset", "GrailQALinkedDataset", "CWQDataset", "WebQSPLinkedDataset",
+           "GraphQDataset", "GraphQLinkedDataset"]
 
 
 class _FreebaseDataset(EvalDataset):
@@ -61,7 +70,7 @@ class _FreebaseDataset(EvalDataset):
         try:
             return load_questions(self.source, self.data_dir,
                                   entity_links=self.entity_links)  # type: ignore[arg-type]
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, KeyError) as exc:
             raise DatasetError(f"{self.name}: {exc}") from None
 
     def items(self, split: str | None = None, *, limit: int | None = None,
@@ -111,6 +120,36 @@ class GrailQALinkedDataset(GrailQADataset):
     description = "GrailQA sample with the Pangu/TIARA entity links"
 
 
+class GraphQDataset(_FreebaseDataset):
+    name = "graphq"
+    source = "graphq"
+    default_split = "test"
+    description = "GraphQuestions test (Gu and Su 2022's processed version), gold topic entities"
+
+    def _questions(self, split: str | None) -> list[FreebaseQuestion]:
+        folder = self.data_dir / "freebase_questions"
+        if not (folder / FILES["graphq"]).exists():
+            raise DatasetError(
+                f"{self.name}: the question file {FILES['graphq']} is not in {folder}; only its "
+                f"entity links ({FILES['graphq_el']}) ship with the data (SOURCE.md). Add the "
+                "processed GraphQuestions test set (Gu and Su 2022) there")
+        return super()._questions(split)
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        items = super().items(split, limit=limit, sample=sample, seed=seed)
+        # GraphQ has no level: its breakdown is by function (the question's aggregation)
+        return [item.model_copy(update={"meta": {**item.meta,
+                                                 "qtype": item.meta.get("function") or "none"}})
+                for item in items]
+
+
+class GraphQLinkedDataset(GraphQDataset):
+    name = "graphq-el"
+    entity_links = "predicted"
+    description = "GraphQuestions test with Pangu's entity links (the QueryAgent paper's setting)"
+
+
 class CWQDataset(_FreebaseDataset):
     name = "cwq"
     source = "cwq"
@@ -124,7 +163,7 @@ class CWQDataset(_FreebaseDataset):
     def score(self, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
         """Label matching: the predicted mids' names and aliases in the run's KB against the
         gold label (:func:`pyql.datasets.freebase.label_scores`)."""
-        predicted = list(predicted)
+        predicted = answer_order(predicted)  # the rank hit@1_top1 reads, as for mids
         kb = getattr(self, "_kb", None)
         if predicted and kb is None:
             raise DatasetError("cwq scores by the answers' names: open its backend first")

@@ -3,10 +3,20 @@
 **KBQA** (MetaQA, WebQSP; :func:`kbqa_scores`), answers compared as exact strings (KB ids or
 labels as the Session returns them):
 
-- ``hit@1``: 1 when *any* predicted answer is gold. A program returns a set, so all its answers
-  are tied at rank 1 (this is :func:`pyql.datasets.gold.score`'s ``hit1``, how the LLM-KBQA papers
-  score answer sets; it is lenient: a prediction listing every entity of the KB scores 1);
-- ``top1``: the strict variant: only the first answer by case-folded text counts;
+Hit@1 has two meanings in the literature, reported under two names:
+
+- ``hit@1`` (*any answer*): 1 when *any* predicted answer is gold. A program returns a set, so
+  all its answers are tied at rank 1 (this is :func:`pyql.datasets.gold.score`'s ``hit1``); it is
+  how ToG, Readi and SRP score ("whether the predicted answer is correct", ToG's
+  ``exact_match`` over the answer list), and lenient: a prediction listing every entity of the
+  KB scores 1;
+- ``hit@1_top1`` (*top-1 answer*): the strict variant: only the first answer counts, the first
+  by case-folded text (:func:`pyql.datasets.gold.answer_order`: a set has no rank of its own).
+  Results written before this name was given read their ``top1`` as it (:data:`LEGACY_NAMES`).
+
+Each paper preset's headline is its paper's own metric (:func:`pyql.agent.presets.primary_metric`:
+``hit@1`` for Readi and SRP, ``f1`` for QueryAgent); the other scores are reported beside it.
+
 - ``f1``: set F1 of predicted against gold answers; ``em``: the sets are equal.
 - As in WebQSP's official ``eval.py``, when gold and prediction are both empty every score is
   1; when only one is, 0. With several gold answer sets (WebQSP's ``different_answer``, in
@@ -30,7 +40,7 @@ an outage (``status`` ``backend_error``, ``llm_error``, ``llm_timeout``: the KB/
 failed, not the answer) are left out of the scores and counted in ``outages`` (per status) and
 ``scored`` (the questions the scores are over); means over the scored questions (a question that
 failed with an error of its own scores 0 and counts):
-``hit@1``, ``top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
+``hit@1``, ``hit@1_top1``, ``f1``, ``em``, ``accuracy`` (``None`` where the dataset does not define
 them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
 question, every query pyql ran), ``qpq_paper`` (the paper's count: SPARQL queries per question
 without the label lookups, ``usage.label_queries``), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
@@ -53,6 +63,7 @@ from pyql.datasets.sql_fidelity import normalise_cell, same_rows
 
 __all__ = [
     "SCORES",
+    "LEGACY_NAMES",
     "ENV_CLASSES",
     "DEFAULT_BREAKDOWN",
     "env_class",
@@ -67,7 +78,10 @@ __all__ = [
 ]
 
 #: the per-question scores, in the order tables show them
-SCORES: tuple[str, ...] = ("hit@1", "f1", "em", "top1", "accuracy")
+SCORES: tuple[str, ...] = ("hit@1", "f1", "em", "hit@1_top1", "accuracy")
+
+#: per-question score names of earlier results -> their name now
+LEGACY_NAMES: dict[str, str] = {"top1": "hit@1_top1"}
 
 #: guideline code prefix -> environment class (the paper's Tables 8/9: where the feedback comes
 #: from): Python interpreter, KB, database, reasoning memory
@@ -145,17 +159,18 @@ def env_class(code: str) -> str:
 
 def _one_set(predicted: Sequence[str], gold: Sequence[Any]) -> dict[str, float]:
     if not gold and not predicted:
-        return {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0}
+        return {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "hit@1_top1": 1.0}
     s = _set_score(predicted, gold)
-    return {"hit@1": s.hit1, "f1": s.f1, "em": 1.0 if s.exact else 0.0, "top1": s.top1}
+    return {"hit@1": s.hit1, "f1": s.f1, "em": 1.0 if s.exact else 0.0, "hit@1_top1": s.top1}
 
 
 def kbqa_scores(predicted: Iterable[Any], gold: Iterable[Any], *,
                 answer_sets: Iterable[Iterable[Any]] | None = None) -> dict[str, float]:
-    """``hit@1``, ``f1``, ``em``, ``top1`` of a KBQA prediction (module docstring).
+    """``hit@1`` (any answer), ``f1``, ``em``, ``hit@1_top1`` (the first answer) of a KBQA
+    prediction (module docstring).
 
     >>> kbqa_scores(["Zorro", "Anna"], ["Zorro"])
-    {'hit@1': 1.0, 'f1': 0.6666666666666666, 'em': 0.0, 'top1': 0.0}
+    {'hit@1': 1.0, 'f1': 0.6666666666666666, 'em': 0.0, 'hit@1_top1': 0.0}
     >>> kbqa_scores([], [])["f1"], kbqa_scores([], ["a"])["f1"]
     (1.0, 0.0)
     """
@@ -246,8 +261,11 @@ def _result(value: QuestionResult | Mapping[str, Any]) -> QuestionResult:
 
 def _scores(results: Sequence[QuestionResult]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
+    legacy = {new: old for old, new in LEGACY_NAMES.items()}
     for name in SCORES:
-        out[name] = _mean([r.metrics[name] for r in results if name in r.metrics])
+        old = legacy.get(name, name)
+        out[name] = _mean([r.metrics[name] if name in r.metrics else r.metrics[old]
+                           for r in results if name in r.metrics or old in r.metrics])
     return out
 
 
@@ -340,7 +358,8 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     """The run's metrics (module docstring). Order-independent: the sums are exact
     (``math.fsum``), so the same results in any order give the same numbers.
 
-    ``primary`` names the headline score (default: ``accuracy`` when defined, else ``hit@1``).
+    ``primary`` names the headline score (default: ``accuracy`` when defined, else ``hit@1``;
+    an evaluation passes :func:`pyql.agent.presets.primary_metric`).
     """
     every = [_result(r) for r in results]
     outages = Counter(r.status for r in every if r.status in OUTAGES)

@@ -5,7 +5,8 @@ network, no CDN, no chart library), rendered from the Jinja2 templates in ``temp
 (HTML-autoescaped; this module computes the numbers and the chart geometry, the templates hold
 all markup). It shows:
 
-- **Summary**: the metrics (n, scored, outages per status; Hit@1 / F1 / EM / Top-1 / accuracy
+- **Summary**: the metrics (n, scored, outages per status; Hit@1 of any answer / F1 / EM / Hit@1
+  of the top-1 answer / accuracy
   where defined; TPQ, QPQ, CPQ: time in seconds, KB/DB queries and cost per question, and QPQ as
   the paper counts it, without label lookups; LLM calls and tokens per question; total cost and
   time), the run's configuration, breakdowns by question meta
@@ -113,13 +114,13 @@ MAX_VALUES = 30
 
 #: per-question quality metrics, in the order the report shows them (as
 #: :data:`pyql.agent.evaluation.metrics.SCORES`)
-QUALITY_METRICS: tuple[str, ...] = ("hit@1", "f1", "em", "top1", "accuracy")
+QUALITY_METRICS: tuple[str, ...] = ("hit@1", "f1", "em", "hit@1_top1", "accuracy")
 _LABELS = {
     "accuracy": "Accuracy",
-    "hit@1": "Hit@1",
+    "hit@1": "Hit@1 (any answer)",
     "em": "EM",
     "f1": "F1",
-    "top1": "Top-1",
+    "hit@1_top1": "Hit@1 (top-1 answer)",
     "tpq": "TPQ",
     "qpq": "QPQ",
     "cpq": "CPQ",

@@ -116,6 +116,7 @@ from pyql.agent.evaluation.specs import (
     build_provider,
 )
 from pyql.agent.jsonl import json_lines
+from pyql.agent.presets import primary_metric
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import within
@@ -504,6 +505,9 @@ class _Session:
         self.counter = _MemoCounter(model=model,
                                     fallback=str(offline) if offline.is_dir() else None)
         self.counter.exact  # noqa: B018 - load the encoding once, before the threads
+        #: the headline score: the dataset's, or under the paper preset the paper's own
+        self.primary = primary_metric(dataset.primary, metric=dataset.metric,
+                                      strategy=config.strategy, preset=config.preset)
 
     # -- in a worker thread ---------------------------------------------------------------------
     def run_item(self, item: EvalItem) -> QuestionResult:
@@ -876,7 +880,7 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
 
 
 def _write_running_metrics(session: _Session, started: float, total: int) -> None:
-    metrics = aggregate(session.done.values(), primary=session.dataset.primary)
+    metrics = aggregate(session.done.values(), primary=session.primary)
     metrics["run"] = session.run_section(started, total)
     _atomic_write_json(session.out_dir / METRICS, metrics)
 
@@ -976,7 +980,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             _write_running_metrics(session, started, len(session.items))
             label = f"{config.dataset} {config.split} · {config.llm}"
             with _Progress(progress, len(session.items), len(session.items) - len(todo),
-                           dataset.primary, label) as bar:
+                           session.primary, label) as bar:
                 for result in session.done.values():
                     bar.add(result, advance=False)
                 try:
@@ -1001,7 +1005,7 @@ def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str
     section = session.run_section(started, len(session.items))
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)
-    return recompute_metrics(out_dir, primary=session.dataset.primary, run=section)
+    return recompute_metrics(out_dir, primary=session.primary, run=section)
 
 
 def _default_data_dir() -> Path:

@@ -12,7 +12,14 @@ comes from). Every loader returns :class:`FreebaseQuestion` values:
   entities, gold SPARQL, ``group`` = the compositionality type (``composition``,
   ``conjunction``, ``comparative``, ``superlative``);
 - :func:`load_webqsp`: WebQSP test (``WebQSP_test_processed.json.gz``): answers are mids,
-  ``answer_sets`` the alternative gold sets (``different_answer``), gold SPARQL.
+  ``answer_sets`` the alternative gold sets (``different_answer``), gold SPARQL;
+- :func:`load_graphq`: GraphQuestions test in the processed version of Gu and Su (2022) that the
+  QueryAgent paper evaluates (``graphquestions_v1_fb15_test_091420.json``, GrailQA's format:
+  answers are mids or values, gold SPARQL and topic entities in ``graph_query``), meta
+  ``function`` and ``num_edge``. The data directory has only its entity links
+  (``graphq_test.json``, Pangu's); the question file must be added to ``freebase_questions``
+  (SOURCE.md: it is absent from the QueryAgent snapshot), else loading it is a
+  ``FileNotFoundError`` naming it.
 
 ``entity_links="gold"`` gives each question the dataset's own topic entities (label -> mid);
 ``"predicted"`` the links of the entity linker the papers used (Pangu/TIARA:
@@ -31,7 +38,7 @@ which credits "2014 World Series" for "World Series"; literal answers are matche
 >>> normalise_label("  The 2014 World-Series ")
 'the2014worldseries'
 >>> label_scores([["Belmont University", "Belmont"]], "belmont university")
-{'hit@1': 1.0, 'f1': 1.0, 'em': 1.0}
+{'hit@1': 1.0, 'f1': 1.0, 'em': 1.0, 'hit@1_top1': 1.0}
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ __all__ = [
     "load_grailqa",
     "load_cwq",
     "load_webqsp",
+    "load_graphq",
     "load_questions",
     "load_entity_links",
     "gold_program",
@@ -73,6 +81,8 @@ FILES: dict[str, str] = {
     "webqsp": "WebQSP_test_processed.json.gz",
     "webqsp_el": "webqsp_test_el.json",
     "grailqa_el": "grail_pangu_tiara.json.gz",
+    "graphq": "graphquestions_v1_fb15_test_091420.json",
+    "graphq_el": "graphq_test.json",
 }
 
 _NAME = "http://rdf.freebase.com/ns/type.object.name"
@@ -127,7 +137,7 @@ def _links(
         return None
     if entity_links != "predicted":
         raise ValueError(f"entity_links must be 'gold' or 'predicted', not {entity_links!r}")
-    key = {"grailqa": "grailqa_el", "webqsp": "webqsp_el"}.get(dataset)
+    key = {"grailqa": "grailqa_el", "webqsp": "webqsp_el", "graphq": "graphq_el"}.get(dataset)
     if key is None:
         raise ValueError(f"{dataset} has no predicted entity links")
     return load_entity_links(_folder(data_dir) / FILES[key])
@@ -149,6 +159,14 @@ def _grailqa_topic(raw: dict[str, Any]) -> dict[str, str]:
     return {str(name): str(mid) for mid, name in (raw.get("topic_entity") or {}).items()}
 
 
+def _graphq_topic(raw: dict[str, Any]) -> dict[str, str]:
+    """The entity nodes of the gold query graph, friendly name -> mid (as the original reads
+    them: GRAPHQ.py ``golden_el``)."""
+    nodes = (raw.get("graph_query") or {}).get("nodes") or ()
+    return {str(n["friendly_name"]).strip(): str(n["id"]) for n in nodes
+            if n.get("node_type") == "entity"}
+
+
 def _webqsp_topic(raw: dict[str, Any]) -> dict[str, str]:
     return {str(label): str(mid) for label, mid in (raw.get("entity_linking") or {}).items()}
 
@@ -168,6 +186,30 @@ def load_grailqa(
             group=raw.get("level") or "",
             meta={"function": raw.get("function"), "domains": list(raw.get("domains") or ()),
                   "num_edge": raw.get("num_edge")},
+        ))
+    return out
+
+
+def load_graphq(
+    data_dir: str | Path | None = None, *, entity_links: EntityLinks = "gold"
+) -> list[FreebaseQuestion]:
+    """GraphQuestions test questions (see the module docstring)."""
+    path = _folder(data_dir) / FILES["graphq"]
+    if not path.exists():
+        raise FileNotFoundError(
+            f"the GraphQuestions question file {FILES['graphq']} is not in {path.parent} (only "
+            f"its entity links, {FILES['graphq_el']}, ship with the data); put the processed "
+            "test set of Gu and Su (2022) there")
+    out = []
+    for raw, qid, linked in _linked_records("graphq", data_dir, entity_links, _graphq_topic):
+        answers = tuple(str(a["answer_argument"]) for a in raw.get("answer") or ())
+        names = tuple(str(a.get("entity_name") or a["answer_argument"])
+                      for a in raw.get("answer") or ())
+        out.append(FreebaseQuestion(
+            dataset="graphq", id=qid, question=raw["question"], answers=answers,
+            answer_names=names, entities=linked, sparql=raw.get("sparql_query") or "",
+            s_expression=raw.get("s_expression"),
+            meta={"function": raw.get("function"), "num_edge": raw.get("num_edge")},
         ))
     return out
 
@@ -215,16 +257,18 @@ def load_webqsp(
 def load_questions(
     dataset: str, data_dir: str | Path | None = None, *, entity_links: EntityLinks = "gold"
 ) -> list[FreebaseQuestion]:
-    """The questions of ``grailqa``, ``cwq`` or ``webqsp``."""
+    """The questions of ``grailqa``, ``cwq``, ``webqsp`` or ``graphq``."""
     if dataset == "grailqa":
         return load_grailqa(data_dir, entity_links=entity_links)
     if dataset == "webqsp":
         return load_webqsp(data_dir, entity_links=entity_links)
+    if dataset == "graphq":
+        return load_graphq(data_dir, entity_links=entity_links)
     if dataset == "cwq":
         if entity_links != "gold":
             raise ValueError("cwq has no predicted entity links")
         return load_cwq(data_dir)
-    raise ValueError(f"unknown Freebase dataset {dataset!r}; known: grailqa, cwq, webqsp")
+    raise ValueError(f"unknown Freebase dataset {dataset!r}; known: grailqa, cwq, webqsp, graphq")
 
 
 def gold_program(question: FreebaseQuestion) -> tuple[str | None, str | None]:
@@ -267,8 +311,9 @@ def answer_names(kb: Any, answers: Iterable[str]) -> list[list[str]]:
 def label_scores(
     predicted_names: Sequence[Sequence[str]], gold: str | Sequence[str], *, loose: bool = False
 ) -> dict[str, float]:
-    """Hit@1, F1 and exact match of predicted answers (each given by its names) against gold
-    labels: a prediction is right when one of its names matches a gold label
+    """Hit@1 (any answer; ``hit@1_top1``: the first one), F1 and exact match of predicted
+    answers (each given by its names, in rank order) against gold labels: a prediction is right
+    when one of its names matches a gold label
     (:func:`normalise_label` equal; with ``loose``, also one containing the other, as ToG)."""
     golds = [normalise_label(g) for g in ([gold] if isinstance(gold, str) else gold)]
     golds = [g for g in golds if g]
@@ -284,8 +329,9 @@ def label_scores(
     right = [h for h in hits if h is not None]
     if not predicted_names or not golds:
         f1 = 1.0 if not predicted_names and not golds else 0.0
-        return {"hit@1": f1, "f1": f1, "em": f1}
+        return {"hit@1": f1, "f1": f1, "em": f1, "hit@1_top1": f1}
     precision = len(right) / len(predicted_names)
     recall = len(set(right)) / len(golds)
     f1 = 2 * precision * recall / (precision + recall) if right else 0.0
-    return {"hit@1": 1.0 if right else 0.0, "f1": f1, "em": 1.0 if precision == recall == 1 else 0.0}
+    return {"hit@1": 1.0 if right else 0.0, "f1": f1, "em": 1.0 if precision == recall == 1 else 0.0,
+            "hit@1_top1": 1.0 if hits[0] is not None else 0.0}

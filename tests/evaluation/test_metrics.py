@@ -22,15 +22,15 @@ from pyql.agent.trajectory import Step
 @pytest.mark.parametrize(
     ("predicted", "gold", "expected"),
     [
-        (["a", "b"], ["b", "a"], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0}),
-        (["a", "z"], ["a"], {"hit@1": 1.0, "f1": 2 / 3, "em": 0.0, "top1": 1.0}),
-        # hit@1 is "any predicted answer is gold" (all tied first); top1 is strict
-        (["b", "a"], ["b"], {"hit@1": 1.0, "f1": 2 / 3, "em": 0.0, "top1": 0.0}),
-        (["x"], ["a"], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0}),
-        ([], ["a"], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0}),
-        ([], [], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0}),  # WebQSP's eval.py
-        (["a"], [], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0}),
-        (["a", "a"], ["a"], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "top1": 1.0}),  # sets
+        (["a", "b"], ["b", "a"], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "hit@1_top1": 1.0}),
+        (["a", "z"], ["a"], {"hit@1": 1.0, "f1": 2 / 3, "em": 0.0, "hit@1_top1": 1.0}),
+        # hit@1 is "any predicted answer is gold" (all tied first); hit@1_top1 is strict
+        (["b", "a"], ["b"], {"hit@1": 1.0, "f1": 2 / 3, "em": 0.0, "hit@1_top1": 0.0}),
+        (["x"], ["a"], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0}),
+        ([], ["a"], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0}),
+        ([], [], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "hit@1_top1": 1.0}),  # WebQSP's eval.py
+        (["a"], [], {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0}),
+        (["a", "a"], ["a"], {"hit@1": 1.0, "f1": 1.0, "em": 1.0, "hit@1_top1": 1.0}),  # sets
     ],
 )
 def test_kbqa_scores(predicted: list[str], gold: list[str], expected: dict[str, float]) -> None:
@@ -97,7 +97,7 @@ def test_corrections_count_a_hint_followed_by_an_accepted_step() -> None:
 
 def _result(i: int, **kw: object) -> QuestionResult:
     base: dict[str, object] = {
-        "id": f"q{i}", "metrics": {"hit@1": 1.0, "f1": 0.5, "em": 0.0, "top1": 1.0},
+        "id": f"q{i}", "metrics": {"hit@1": 1.0, "f1": 0.5, "em": 0.0, "hit@1_top1": 1.0},
         "usage": {"seconds": 2.0, "kb_queries": 4, "cost": 0.01, "llm_calls": 5,
                   "prompt_tokens": 100, "completion_tokens": 10},
         "meta": {"hops": 1, "qtype": "a_to_b"}, "stop_reason": "execute",
@@ -109,14 +109,14 @@ def _result(i: int, **kw: object) -> QuestionResult:
 def test_aggregate_by_hand() -> None:
     results = [
         _result(1),
-        _result(2, metrics={"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0},
+        _result(2, metrics={"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0},
                 usage={"seconds": 4.0, "kb_queries": 8, "label_queries": 3, "cost": 0.03,
                        "llm_calls": 7,
                        "prompt_tokens": 300, "completion_tokens": 30},
                 guidelines={"KB204": 2, "PY104": 1}, corrected={"KB204": 1, "PY104": 1},
                 meta={"hops": 2, "qtype": "a_to_c"}, finished=False, stop_reason="max_steps"),
         _result(3, error="BackendUnavailableError: down", finished=False, stop_reason="error",
-                metrics={"hit@1": 0.0, "f1": 0.0, "em": 0.0, "top1": 0.0},
+                metrics={"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0},
                 usage={"seconds": 0.5}, guidelines={"RM201": 1}, meta={"hops": 2}),
     ]
     m = aggregate(results)
@@ -144,7 +144,7 @@ def test_aggregate_by_hand() -> None:
                                        "corrected": 0, "correction_rate": 0.0}
     assert g["by_class"]["db"]["triggers"] == 0 and g["by_class"]["db"]["correction_rate"] is None
     assert g["by_code"]["KB204"]["class"] == "kb"
-    assert m["by"]["hops"]["1"] == {"n": 1, "hit@1": 1.0, "f1": 0.5, "em": 0.0, "top1": 1.0,
+    assert m["by"]["hops"]["1"] == {"n": 1, "hit@1": 1.0, "f1": 0.5, "em": 0.0, "hit@1_top1": 1.0,
                                     "errors": 0}
     assert m["by"]["hops"]["2"]["n"] == 2 and m["by"]["hops"]["2"]["errors"] == 1
     assert set(m["by"]["qtype"]) == {"a_to_b", "a_to_c"}
@@ -180,3 +180,35 @@ def test_pooled_rates_of_a_strategys_own_counts() -> None:
     assert own["judge_accuracy"] == 0.75
     assert own["judge_accuracy:of"] == pytest.approx(4 / 3)
     assert own["other"] is None
+
+
+def test_the_two_hit_at_1_scores_have_distinct_names() -> None:
+    # any predicted answer gold (ToG/Readi/SRP) vs the top-1 answer gold, for one prediction
+    scores = kbqa_scores(["Anna", "Zorro"], ["Zorro"])
+    assert (scores["hit@1"], scores["hit@1_top1"]) == (1.0, 0.0)
+    m = aggregate([_result(1, metrics=scores)])
+    assert (m["hit@1"], m["hit@1_top1"]) == (1.0, 0.0)
+    assert "top1" not in m
+
+
+def test_results_written_with_the_old_top1_name_still_count() -> None:
+    old = _result(1, metrics={"hit@1": 1.0, "f1": 0.5, "em": 0.0, "top1": 0.0})
+    new = _result(2, metrics={"hit@1": 1.0, "f1": 0.5, "em": 0.0, "hit@1_top1": 1.0})
+    assert aggregate([old, new])["hit@1_top1"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("strategy", "preset", "default", "expected"), [
+    ("queryagent", "paper", "hit@1", "f1"),     # QueryAgent's paper: F1 on every dataset
+    ("readi", "paper", "f1", "hit@1"),          # Readi: Hit@1, any answer (Table 1)
+    ("srp", "paper", "f1", "hit@1"),            # SRP: ToG's Hits@1
+    ("readi", None, "f1", "f1"),                # no preset: the dataset's own headline
+    ("vanilla", "paper", "f1", "f1"),           # no paper of its own: the dataset's
+])
+def test_each_paper_preset_heads_with_its_papers_metric(strategy: str, preset: str | None,
+                                                        default: str, expected: str) -> None:
+    from pyql.agent.presets import primary_metric
+
+    assert primary_metric(default, metric="kbqa", strategy=strategy, preset=preset) == expected
+    # table datasets keep their execution accuracy
+    assert primary_metric("accuracy", metric="wikisql", strategy=strategy,
+                          preset=preset) == "accuracy"

@@ -97,7 +97,7 @@ def test_the_summary_shows_the_metrics_and_config(fixture_page: tuple[str, Page]
     summary = text.split('id="summary"')[1].split('id="guidelines"')[0]
     assert f"{100 * metrics['hit@1']:.1f}" in summary
     assert f"{100 * metrics['f1']:.1f}" in summary
-    for label in ("Hit@1", "F1", "EM", "TPQ", "QPQ", "CPQ", "LLM calls / question",
+    for label in ("Hit@1 (any answer)", "Hit@1 (top-1 answer)", "F1", "EM", "TPQ", "QPQ", "CPQ", "LLM calls / question",
                   "Tokens / question", "Total cost"):
         assert f">{label}<" in summary, label
     assert f"{metrics['tokens']:,.0f}" in summary

@@ -66,7 +66,10 @@ def test_label_matching() -> None:
     assert wrong["hit@1"] == 1.0 and wrong["f1"] == pytest.approx(2 / 3) and wrong["em"] == 0.0
     assert label_scores([["2014 World Series"]], "World Series")["hit@1"] == 0.0
     assert label_scores([["2014 World Series"]], "World Series", loose=True)["hit@1"] == 1.0
-    assert label_scores([], "x") == {"hit@1": 0.0, "f1": 0.0, "em": 0.0}
+    assert label_scores([], "x") == {"hit@1": 0.0, "f1": 0.0, "em": 0.0, "hit@1_top1": 0.0}
+    # the first prediction wrong: any-answer Hit@1 1, top-1 Hit@1 0
+    first_wrong = label_scores([["Vanderbilt"], ["Belmont University"]], "Belmont University")
+    assert (first_wrong["hit@1"], first_wrong["hit@1_top1"]) == (1.0, 0.0)
 
 
 FB = "http://rdf.freebase.com/ns/"
