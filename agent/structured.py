@@ -41,6 +41,7 @@ __all__ = [
     "judge_format",
     "kb_path_format",
     "plan_format",
+    "query_format",
     "relation_check_format",
     "resolve_constrain",
     "table_path_format",
@@ -298,3 +299,15 @@ def edit_chains_format(topics: Sequence[str]) -> ReplyFormat:
                 "Final Path: " + "\n".join(chains))
 
     return ReplyFormat("edit", schema, render)
+
+
+# -- one-call query generation -------------------------------------------------------------------
+
+
+def query_format(language: str) -> ReplyFormat:
+    """The whole query of a one-call baseline (read back as a fenced ``language`` block)."""
+
+    def render(value: Mapping[str, Any]) -> str:
+        return f"```{language}\n{str(value['query']).strip()}\n```"
+
+    return ReplyFormat("query", _object({"query": _string(2000)}), render)

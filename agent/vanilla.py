@@ -48,10 +48,12 @@ from typing import Any, Literal
 
 import jinja2
 
-from pyql.agent.accounting import PriceTable, TokenCounter, Usage
-from pyql.agent.llm import LLM, AccountedCall, LLMReply, accounted_complete
+from pyql.agent.accounting import PriceTable, TokenCounter
+from pyql.agent.llm import LLM, LLMReply
 from pyql.agent.prompting import format_schema, read_prompt
+from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.structured import Constrain, query_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
 from pyql.errors import (
@@ -148,7 +150,8 @@ class Vanilla:
                  profile: str | None = None, table: str | None = None, timeout: float = 60.0,
                  token_counter: TokenCounter | None = None,
                  price_table: PriceTable | Mapping[str, Any] | None = None,
-                 on_step: Callable[[Step], None] | None = None) -> None:
+                 on_step: Callable[[Step], None] | None = None,
+                 constrain: Constrain | bool = "auto") -> None:
         shots = self.default_shots if shots is None else shots
         if shots not in (0, "0", "few"):
             raise ValueError(f"shots must be 0 or 'few', not {shots!r}")
@@ -159,6 +162,9 @@ class Vanilla:
         self.table = table
         self.timeout = timeout
         self.on_step = on_step
+        #: the query is constrained to ``{"query": ...}`` when the client takes schemas
+        self.constrained = (constrain if isinstance(constrain, bool)
+                            else resolve_constrain(constrain, llm))
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
@@ -170,7 +176,8 @@ class Vanilla:
         options = config.typed_options()
         kwargs: dict[str, Any] = {"table": config.table, "profile": config.profile,
                                   "token_counter": config.token_counter,
-                                  "price_table": config.price_table}
+                                  "price_table": config.price_table,
+                                  "constrain": config.constrain}
         if "shots" in options:
             kwargs["shots"] = options["shots"]
         if "timeout" in options:
@@ -198,41 +205,29 @@ class Vanilla:
             table: str | None = None, schema: Any = None, meta: Mapping[str, Any] | None = None,
             on_step: Callable[[Step], None] | None = None, **context: Any) -> Result:
         """Answer one question: one LLM call, one query (module docstring)."""
-        started = time.perf_counter()
         entities = dict(entities or {})
-        notify = on_step if on_step is not None else self.on_step
-        observe = getattr(self.llm, "observe", None)
-        steps: list[Step] = []
-
-        def add(step: Step) -> None:
-            steps.append(step)
-            if observe is not None:
-                observe(step)
-            if notify is not None:
-                notify(step)
-
+        rec = Recorder(self.llm, question, counter=self.token_counter,
+                       price_table=self.price_table, constrain=self.constrained,
+                       on_step=on_step if on_step is not None else self.on_step)
         ctx = self._context(entities, table or self.table, schema)
-        add(Step(n=1, kind="prompt", action=ctx.language, data=ctx.record))
-        call = self._ask(self._messages(ctx, question))
-        usage = Usage().add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
+        rec.add(Step(n=1, kind="prompt", action=ctx.language, data=ctx.record))
+        call = rec.llm(self._messages(ctx, question), format=query_format(ctx.language))
         query = extract_query(call.text, ctx.language)
-        add(Step(n=2, kind="generate", action=query, thought=call.text if not query else "",
-                 status="ok" if query else "error", accepted=bool(query),
-                 format_issue=None if query else "no_query", **call.step_fields()))
+        rec.add(Step(n=2, kind="generate", action=query, thought=call.text if not query else "",
+                     status="ok" if query else "error", accepted=bool(query),
+                     format_issue=None if query else "no_query", **call.step_fields()))
         answers: tuple[Any, ...] = ()
         if query:
             answers, execute = self._execute(ctx, query)
-            usage = usage.model_copy(update={"kb_queries": execute.kb_queries})
-            add(execute)
+            rec.add(execute)
             outcome = str(execute.data["outcome"])
         else:
             outcome = "no_query"
-        usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name, profile=ctx.family,
-            mode="text", tools=ctx.language, model=call.model, steps=tuple(steps),
+            mode="text", tools=ctx.language, model=call.model, steps=tuple(rec.steps),
             answers=answers, query=query, program="", finished=outcome in ("ok", "empty"),
-            stop_reason=outcome, usage=usage, meta=dict(meta or {}))
+            stop_reason=outcome, usage=rec.finish_usage(), meta=dict(meta or {}))
         return Result(trajectory=trajectory, program=Program(tools=ctx.language))
 
     # -- the prompt -------------------------------------------------------------------------
@@ -307,10 +302,6 @@ class Vanilla:
         user = "\n".join([f"Question: {question.strip()}", *ctx.lines])
         return [{"role": "system", "content": system.strip() + "\n"},
                 {"role": "user", "content": user}]
-
-    def _ask(self, messages: list[dict[str, Any]]) -> AccountedCall:
-        return accounted_complete(self.llm, messages, counter=self.token_counter,
-                                  price_table=self.price_table)
 
     # -- the one query ------------------------------------------------------------------------
     def _execute(self, ctx: _Context, query: str) -> tuple[tuple[Any, ...], Step]:

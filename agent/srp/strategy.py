@@ -52,8 +52,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyql.agent.accounting import PriceTable, TokenCounter, Usage
-from pyql.agent.llm import LLM, accounted_complete
+from pyql.agent.accounting import PriceTable, TokenCounter
+from pyql.agent.llm import LLM
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -70,6 +70,7 @@ from pyql.agent.paths import (
 )
 from pyql.agent.paths.instantiate import checked as checked_observation
 from pyql.agent.ranking import RelationRanker
+from pyql.agent.recorder import Recorder
 
 # the path core's vocabulary of a KB, asked once per KB (shared with Readi)
 from pyql.agent.srp import prompts as P
@@ -77,6 +78,16 @@ from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.srp.pruning import follow
 from pyql.agent.srp.references import DEFAULT_K, ReferenceBase, Retrieved
 from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.structured import (
+    Constrain,
+    ReplyFormat,
+    answers_format,
+    edit_chains_format,
+    judge_format,
+    plan_format,
+    relation_check_format,
+    resolve_constrain,
+)
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.kb.base import KB
 from pyql.program import Call, Program
@@ -160,6 +171,8 @@ class SRP:
     """
 
     name = "srp"
+    #: a plan of several paths, or a judge's verdict with the triples it keeps
+    max_reply_tokens = 512
 
     def __init__(
         self,
@@ -181,6 +194,7 @@ class SRP:
         price_table: PriceTable | Mapping[str, Any] | None = None,
         token_counter: TokenCounter | None = None,
         on_step: Callable[[Step], None] | None = None,
+        constrain: Constrain | bool = "auto",
     ) -> None:
         if not isinstance(kb, KB):
             raise TypeError(f"SRP runs on a pyql KB, not {type(kb).__name__}")
@@ -189,6 +203,9 @@ class SRP:
                              "check_candidates >= 1")
         self.llm = llm
         self.kb = kb
+        #: checks, plans, verdicts, edits and answers follow their JSON schemas (checked now)
+        self.constrained = (constrain if isinstance(constrain, bool)
+                            else resolve_constrain(constrain, llm))
         self.references = open_references(references)
         self.top_k_references = top_k_references
         self.max_rounds = max_rounds
@@ -242,6 +259,7 @@ class SRP:
         ``reflection``, ``check_count``, ``vocabulary``, ...)."""
         kwargs: dict[str, Any] = {"token_counter": config.token_counter,
                                   "price_table": config.price_table,
+                                  "constrain": config.constrain,
                                   **config.given("ranker")}  # unset: SRP's own default
         if config.profile in P.PROFILES:
             kwargs["profile"] = config.profile
@@ -283,49 +301,40 @@ class _Run:
         self.question = question
         self.entities = entities
         self.meta = meta
-        self.notify = notify
-        #: a stand-in LLM's hook: it reads each step's record, never the prompt's wording
-        self.observe: Callable[[Step], None] | None = getattr(srp.llm, "observe", None)
-        self.steps: list[Step] = []
+        self.rec = Recorder(srp.llm, question, counter=srp.token_counter,
+                            price_table=srp.price_table, constrain=srp.constrained,
+                            on_step=notify)
         self.hits: list[Retrieved] = []
-        self.usage = Usage()
-        self.started = time.perf_counter()
+        #: KB queries of the relations looked up around pruned sequences, for the step that
+        #: shows them
+        self._around_queries = 0
 
     # -- records --------------------------------------------------------------------------------
-    def _ask(self, kind: str, messages: list[dict[str, Any]], data: dict[str, Any]
-             ) -> tuple[str, Step]:
-        """One LLM call, accounted and recorded as a step of ``kind``; ``data`` is completed
-        by the caller through :meth:`_amend`."""
-        srp = self.srp
-        call = accounted_complete(srp.llm, messages, counter=srp.token_counter,
-                                  price_table=srp.price_table)
-        self.usage = self.usage.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
-        step = Step(n=len(self.steps) + 1, kind=kind, action=kind, data=data,
-                    **call.step_fields())
+    def _ask(self, kind: str, messages: list[dict[str, Any]], data: dict[str, Any],
+             format: ReplyFormat) -> tuple[str, Step]:
+        """One LLM call (constrained to ``format`` when constraints are on), accounted; the
+        step of ``kind`` is recorded by the caller through :meth:`_record`."""
+        call = self.rec.llm(messages, format=format)
+        step = Step(n=self.rec.next_n, kind=kind, action=kind, data=data, **call.step_fields())
         return call.text, step
 
     def _record(self, step: Step, **update: Any) -> Step:
         step = step.model_copy(update=update)
-        self.steps.append(step)
-        if self.observe is not None:
-            self.observe(step)
-        if self.notify is not None:
-            self.notify(step)
-        return step
+        problem = step.data.get("parse_error")
+        if problem and step.reply_text + step.raw_reply:  # a reply SRP could not read
+            step = step.model_copy(update={"format_issue": str(problem)})
+        return self.rec.add(step)
 
     def _env_step(self, kind: str, action: str, observation: str, data: dict[str, Any], *,
                   seconds: float = 0.0, kb_queries: int = 0, status: str = "ok") -> Step:
-        return self._record(Step(n=len(self.steps) + 1, kind=kind, action=action,
+        return self._record(Step(n=self.rec.next_n, kind=kind, action=action,
                                  observation=observation, env_latency=seconds,
                                  kb_queries=kb_queries, status=status, data=data))
 
     def _kb_work(self, fn: Callable[[], Any]) -> tuple[Any, float, int]:
-        kb = self.srp.kb
-        before, start = kb.query_count, time.perf_counter()
-        value = fn()
-        queries = kb.query_count - before
-        self.usage = self.usage.model_copy(update={"kb_queries": self.usage.kb_queries + queries})
-        return value, time.perf_counter() - start, queries
+        """``fn()`` timed, with its KB queries (counted once the step that reports them is
+        recorded)."""
+        return self.rec.env(fn, backend=self.srp.kb)
 
     # -- the modules ----------------------------------------------------------------------------
     def run(self) -> Result:
@@ -360,14 +369,14 @@ class _Run:
             path = edited
         answers = self._answer(inst, judgement)
         program = inst.program if inst is not None else Program(tools="sparql")
-        self.usage = self.usage.model_copy(update={"seconds": time.perf_counter() - self.started})
+        usage = self.rec.finish_usage()
         trajectory = Trajectory(
             question=self.question, entities=self.entities, strategy=srp.name,
             profile=srp.profile, mode="text", tools="sparql",
-            model=getattr(srp.llm, "model", ""), steps=tuple(self.steps), answers=answers,
+            model=getattr(srp.llm, "model", ""), steps=tuple(self.rec.steps), answers=answers,
             query=inst.query if inst is not None else "", program=str(program),
             finished=stop in ("have_answer", "no_reflection"), stop_reason=stop,
-            usage=self.usage, meta=self.meta)
+            usage=usage, meta=self.meta)
         return Result(trajectory=trajectory, program=program)
 
     def _references(self) -> list[Retrieved]:
@@ -414,7 +423,7 @@ class _Run:
             data: dict[str, Any] = {"entity": mention}
             text, step = self._ask("relation_check", P.relation_check_messages(
                 self.question, mention, candidates, refs, count=srp.check_count,
-                profile=srp.profile), data)
+                profile=srp.profile), data, relation_check_format(candidates, srp.check_count))
             try:
                 check = P.parse_relation_check(text, candidates, count=srp.check_count)
                 kept = check.names
@@ -463,7 +472,7 @@ class _Run:
             return None
         text, step = self._ask("plan", P.plan_messages(
             self.question, relations, [h.reference for h in references], profile=srp.profile),
-            {"checked": relations})
+            {"checked": relations}, plan_format(list(relations)))
         data = dict(step.data)
         constraints: dict[str, Constraint] = {}
         try:
@@ -522,7 +531,7 @@ class _Run:
         refs = [h.reference for h in self.hits]
         text, step = self._ask("judge", P.judge_messages(self.question, shown, refs,
                                                          profile=srp.profile),
-                               {"round": round_, "sequences": shown})
+                               {"round": round_, "sequences": shown}, judge_format(len(shown)))
         data = dict(step.data)
         try:
             judgement = P.parse_judge(text, shown)
@@ -561,7 +570,8 @@ class _Run:
             obs = checked_observation(session.run(Call.of("get_relation", node)))
             return obs.relations.all if obs.relations else ()
 
-        around, _, _ = self._kb_work(work)
+        around, _, queries = self._kb_work(work)
+        self._around_queries += queries
         return srp.binder.rank(self.question, list(around), limit=srp.instantiator.max_candidates)
 
     def _edit(self, path: ReasoningPath, inst: Instantiation, judgement: Judgement,
@@ -574,7 +584,7 @@ class _Run:
         retained = dict(zip([i for i, _ in self._sequences(inst)], judgement.retained,
                             strict=False))
         judged = bool(self._sequences(inst)) and not judgement.auto
-        start, before_queries = time.perf_counter(), self.usage.kb_queries
+        start, self._around_queries = time.perf_counter(), 0
         for i, c in enumerate(inst.constraints):
             if c.stuck is not None:
                 errors += [f"{c.constraint.entity}: {m}" for m in c.stuck.messages()]
@@ -600,12 +610,12 @@ class _Run:
                        {"for": "edit", "round": round_, "errors": errors,
                         "instantiated": instantiated, "at": at},
                        seconds=time.perf_counter() - start,
-                       kb_queries=self.usage.kb_queries - before_queries)
+                       kb_queries=self._around_queries)
         before = [c.chain() for c in path.constraints]
         text, step = self._ask("edit", P.edit_messages(
             self.question, before, errors, instantiated, candidates,
             [h.reference for h in references], profile=srp.profile),
-            {"round": round_, "before": str(path)})
+            {"round": round_, "before": str(path)}, edit_chains_format(list(self.entities)))
         data = dict(step.data)
         edited: ReasoningPath | None = path
         try:
@@ -647,7 +657,8 @@ class _Run:
                        f"{len(kept)} triples", {"kept": [list(t) for t in kept],
                                                 "kept_from": source})
         text, step = self._ask("answer", P.answer_messages(self.question, kept,
-                                                           profile=srp.profile), {})
+                                                           profile=srp.profile), {},
+                               answers_format())
         data = dict(step.data)
         try:
             cot = P.parse_answer(text)

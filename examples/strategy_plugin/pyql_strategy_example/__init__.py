@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from pyql import Session
-from pyql.agent.accounting import Usage
+from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.llm import LLM, ScriptedLLM
+from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.program import Call, Program
@@ -45,14 +45,16 @@ class OneFact:
 
     def run(self, question: str, entities: Mapping[str, str] | None = None,
             **context: Any) -> Result:
-        started = time.perf_counter()
         entities = dict(entities or {})
-        on_step = context.get("on_step")
+        # the Recorder accounts the LLM call (tokens as the server reports them, else counted),
+        # counts the KB queries, and calls the step callbacks (a live view, a stand-in's hook)
+        rec = Recorder(self.llm, question, counter=TokenCounter.for_llm(self.llm),
+                       price_table=PriceTable.of(self.config.price_table),
+                       constrain=self.config.constrain, on_step=context.get("on_step"))
         session = Session(self.backend, entities, guidelines=self.config.guidelines or None)
         prompt = PROMPT.format(question=question, entities=", ".join(entities))
-        reply = self.llm.complete([{"role": "user", "content": prompt}])
-        usage = Usage(llm_calls=1, llm_seconds=reply.latency)
-        fact = reply.text.strip()
+        call = rec.llm([{"role": "user", "content": prompt}])
+        fact = call.text.strip()
         actions = [fact]
         try:
             variables = [a for a in Program.parse(fact).calls[0].args if a.kind is AtomKind.VAR]
@@ -60,27 +62,24 @@ class OneFact:
             variables = []
         if variables:
             actions += [str(Call(name="set_answer", args=(variables[0],))), "execute()"]
-        steps: list[Step] = []
         answers: tuple[Any, ...] = ()
         finished = False
         for n, action in enumerate(actions, 1):
-            obs = session.run(action)
-            step = Step(n=n, kind="fact" if n == 1 else "action", action=action,
-                        observation=obs.text, hint=obs.hint.code if obs.hint else None,
-                        status=obs.status, accepted=obs.ok, error=obs.error, query=obs.query,
-                        reply_text=reply.text if n == 1 else "")
-            steps.append(step)
-            if on_step is not None:
-                on_step(step)
+            obs, seconds, queries = rec.env(lambda a=action: session.run(a), backend=self.backend)
+            llm_fields = call.step_fields() if n == 1 else {}
+            rec.add(Step(n=n, kind="fact" if n == 1 else "action", action=action,
+                         observation=obs.text, hint=obs.hint.code if obs.hint else None,
+                         status=obs.status, accepted=obs.ok, error=obs.error, query=obs.query,
+                         env_latency=seconds, kb_queries=queries, **llm_fields))
             if not obs.ok:
                 break
             if action == "execute()":
                 answers, finished = tuple(obs.answers or ()), True
-        usage = usage.model_copy(update={"seconds": time.perf_counter() - started})
+        steps = tuple(rec.steps)
         trajectory = Trajectory(
-            question=question, entities=entities, strategy=self.name, model=reply.model,
-            steps=tuple(steps), answers=answers, query=steps[-1].query if steps else "",
+            question=question, entities=entities, strategy=self.name, model=call.model,
+            steps=steps, answers=answers, query=steps[-1].query if steps else "",
             program=str(session.program), finished=finished,
-            stop_reason="execute" if finished else "rejected", usage=usage,
+            stop_reason="execute" if finished else "rejected", usage=rec.finish_usage(),
             meta=dict(context.get("meta") or {}))
         return Result(trajectory=trajectory, program=session.program)
