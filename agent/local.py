@@ -24,13 +24,15 @@ import atexit
 import importlib.util
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyql.agent.accounting import DEFAULT_PRICES, Price, PriceTable
 from pyql.agent.errors import LLMError
 from pyql.agent.llm import OpenAIChat
 
@@ -107,7 +109,9 @@ class LocalSettings:
 
     ctx: int = 8192
     parallel: int = 1
-    threads: int = 2
+    #: half the machine's cores: llama.cpp's threads wait for each other at every layer, so on
+    #: a shared 2-core machine one thread decodes ~10x faster than two (benchmarks/README.md)
+    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
     cache_prompt: bool = True
     seed: int = 0
 
@@ -139,6 +143,7 @@ class LocalServer:
         s = self.settings
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
+        params.model_alias = self.model_path.stem  # the name replies carry
         params.n_ctx = s.ctx
         params.n_parallel = s.parallel
         params.cpuparams.n_threads = s.threads
@@ -146,6 +151,10 @@ class LocalServer:
         params.cache_prompt = s.cache_prompt
         params.sampling.seed = s.seed
         params.endpoint_metrics = True
+        params.verbosity = -1  # llama.cpp's own log lines would interleave with pyql's output
+        # loopback only, and only for this process's clients (another local user has no key)
+        self.api_key = secrets.token_urlsafe(24)
+        params.api_keys = [self.api_key]
         params.hostnames = ["127.0.0.1"]
         params.port = _free_port()
         params.warmup = False
@@ -168,7 +177,8 @@ class LocalServer:
         """The server's Prometheus counters (``llamacpp:prompt_tokens_total``, ...) by name."""
         import httpx2
 
-        text = httpx2.get(f"{self.root}/metrics", timeout=10).text
+        text = httpx2.get(f"{self.root}/metrics", timeout=10,
+                          headers={"Authorization": f"Bearer {self.api_key}"}).text
         out: dict[str, float] = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
@@ -224,5 +234,8 @@ class LocalChat(OpenAIChat):
     def __init__(self, server: LocalServer, **options: Any) -> None:
         options.setdefault("timeout", 300.0)
         options.setdefault("deadline", None)
-        super().__init__(server.model, base_url=server.base_url, api_key="local", **options)
+        # a model on this machine costs nothing per token (and is no unknown price to warn of)
+        options.setdefault("price_table", PriceTable({**DEFAULT_PRICES, server.model: Price(0.0)}))
+        super().__init__(server.model, base_url=server.base_url, api_key=server.api_key,
+                         **options)
         self.server = server

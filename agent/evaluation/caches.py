@@ -185,18 +185,20 @@ class CachedLLM:
 
     def __getattr__(self, name: str) -> Any:
         # a stand-in's step hook (``observe``) and records (``reconcile``) stay reachable
-        if name in ("observe", "reconcile"):
+        if name in ("observe", "reconcile", "structured_output"):
             return getattr(self.llm, name)
         raise AttributeError(name)
 
-    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
-                 ) -> LLMReply:
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
         key = cache_key("llm", self.model, [dict(m) for m in messages], list(stop or ()),
-                        list(tools or ()), self.params)
+                        list(tools or ()), self.params,
+                        *([response_format] if response_format is not None else []))
         hit = self.cache.load(key)
         if hit is not None:
             return hit.model_copy(update={"latency": 0.0, "retries": 0})
-        reply = self.llm.complete(messages, stop=stop, tools=tools)
+        extra = {"response_format": response_format} if response_format is not None else {}
+        reply = self.llm.complete(messages, stop=stop, tools=tools, **extra)
         self.cache.save(key, reply)
         return reply
 

@@ -77,6 +77,9 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("QPQ as the paper counts it (no label lookups)", metrics.get("qpq_paper"), 2),
         ("CPQ: US$ / question", metrics.get("cpq"), 5),
         ("LLM calls / question", metrics.get("llm_calls"), 2),
+        ("constrained LLM calls / question", metrics.get("constrained_calls"), 2),
+        ("parse failures (unreadable replies)", metrics.get("parse_failures_total"), 0),
+        ("cached share of prompt tokens", metrics.get("cached_share"), 3),
         ("tokens / question", metrics.get("tokens"), 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
@@ -153,7 +156,8 @@ def eval_command(
         "--data-dir", help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
     ] = None,
     llm: Annotated[str | None, typer.Option(
-        "--llm", help="openai:MODEL, replay:PATH, gold or noisy-gold:RATE")] = None,
+        "--llm", help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
+        "replay:PATH, gold or noisy-gold:RATE")] = None,
     base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
     sample: Annotated[int | None, typer.Option(
@@ -208,6 +212,8 @@ def eval_command(
     processes: Annotated[int | None, typer.Option(
         "--processes", help="worker processes (default: the cores for a long gold/noisy-gold/"
         "replay run, else 1)", min=1)] = None,
+    constrain: opts.ConstrainOpt = "auto",
+    max_tokens: opts.MaxTokensOpt = None,
 ) -> None:
     """Evaluate the agent (or gold programs) on a dataset: metrics, progress, resumable results.
 
@@ -228,7 +234,8 @@ def eval_command(
         exclude_ids=_readable(exclude_ids, "--exclude-ids"),
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
-        max_outages=max_outages, processes=processes,
+        max_outages=max_outages, processes=processes, constrain=constrain,
+        max_tokens=max_tokens,
     )
     if json_output:
         print_json(metrics)
@@ -251,7 +258,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          ablation: bool = False,
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
-         processes: int | None = None) -> dict[str, Any]:
+         processes: int | None = None, constrain: str = "auto",
+         max_tokens: int | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
@@ -263,6 +271,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
 
     if mode not in ("text", "tools"):
         fail(f"--mode must be text or tools, not {mode!r}")
+    if constrain not in ("auto", "on", "off"):
+        fail(f"--constrain must be auto, on or off, not {constrain!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
@@ -272,7 +282,9 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--kb-cache", kb_cache), ("--out", out), ("--strategy", strategy),
                 ("--option", options or None), ("--ablation", ablation or None),
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
-                ("--deadline", deadline)) if value is not None]
+                ("--deadline", deadline), ("--max-tokens", max_tokens),
+                ("--constrain", None if constrain == "auto" else constrain))
+                if value is not None]
             if given:
                 fail(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
@@ -291,7 +303,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
         if dataset not in dataset_names():
             fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(dataset_names())}")
-        parse_llm_spec(llm)
+        kind, _ = parse_llm_spec(llm)
+        if constrain == "on" and kind not in ("openai", "local"):
+            fail(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
+                 f"local), not the {kind} stand-in")
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
         get_strategy(strategy or "queryagent")
@@ -310,6 +325,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
             max_outages=max_outages, processes=processes,
+            constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
             pyql_version=__version__,
         )
         return evaluate(config, out, progress=progress)

@@ -97,14 +97,17 @@ _USAGE_MEANS: tuple[tuple[str, str], ...] = (
     ("llm_calls", "llm_calls"),
     ("prompt_tokens", "prompt_tokens"),
     ("completion_tokens", "completion_tokens"),
+    ("cached_tokens", "cached_tokens"),
     ("steps", "steps"),
+    ("parse_failures", "parse_failures"),
+    ("constrained_calls", "constrained_calls"),
 )
 
 
 #: usage keys every strategy's results carry; other keys are a strategy's own (step_usage)
 _COMMON_USAGE = frozenset({"llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
                            "cost", "kb_queries", "seconds", "llm_seconds", "steps",
-                           "estimated_tokens"})
+                           "estimated_tokens", "parse_failures", "constrained_calls"})
 
 
 def step_usage(steps: Sequence[Any], gold: Iterable[Any] = ()) -> dict[str, float]:
@@ -382,6 +385,14 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     own = sorted({k for r in rows for k in r.usage} - _COMMON_USAGE)
     out["strategy"] = {k: _mean([float(r.usage.get(k, 0.0)) for r in rows]) for k in own}
     out["strategy"].update(_rates(rows, own))
+    # replies the strategy could not read, and the prompt tokens the server had cached
+    out["parse_failures_total"] = int(sum(float(r.usage.get("parse_failures", 0.0))
+                                          for r in rows))
+    out["questions_with_parse_failures"] = sum(
+        1 for r in rows if float(r.usage.get("parse_failures", 0.0)) > 0)
+    prompt_total = math.fsum(float(r.usage.get("prompt_tokens", 0.0)) for r in rows)
+    out["cached_share"] = (math.fsum(float(r.usage.get("cached_tokens", 0.0)) for r in rows)
+                           / prompt_total if prompt_total else None)
     out["cost"] = math.fsum(float(r.usage.get("cost", 0.0)) for r in rows)
     out["seconds"] = math.fsum(float(r.usage.get("seconds", 0.0)) for r in rows)
     out["errors"] = sum(1 for r in rows if r.error is not None)

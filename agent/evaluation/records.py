@@ -156,6 +156,10 @@ class RunConfig(BaseModel):
     llm_timeout: float | None = None
     max_retries: int | None = None
     question_deadline: float | None = None
+    #: structured output (``auto``, ``on``, ``off``) and the longest reply (None: the
+    #: strategy's ``max_reply_tokens``)
+    constrain: Literal["auto", "on", "off"] = "auto"
+    max_tokens: int | None = None
     #: stop the run after this many questions in a row ended in an outage (0: never)
     max_outages: int = 5
     pyql_version: str = ""

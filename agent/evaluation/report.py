@@ -614,7 +614,13 @@ def _summary(run: _Run) -> dict[str, Any]:
         ("QPQ (paper: without label lookups)", _dec(_num(h.get("qpq_paper"))),
          "the paper's count: SPARQL queries per question, label lookups left out"),
         ("CPQ", _money(_num(h.get("cpq"))), "LLM cost per question"),
-        ("LLM calls / question", _dec(_num(h.get("llm_calls"))), ""),
+        ("LLM calls / question", _dec(_num(h.get("llm_calls"))),
+         f"{_dec(_num(h.get('constrained_calls')))} of them constrained to a JSON schema"),
+        ("Parse failures", _int(_num(h.get("parse_failures_total"))),
+         f"replies the strategy could not read, in "
+         f"{_int(_num(h.get('questions_with_parse_failures')))} questions"),
+        ("Cached prompt share", _pct(_num(h.get("cached_share"))),
+         "% of prompt tokens the server took from its prompt cache"),
         ("Tokens / question", _int(_num(h.get("tokens"))),
          f"{_int(_num(h.get('prompt_tokens')))} prompt + "
          f"{_int(_num(h.get('completion_tokens')))} completion"),
@@ -725,7 +731,7 @@ def _usage_line(r: QuestionResult) -> str:
     usage = []
     for key, label in (("llm_calls", "LLM calls"), ("prompt_tokens", "prompt tokens"),
                        ("completion_tokens", "completion tokens"), ("kb_queries", "queries"),
-                       ("seconds", "s")):
+                       ("parse_failures", "parse failures"), ("seconds", "s")):
         value = _num(r.usage.get(key))
         if value is not None:
             usage.append(f"{_dec(value, 2) if key == 'seconds' else _int(value)} {label}")

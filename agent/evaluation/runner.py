@@ -117,7 +117,13 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.jsonl import json_lines
 from pyql.agent.presets import primary_metric
-from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
+from pyql.agent.strategy import (
+    StrategyConfig,
+    StrategyType,
+    UnknownStrategyError,
+    get_strategy,
+    max_reply_tokens,
+)
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import within
 from pyql.errors import BackendError, PyqlError
@@ -576,7 +582,7 @@ class _Session:
             mode=self.config.mode, profile=self.dataset.profile, seed=self.config.seed,
             table=item.table, token_counter=self.counter, price_table=self.prices,
             dataset=self.config.dataset, preset=self.config.preset, ranker=self.config.ranker,
-            options=options,
+            constrain=self.config.constrain, options=options,
         )
 
     def _measures(self, steps: Sequence[Step], item: EvalItem) -> dict[str, float]:
@@ -612,6 +618,8 @@ class _Session:
                 "seconds": usage.seconds,
                 "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
                 "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
+                "constrained_calls": usage.constrained_calls,
+                "parse_failures": usage.parse_failures,
                 **step_usage(trajectory.steps, item.answers),
                 **self._measures(trajectory.steps, item),
             },
@@ -887,7 +895,8 @@ def _write_running_metrics(session: _Session, started: float, total: int) -> Non
 
 def _client_options(config: RunConfig) -> dict[str, Any]:
     """The OpenAI client's bounds from the run's configuration (only those set)."""
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {
+        "max_tokens": config.max_tokens or max_reply_tokens(get_strategy(config.strategy))}
     if config.llm_timeout is not None:
         options["timeout"] = config.llm_timeout
     return options
@@ -905,7 +914,8 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
             provider = build_provider(config.llm, base_url=config.base_url, seed=config.seed,
                                       strategy=config.strategy, gate=gate, llm_cache=llm_cache,
                                       openai_options=_client_options(config),
-                                      max_retries=config.max_retries, preset=config.preset)
+                                      max_retries=config.max_retries, preset=config.preset,
+                                      concurrency=concurrency)
         except (LLMAuthError, LLMModelNotFoundError, LLMSpecError,
                 UnknownStrategyError) as exc:
             raise EvalAbort(str(exc)) from exc

