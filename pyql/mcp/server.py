@@ -36,11 +36,11 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-from weakref import WeakKeyDictionary
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -111,13 +111,13 @@ class _Entry:
 
 
 class SessionStore:
-    """One :class:`_Entry` per MCP session key (held weakly: a closed session's state goes with
-    it), dropped after ``idle_timeout`` seconds without use."""
+    """One :class:`_Entry` per MCP session key, dropped after ``idle_timeout`` seconds without
+    use (the HTTP transport forgets its sessions after the same time)."""
 
     def __init__(self, factory: Callable[[], _Entry], idle_timeout: float) -> None:
         self._factory = factory
         self.idle_timeout = idle_timeout
-        self._entries: WeakKeyDictionary[Any, _Entry] = WeakKeyDictionary()
+        self._entries: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> _Entry:
@@ -437,16 +437,17 @@ class PyqlMcp:
 
     # -- the MCP server -------------------------------------------------------------------------
     def _key(self, ctx: Any) -> Any:
-        """The MCP session a request belongs to: the connection's ServerSession in the
-        handshake era (a stdio connection, an HTTP session); in the 2026 per-request era, the
-        stdio connection this process serves. A per-request HTTP exchange has no session."""
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return ctx.session
+        """The MCP session a request belongs to: over stdio, the one connection this process
+        serves (either protocol era); over HTTP, the ``Mcp-Session-Id`` of the handshake era.
+        A per-request HTTP exchange (2026 era, or a stateless one) has no session."""
         if ctx.request is None:
             return self._stdio_key
-        raise MCPError(types.INVALID_REQUEST, "pyql mcp keeps one pyql session per MCP session: "
-                       "connect over HTTP with the initialize handshake (a pre-2026-07-28 "
-                       "protocol)")
+        session_id = ctx.request.headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            raise MCPError(types.INVALID_REQUEST, "pyql mcp keeps one pyql session per MCP "
+                           "session: connect over HTTP with the initialize handshake (a "
+                           "pre-2026-07-28 protocol)")
+        return ("http", session_id)
 
     def server(self) -> Server[Any]:
         """A low-level MCP server serving this backend (one Session per MCP session)."""
