@@ -328,6 +328,7 @@ class PyqlMcp:
                                          "entities": entities})
 
     def _ask(self, entry: _Entry, args: dict[str, Any]) -> types.CallToolResult:
+        from pyql.agent.errors import LLMError
         from pyql.agent.llm import OpenAIChat
         from pyql.agent.strategy import StrategyConfig, build_strategy
 
@@ -340,7 +341,14 @@ class PyqlMcp:
         config = StrategyConfig(guidelines=self.guidelines, max_steps=self.llm.max_steps,
                                 table=self.table, options=dict(self.llm.options))
         strategy = build_strategy(self.llm.strategy, llm, self.backend, config)
-        result = strategy.run(question, entities, table=self.table)
+        try:
+            result = strategy.run(question, entities, table=self.table)
+        except LLMError as exc:  # the model failed, not the call: a tool error with its fields
+            return _tool_result(_cap(f"Error: the LLM call failed: {exc}"), {
+                "status": "llm_error", "error": {"type": type(exc).__name__,
+                                                 "message": str(exc)[:500],
+                                                 "status": exc.status, "code": exc.code}},
+                is_error=True)
         answers = [_json_value(a) for a in result.answers]
         steps = [{"n": s.n, "thought": s.thought, "action": s.action,
                   "observation": _cap(s.observation), "hint": s.hint}

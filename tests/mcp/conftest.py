@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, require_data
+from tests.support.fake_openai import fake_openai  # noqa: F401 - a fixture
 
 pytest.importorskip("mcp")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pyql.agent.prompting import get_prompt_profile, tool_schemas
 from tests.mcp.conftest import (
     HttpServer,
     MetaQACase,
@@ -22,9 +23,7 @@ from tests.mcp.conftest import (
 )
 from tests.test_injection import PAYLOADS
 
-from mcp import Client  # noqa: E402  (after the conftest's importorskip)
-
-from pyql.agent.prompting import get_prompt_profile, tool_schemas
+Client = pytest.importorskip("mcp").Client
 
 TRANSPORTS = ["stdio", "http"]
 METAQA_SCHEMAS = {t["function"]["name"]: t["function"]["parameters"]
@@ -198,8 +197,7 @@ def test_the_sql_side_on_the_demo_database(demo_db):
 
 
 def test_two_http_clients_do_not_see_each_others_sessions(metaqa_case, kb_http):
-    other_question = "who directed " + metaqa_case.program[1].args[0].value \
-        if False else "which films did Joel Zwick direct"
+    other_question = "which films did Joel Zwick direct"
 
     async def first() -> tuple[list[Any], str]:
         async with Client(kb_http.url) as client:
@@ -306,3 +304,25 @@ def test_http_per_request_calls_are_refused_with_a_reason(kb_http: HttpServer):
                 await client.call_tool("show_program", {})
 
     run(go())
+
+
+def test_the_ask_tool_runs_a_strategy_end_to_end(fake_openai):
+    from pyql.demo import movies_path
+    from tests.agent_cli.test_ask import NOLAN_FILMS, QUESTION, TEXT_SCRIPT
+
+    fake_openai.push(*TEXT_SCRIPT)
+    params = stdio_server("--kb", str(movies_path()), "--llm", "gpt-test", "--base-url",
+                          fake_openai.base_url)
+    params.env = {**(params.env or {}), "OPENAI_API_KEY": fake_openai.api_key}
+
+    async def go() -> Any:
+        async with Client(params) as client:
+            assert "ask" in {t.name for t in (await client.list_tools()).tools}
+            return await client.call_tool("ask", {"question": QUESTION})
+
+    result = run(go())
+    assert not result.is_error, result.content
+    content = result.structured_content
+    assert sorted(content["answers"]) == NOLAN_FILMS
+    assert "directed_by" in content["query"] and content["finished"]
+    assert [s["action"] for s in content["trajectory"]][-1] == "execute()"
