@@ -195,8 +195,10 @@ class PyqlMcp:
                                    "functions": self.profile.functions}
         if self.is_kb:
             options["timeout"] = self.timeout
-            return Session(self.backend, entities=dict(entities or {}), **options)  # type: ignore[no-any-return]
-        return Session(self.backend, table=self.table, **options)  # type: ignore[no-any-return]
+            session = Session(self.backend, entities=dict(entities or {}), **options)
+        else:
+            session = Session(self.backend, table=self.table, **options)
+        return session  # type: ignore[no-any-return]
 
     def _new_entry(self) -> _Entry:
         return _Entry(self.new_session())
@@ -240,7 +242,8 @@ class PyqlMcp:
         return {"type": "object", "properties": properties, "required": required,
                 "additionalProperties": False}
 
-    def call(self, key: Any, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    def call(self, key: Any, name: str, arguments: Mapping[str, Any] | None
+             ) -> types.CallToolResult:
         """Run the tool ``name`` in the session of ``key`` (blocking: the Session queries)."""
         entry = self.sessions.get(key)
         arguments = dict(arguments or {})
@@ -323,7 +326,8 @@ class PyqlMcp:
             text = (f"Question started. Entities ({how}): {linked}" if entities else
                     "Question started. No entity found in the KB labels: pass entities.")
         else:
-            text = f"Question started. Schema:\n{format_schema(entry.session.schema)}"  # type: ignore[attr-defined]
+            schema = entry.session.schema  # type: ignore[attr-defined]
+            text = f"Question started. Schema:\n{format_schema(schema)}"
         return _tool_result(_cap(text), {"status": "ok", "question": question,
                                          "entities": entities})
 
@@ -399,17 +403,15 @@ class PyqlMcp:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri[:200]!r}")
 
     def relations(self, question: str) -> str:
-        """The KB's relations, one a line: the first :data:`VOCABULARY_SHOWN` (BM25-ranked
-        for ``question`` when one is given), then how many there are in all."""
+        """The KB's relations, one a line: the first :data:`VOCABULARY_SHOWN`, best first by
+        BM25 for ``question`` when one is given, then how many there are in all."""
         from pyql.agent.paths.binding import RelationVocabulary
-        from pyql.agent.ranking import rank_relations
 
         names = list(RelationVocabulary.of_kb(self.backend).relations)
-        shown = (rank_relations(question, names, _bm25(), top_k=VOCABULARY_SHOWN)
-                 if question else names[:VOCABULARY_SHOWN])
-        if question and len(names) > VOCABULARY_SHOWN:  # best first, not the shuffled order
-            scores = dict(zip(names, _bm25().scores(question, names)))
-            shown.sort(key=lambda r: -scores[r])
+        if question:
+            scores = _bm25().scores(question, names)
+            names = [names[i] for i in sorted(range(len(names)), key=lambda i: (-scores[i], i))]
+        shown = names[:VOCABULARY_SHOWN]
         more = f"\n({len(names)} relations in all)" if len(names) > len(shown) else ""
         return "\n".join(shown) + more
 

@@ -100,7 +100,8 @@ def start_http(*args: str) -> HttpServer:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"pyql mcp exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+            error = process.stderr.read().decode()  # type: ignore[union-attr]
+            raise RuntimeError(f"pyql mcp exited: {error}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return HttpServer(f"http://127.0.0.1:{port}/mcp", process)
@@ -130,6 +131,7 @@ def kb_http(metaqa_case: MetaQACase) -> Iterator[HttpServer]:
 async def connected(transport: str, kb_http: HttpServer | None, *args: str
                     ) -> AsyncIterator[Client]:
     """The SDK's client on a stdio server started with ``args``, or on ``kb_http``."""
-    target: Any = stdio_server(*args) if transport == "stdio" else kb_http.url  # type: ignore[union-attr]
+    target: Any = (stdio_server(*args) if transport == "stdio"
+                   else kb_http.url)  # type: ignore[union-attr]
     async with Client(target) as client:
         yield client

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -77,6 +78,12 @@ def test_a_metaqa_two_hop_gold_program_answers(transport, metaqa_case, kb_http):
                 str(c) for c in metaqa_case.program]
             query = (await client.read_resource("pyql://session/query")).contents[0].text
             assert query.startswith("SELECT") and "directed_by" in query
+            ranked = (await client.read_resource("pyql://relations")).contents[0].text
+            # ranked for the session's question
+            assert set(ranked.splitlines()[:2]) == {"in_language", "directed_by"}
+            other = quote("which genre is My Big Fat Greek Wedding")
+            genre = (await client.read_resource(f"pyql://relations/{other}")).contents[0].text
+            assert genre.splitlines()[0] == "has_genre"
             undone = await client.call_tool("undo", {})
             assert len(undone.structured_content["program"].splitlines()) == len(
                 metaqa_case.program) - 1
