@@ -33,9 +33,13 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from pyql.errors import ArityError, InputError, ParseError
 from pyql.feedback import Hint
-from pyql.program import TOOLSETS, Param, ParamKind, Signature, Toolset
+from pyql.program import TOOLSETS, Call, Param, ParamKind, Signature, Toolset
 from pyql.session import Observation
+from pyql.syntax import lex_atom
 
 if TYPE_CHECKING:
     from pyql.sql.schema import Schema
@@ -50,6 +54,7 @@ __all__ = [
     "prompt_profiles",
     "tools_doc",
     "tool_schemas",
+    "call_from_arguments",
     "system_prompt",
     "question_message",
     "format_entities",
@@ -208,6 +213,43 @@ def tool_schemas(signatures: Sequence[Signature], profile: PromptProfile | None 
             },
         })
     return tools
+
+
+def call_from_arguments(name: str, arguments: Mapping[str, Any],
+                        signatures: Mapping[str, Signature], raw: str = "") -> Call | InputError:
+    """The DSL call a tool call (``name`` with JSON ``arguments``, keyed by the parameter names
+    of :func:`tool_schemas`) stands for, or the input error it makes. ``raw`` is the arguments as
+    written, for the error's position.
+
+    An unknown ``name`` gives a call of that name, so the Session reports it with the list of
+    its functions; unknown or missing arguments are a ParseError or an ArityError."""
+    sig = signatures.get(name)
+    try:
+        if sig is None:
+            return Call(name=name, args=tuple(lex_atom(_arg_text(v)) for v in arguments.values()
+                                              if v is not None))
+        unknown = [k for k in arguments if k not in {p.name for p in sig.params}]
+        if unknown:
+            return ParseError(f"{sig}: unknown argument(s) {', '.join(unknown)}", raw, 0)
+        values = [arguments.get(p.name) for p in sig.params]
+        while values and values[-1] is None:
+            values.pop()
+        if any(v is None for v in values):
+            lo, hi = sig.arity
+            got = sum(1 for v in values if v is not None)
+            return ArityError(sig.name, lo if lo == hi else (lo, hi), got, str(sig))
+        return Call(name=name, args=tuple(lex_atom(_arg_text(v)) for v in values))
+    except ParseError as exc:
+        return exc
+    except ValidationError as exc:  # not a function name
+        return ParseError(f"{name!r} is not a function name ({exc.error_count()} errors)",
+                          name, 0)
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
 
 
 # -- messages -----------------------------------------------------------------------------------

@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import ValidationError
-
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
 from pyql.agent.llm import LLM, LLMReply, ToolCall
@@ -53,6 +51,7 @@ from pyql.agent.presets import (
 from pyql.agent.prompting import (
     STOP_SEQUENCES,
     PromptProfile,
+    call_from_arguments,
     get_prompt_profile,
     parse_reply,
     question_message,
@@ -66,7 +65,7 @@ from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
-from pyql.errors import ArityError, InputError, ParseError
+from pyql.errors import InputError, ParseError
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
 from pyql.session import Observation, Session
@@ -508,28 +507,7 @@ class QueryAgent:
             arguments = tool.parsed_arguments()
         except ValueError as exc:
             return ParseError(str(exc), tool.arguments, 0)
-        sig = self._signatures.get(tool.name)
-        try:
-            if sig is None:  # unknown function: the Session reports it with the list of tools
-                return Call(name=tool.name, args=tuple(lex_atom(_text(v)) for v in arguments.values()
-                                                       if v is not None))
-            unknown = [k for k in arguments if k not in {p.name for p in sig.params}]
-            if unknown:
-                return ParseError(f"{sig}: unknown argument(s) {', '.join(unknown)}",
-                                  tool.arguments, 0)
-            values = [arguments.get(p.name) for p in sig.params]
-            while values and values[-1] is None:
-                values.pop()
-            if any(v is None for v in values):
-                lo, hi = sig.arity
-                got = sum(1 for v in values if v is not None)
-                return ArityError(sig.name, lo if lo == hi else (lo, hi), got, str(sig))
-            return Call(name=tool.name, args=tuple(lex_atom(_text(v)) for v in values))
-        except ParseError as exc:
-            return exc
-        except ValidationError as exc:  # not a function name
-            return ParseError(f"{tool.name!r} is not a function name ({exc.error_count()} errors)",
-                              tool.name, 0)
+        return call_from_arguments(tool.name, arguments, self._signatures, tool.arguments)
 
     def _act(self, session: Any, decision: _Decision) -> Observation:
         if isinstance(decision.action, InputError):
@@ -646,11 +624,5 @@ def _env_status(obs: Observation) -> str:
     kb = getattr(obs.feedback, "kb", None)
     status = getattr(kb, "status", "not_run")
     return "" if status == "not_run" else str(status)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(value)
 
 
