@@ -202,35 +202,27 @@ class SqlBackend(Backend):
 
 
 def open_kb(spec: str, profile: str) -> tuple[KB, str]:
-    """A KB from ``--kb`` (module docstring) with ``profile``, and its identity."""
-    from pyql.kb import OxigraphKB, SparqlEndpointKB
+    """A KB from ``--kb`` with ``profile`` (:func:`pyql.kb.open_kb`, the rule of every
+    command), and its identity."""
+    from pyql.kb import open_kb as open_location
 
+    kb = open_location(spec, profile=profile)
     if spec.startswith(("http://", "https://")):
-        return SparqlEndpointKB(spec, profile=profile), f"endpoint:{spec}"
+        return kb, f"endpoint:{spec}"
     path = Path(spec).expanduser()
-    if path.is_dir():
-        return OxigraphKB(path=path, read_only=True, profile=profile), f"store:{_stamp(path)}"
-    if path.is_file():
-        if path.suffix == ".txt" and profile == "metaqa":
-            from pyql.datasets import metaqa
-
-            return metaqa.load_kb(path), f"metaqa:{_stamp(path)}"
-        return OxigraphKB.from_file(path, profile=profile), f"file:{_stamp(path)}"
-    raise DatasetError(f"--kb {spec!r} is neither an http(s) SPARQL endpoint nor an existing "
-                       "store directory or RDF file")
+    kind = "store" if path.is_dir() else "metaqa" if path.suffix == ".txt" else "file"
+    return kb, f"{kind}:{_stamp(path)}"
 
 
 def open_db(spec: str, **options: Any) -> tuple[Any, str]:
-    """A read-only SqlDB from ``--db`` (a SQLAlchemy URL or a SQLite file), and its identity."""
-    from pyql.db import SqlDB
+    """A read-only SqlDB from ``--db`` (:func:`pyql.db.open_db`: a SQLAlchemy URL or a SQLite
+    file), and its identity."""
+    from pyql.db import open_db as open_location
 
+    db = open_location(spec, **options)
     if "://" in spec:
-        db = SqlDB(spec, **options)
         return db, f"url:{db.url}"
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise DatasetError(f"--db {spec!r} is neither a database URL nor a SQLite file")
-    return SqlDB.sqlite(path, **options), f"sqlite:{_stamp(path)}"
+    return db, f"sqlite:{_stamp(Path(spec).expanduser())}"
 
 
 # -- datasets -----------------------------------------------------------------------------------
