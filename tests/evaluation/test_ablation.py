@@ -1,5 +1,5 @@
 """The ERASER on/off ablation as a mode of the runner: two resumable sub-runs, one combined
-summary and table, on any split; the module entry (``python -m ...ablation``) runs it twice."""
+summary and table, on any split."""
 
 from __future__ import annotations
 
@@ -70,19 +70,6 @@ def test_the_ablation_runs_on_a_test_split(tmp_path: Path, mini_metaqa: Path) ->
     summary = evaluate(config, tmp_path / "abl", progress=False)
     assert summary["split"] == "test" and summary["settings"]["eraser_on"]["n"] == 4
     assert all(r.id.startswith("1hop-test-") for r in read_results(tmp_path / "abl/eraser_on"))
-
-
-def test_the_module_entry_prints_clean_and_noisy(tmp_path: Path, mini_metaqa: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    code = ablation.main(["--dataset", "metaqa-1hop", "--n", "5", "--rate", "1",
-                          "--types", "wrong_arity", "--data-dir", str(mini_metaqa),
-                          "--out", str(tmp_path / "out")])
-    assert code == 0
-    table = capsys.readouterr().out
-    assert "| clean gold (gold) | ERASER on |" in table
-    assert "| noisy gold (noisy-gold:1:wrong_arity) | w/o ERASER |" in table
-    assert "| wrong_arity |" in table
-    assert (tmp_path / "out" / "noisy_gold" / "eraser_off" / CONFIG).exists()
 
 
 def test_the_registry_takes_more_datasets(mini_metaqa: Path,
