@@ -217,10 +217,6 @@ class Instantiation:
         return tuple(c.stuck for c in self.constraints if c.stuck is not None)
 
     @property
-    def instantiated_length(self) -> int:
-        return sum(len(c.hops) for c in self.constraints)
-
-    @property
     def instances(self) -> tuple[str, ...]:
         """What the instantiation retrieved: the program's answers and the entities of the
         sampled triples (the paper's answer coverage asks whether a gold answer is here)."""
