@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pyql.errors import PyqlError
+from pyql.registry import UnknownNameError, lookup
 
 __all__ = [
     "ANSWER_CHOICE_PROMPT",
@@ -33,6 +34,7 @@ __all__ = [
     "PRESETS",
     "Preset",
     "PresetError",
+    "UnknownPresetError",
     "dataset_family",
     "get_preset",
     "PAPER_METRICS",
@@ -63,6 +65,10 @@ OnStop = Literal["execute_current", "choose_answer", "execute"]
 
 class PresetError(PyqlError, LookupError):
     """An unknown preset, or a preset that has no setting for the dataset."""
+
+
+class UnknownPresetError(UnknownNameError, PresetError):
+    """An unknown preset name (``known``: the presets there are)."""
 
 
 @dataclass(frozen=True)
@@ -198,8 +204,7 @@ def get_preset(name: str, dataset: str) -> Preset:
 
     ``default`` gives pyql's own settings for any dataset. :class:`PresetError` names the
     datasets a preset covers when it has no setting for this one."""
-    if name not in PRESETS:
-        raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    lookup(PRESETS, name, "preset", UnknownPresetError)
     family = dataset_family(dataset)
     if name == "default":
         return Preset(name="default", dataset=family, max_steps=20)

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.feedback import Hint
 from pyql.program import TOOLSETS, Call, Param, ParamKind, Signature, Toolset
+from pyql.registry import lookup
 from pyql.session import Observation
 from pyql.syntax import lex_atom
 
@@ -133,11 +134,7 @@ def get_prompt_profile(name: str) -> PromptProfile:
     """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``, ``spider``,
     and the original papers' prompts ``paper-grailqa``, ``paper-graphq``, ``paper-webqsp``,
     ``paper-metaqa``, ``paper-wikisql``, shown verbatim)."""
-    try:
-        spec = _profiles_json()[name]
-    except KeyError:
-        raise ValueError(f"unknown prompt profile {name!r}; known: {', '.join(prompt_profiles())}"
-                         ) from None
+    spec = lookup(_profiles_json(), name, "prompt profile")
     profile = PromptProfile(
         name=name,
         tools=spec["tools"],

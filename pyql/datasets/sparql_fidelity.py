@@ -50,6 +50,7 @@ from typing import Any
 
 from pyql.datasets.paths import default_data_dir
 from pyql.profiles import Profile, get_profile
+from pyql.registry import UnknownNameError
 from pyql.sparql.from_sparql import (
     CONSTRUCTS,
     Body,
@@ -108,7 +109,7 @@ def load_gold_queries(dataset: str, data_dir: Path | None = None) -> list[GoldQu
     if dataset == "grailqa":
         rows = json.loads(gzip.open(root / "grailqa_sample.json.gz").read())
         return [GoldQuery(str(r["qid"]), r["sparql_query"], r["level"]) for r in rows]
-    raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+    raise UnknownNameError("dataset", dataset, DATASETS)
 
 
 # -- Virtuoso's reading of the gold literals -----------------------------------------------------

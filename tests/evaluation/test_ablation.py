@@ -13,6 +13,7 @@ from pyql.agent.evaluation import ablation
 from pyql.agent.evaluation.datasets import DatasetError, get_dataset
 from pyql.agent.evaluation.records import CONFIG, METRICS, RunConfig
 from pyql.agent.evaluation.runner import evaluate, load_config, read_results, resume
+from pyql.plugins import PluginConflictError
 
 NOISY = "noisy-gold:1.0:reversed_direction,invalid_action"
 
@@ -87,7 +88,8 @@ def test_the_registry_takes_more_datasets(mini_metaqa: Path,
     class Clash(datasets.MetaQA2Hop):
         name = "metaqa-1hop"
 
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(PluginConflictError) as clash:
         datasets.register_dataset(Clash)
+    assert clash.value.name == "metaqa-1hop" and len(clash.value.plugins) == 2
     with pytest.raises(TypeError):
         datasets.register_dataset(dict)  # type: ignore[arg-type]
