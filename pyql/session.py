@@ -92,9 +92,7 @@ def _session_class(backend: Any) -> type[Session]:
     # Without importing pyql.db (SQLAlchemy): a DB exists only if pyql.db.base was imported.
     base = sys.modules.get("pyql.db.base")
     if base is not None and isinstance(backend, base.DB):
-        from pyql.sql.session import SqlSession
-
-        return SqlSession
+        return backend.session_class()
     return KBSession
 
 

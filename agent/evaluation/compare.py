@@ -1,4 +1,5 @@
-"""Strategies side by side on the same questions, held out from a reference base's source.
+"""Strategies side by side on the same questions, held out from a reference base's source; and
+the reference part of a split a base is built from (:func:`reference_part`).
 
 >>> compare("metaqa-3hop", "refs/mqa-dev", limit=200, llm="noisy-gold:0.3",
 ...         strategies=["srp", "readi", "queryagent"])  # doctest: +SKIP
@@ -20,12 +21,33 @@ strategy, resumable, ``pyql report``-able), else they go to a temporary folder.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compare"]
+from pyql.agent.evaluation.datasets import get_dataset
+from pyql.agent.srp.labelled import LabelledQuestion, id_part, labelled_items
+
+__all__ = ["compare", "reference_part"]
+
+
+def reference_part(datasets: Sequence[str], split: str, *, fraction: float = 1.0,
+                   salt: str = "srp", data_dir: str | os.PathLike[str] | None = None
+                   ) -> tuple[list[LabelledQuestion], list[str]]:
+    """The labelled questions of the reference part of ``split`` of each dataset (the
+    evaluation datasets of :mod:`pyql.agent.evaluation.datasets`), and the ids of every question
+    of that part (with or without a relation path: none of them may be evaluated against a
+    base built from it)."""
+    questions: list[LabelledQuestion] = []
+    ids: list[str] = []
+    for name in datasets:
+        items = [i for i in get_dataset(name, data_dir).items(split)
+                 if fraction >= 1.0 or id_part(i.id, fraction, salt=salt)]
+        ids += [i.id for i in items]
+        questions += labelled_items(items, dataset=name)
+    return questions, ids
 
 
 #: the aggregate's numbers a comparison shows, per strategy
