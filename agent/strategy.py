@@ -36,6 +36,9 @@ third-party strategies alike::
     [project.entry-points."pyql.strategies"]
     mine = "my_package.strategy:MyStrategy"
 
+A name is claimed once: a third party's ``readi`` beside the built-in is a
+:class:`~pyql.plugins.PluginConflictError` when ``readi`` is asked for (:mod:`pyql.plugins`).
+
 >>> "queryagent" in available_strategies()
 True
 """

@@ -27,7 +27,9 @@ Every dataset lists the splits its files hold (:meth:`EvalDataset.splits`: a Met
 them, and an absent one is a :class:`DatasetError` naming those there are. More datasets join
 the registry with :func:`register_dataset` or an entry point in the group
 ``pyql.eval_datasets`` (the value: an :class:`EvalDataset` subclass), e.g. GrailQA and CWQ over
-the loaders of :mod:`pyql.datasets.freebase`.
+the loaders of :mod:`pyql.datasets.freebase`; a name taken twice (a built-in's included) is a
+:class:`~pyql.plugins.PluginConflictError` when used, an unknown one an
+:class:`UnknownDatasetError`.
 
 Questions are selected by :func:`select_indices` (``--limit``, then ``--sample``/``--seed``)
 before their gold answers are computed (Spider: its gold SQL run).
