@@ -782,9 +782,11 @@ class ReplayLLM:
             stop_reason = source.stop_reason
         else:
             steps = [s if isinstance(s, Step) else Step.model_validate(s) for s in source]
-        self._steps = steps
+        # the steps that recorded an LLM call (Readi's instantiations, SRP's retrievals... made
+        # none): a call has the model's name, whatever the model wrote
+        self._steps = [s for s in steps if s.model or s.reply_text or s.tool_calls]
         self._stop_reason = stop_reason
-        self.model = next((s.model for s in steps if s.model), "replay")
+        self.model = next((s.model for s in self._steps if s.model), "replay")
         self.check_prompts = check_prompts
         self._next = 0
 
