@@ -27,7 +27,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from pyql.cli.errors import reported
+from pyql.cli.errors import CliError, reported
 from pyql.cli.output import print_json, stderr
 from pyql.cli.plugins import group
 
@@ -42,22 +42,32 @@ def load_command(
                                                   "(.nt, .nq, .ttl; optionally .gz).")],
     store: Annotated[Path, typer.Option("--store", help="The store directory (created, or "
                                         "added to).")],
+    force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
+                                        "holds it already (same content).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest."""
-    from pyql.kb.loader import load_store
+    """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest.
+
+    A file whose content the store holds already is refused (loading it again would copy its
+    blank nodes and list it twice), unless --force."""
+    from pyql.kb.loader import SourceAlreadyLoadedError, load_store
 
     console = stderr()
-    with reported():
-        if console.is_terminal and not as_json:
-            columns = (TextColumn("loading"), BarColumn(), DownloadColumn(),
-                       TransferSpeedColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as bar:
-                task = bar.add_task("load", total=None)
-                manifest = load_store(sources, store, progress=lambda done, total: bar.update(
-                    task, completed=done, total=total))
-        else:
-            manifest = load_store(sources, store)
+    with reported(as_json=as_json):
+        try:
+            if console.is_terminal and not as_json:
+                columns = (TextColumn("loading"), BarColumn(), DownloadColumn(),
+                           TransferSpeedColumn(), TimeElapsedColumn())
+                with Progress(*columns, console=console, transient=True) as bar:
+                    task = bar.add_task("load", total=None)
+                    manifest = load_store(sources, store, force=force,
+                                          progress=lambda done, total: bar.update(
+                                              task, completed=done, total=total))
+            else:
+                manifest = load_store(sources, store, force=force)
+        except SourceAlreadyLoadedError as exc:
+            raise CliError(str(exc), hint="nothing was loaded; drop the file, or pass --force "
+                           "to load it again") from None
     if as_json:
         print_json(manifest.model_dump())
         return
@@ -74,7 +84,7 @@ def info_command(
     """Show a store's manifest: its sources, sizes and triple count."""
     from pyql.kb.loader import store_info
 
-    with reported():
+    with reported(as_json=as_json):
         manifest = store_info(store)
     if as_json:
         print_json(manifest.model_dump())
