@@ -44,13 +44,13 @@ from rich.text import Text
 from pyql.agent import cli_options as opts
 from pyql.cli import (
     CliError,
+    fail,
     open_kb,
     open_sql_session,
     pairs,
     print_json,
     print_query,
     reported,
-    stderr,
     stdout,
     warnings_shown,
 )
@@ -168,19 +168,20 @@ def ask_command(
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
     --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
     """
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
-        )
-    if mode not in ("text", "tools"):
-        raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
-    if not _llm_configured(model, base_url, api_key):
-        stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
-        raise typer.Exit(2)
-    options = strategy_options(option)
+    with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
+        if (kb is None) == (db is None):
+            raise typer.BadParameter(
+                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
+                param_hint="--kb")
+        if mode not in ("text", "tools"):
+            raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}",
+                                     param_hint="--mode")
+        if not _llm_configured(model, base_url, api_key):
+            fail(CliError(NO_LLM_MESSAGE, code=2), as_json=as_json)
+        options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
-    with warnings_shown(), reported(), _llm_errors(base_url):
+    with warnings_shown(), reported(as_json=as_json), _llm_errors(base_url):
         from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 
         get_strategy(strategy)  # an unknown name fails before anything is opened

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from pyql.cli import fail, print_json
+from pyql.cli.output import make_console
 
 if TYPE_CHECKING:
     from pyql.guidelines.base import Guideline
@@ -64,7 +64,7 @@ def list_command(
         table.add_column(column, overflow="fold")
     for r in rows:
         table.add_row(r["code"], r["name"], r["env"], r["triggers"], r["description"])
-    Console(highlight=False).print(table)
+    make_console(highlight=False).print(table)
 
 
 @guidelines_app.command("show")

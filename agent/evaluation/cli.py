@@ -34,6 +34,7 @@ from rich.text import Text
 
 from pyql.agent import cli_options as opts
 from pyql.cli import fail, print_json
+from pyql.cli.output import make_console
 
 __all__ = ["register", "eval_command", "render_metrics"]
 
@@ -212,7 +213,7 @@ def eval_command(
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+                        handlers=[RichHandler(console=make_console(stderr=True), show_path=False)])
     metrics = _run(
         dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
@@ -228,9 +229,9 @@ def eval_command(
     if json_output:
         print_json(metrics)
     elif "settings" in metrics:
-        render_ablation(metrics, Console(highlight=False))
+        render_ablation(metrics, make_console(highlight=False))
     else:
-        render_metrics(metrics, Console(highlight=False))
+        render_metrics(metrics, make_console(highlight=False))
     run = metrics.get("run") or {}
     if not run.get("complete", True) or not metrics.get("complete", True):
         raise typer.Exit(1)

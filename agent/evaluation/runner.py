@@ -705,7 +705,6 @@ class _Progress:
         self._task: Any = None
         if not enabled:
             return
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -715,11 +714,13 @@ class _Progress:
             TimeRemainingColumn,
         )
 
+        from pyql.cli.output import make_console
+
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"),
-            console=Console(stderr=True), transient=False,
+            console=make_console(stderr=True), transient=False,
         )
         self._task = self._bar.add_task(label, total=total, completed=done, stats="")
 

@@ -55,8 +55,8 @@ def compile_command(
     (a = PyQL() then a.add_fact('m.0x', 'rel', 'x0')). Freebase ids (m.0x, a.b.c) need
     --profile freebase.
     """
-    check_extremum(extremum)
-    with reported():
+    with reported(as_json=as_json):
+        check_extremum(extremum)
         text, source = read_program(program)
         if sql:
             _compile_sql(text, source, dialect, table, as_json)

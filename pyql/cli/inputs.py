@@ -37,7 +37,7 @@ DEFAULT_PROFILE = "generic"
 def read_program(arg: str) -> tuple[str, str | None]:
     """The program text and the file it came from (``None`` for inline text or stdin)."""
     if arg == "-":
-        return sys.stdin.read(), None
+        return sys.stdin.read().removeprefix(_BOM), None
     if arg.startswith("@"):
         return read_file(Path(arg[1:]), "program"), arg[1:]
     path = Path(arg)
@@ -51,12 +51,17 @@ def read_program(arg: str) -> tuple[str, str | None]:
     return arg, None
 
 
+#: the byte-order mark some editors (Notepad, Excel) write at the start of UTF-8 files
+_BOM = "\ufeff"
+
+
 def read_file(path: Path, what: str) -> str:
-    """A UTF-8 text file, or a :class:`CliError` saying which ``what`` file is wrong."""
+    """A UTF-8 text file (a leading byte-order mark dropped), or a :class:`CliError` saying
+    which ``what`` file is wrong."""
     if not path.is_file():
         raise CliError(f"{what} file not found: {path}")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise CliError(f"{what} file is not UTF-8 text: {path}") from None
     except OSError as exc:

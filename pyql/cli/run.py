@@ -36,7 +36,7 @@ from pyql.profiles import Profile
 from pyql.program import Call, Program
 from pyql.session import Observation
 
-__all__ = ["run_command", "run_calls", "register"]
+__all__ = ["run_command", "run_calls", "register", "shown_answers"]
 
 #: one step: its observation and whether pyql added the call (an execute() at the end)
 StepRecord = tuple[Observation, bool]
@@ -70,12 +70,13 @@ def run_command(
     prefixes, so ex:Film works as written. Steps are printed as they run; the final query is
     printed whole (never wrapped or cut), ready to copy.
     """
-    check_extremum(extremum)
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
-        )
-    with warnings_shown(), reported():
+    with warnings_shown(), reported(as_json=as_json):
+        check_extremum(extremum)
+        if (kb is None) == (db is None):
+            raise typer.BadParameter(
+                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
+                param_hint="--kb",
+            )
         text, source = read_program(program)
         linked = entities(entity, entities_file)
         explicit = pairs(prefix, "--prefix", "NAME=IRI")
@@ -163,6 +164,15 @@ def _answer_labels(observations: Sequence[Observation]) -> tuple[list[Any] | Non
     return None, []
 
 
+def shown_answers(answers: Sequence[Any], labels: Sequence[str], unnamed: str | None) -> list[str]:
+    """The answers as people read them: each label, and beside a nameless node's placeholder
+    (``UnName_Entity``) its id, which is all that tells two of them apart. ``labels`` are the
+    first answers' labels, in the answers' order."""
+    placeholders = {"UnName_Entity", unnamed} - {None}
+    return [f"{label} ({answer})" if label in placeholders and str(answer) != label else label
+            for label, answer in zip(labels, answers)]
+
+
 def _failure_hint(obs: Observation, profile: Profile | None) -> str | None:
     python = obs.feedback.python
     if python.status == "bad_term" and python.arg_text:
@@ -207,7 +217,10 @@ def _show_run(
             out.print(Text("No answers: the query result is empty.", style="yellow"))
         else:
             more = f" ({len(answers)} in total)" if len(answers) > len(labels) else ""
-            out.print(Text.assemble(("Answers: ", "bold"), ", ".join(labels) + more))
+            profile = getattr(session, "profile", None)
+            unnamed = profile.unnamed_label if isinstance(profile, Profile) else None
+            shown = shown_answers(answers, labels, unnamed)
+            out.print(Text.assemble(("Answers: ", "bold"), ", ".join(shown) + more))
     if failed is not None:
         profile = getattr(session, "profile", None)
         reason = failed.error or failed.text
