@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -110,3 +111,19 @@ def test_nameless_answers_show_their_id_beside_the_placeholder():
     assert len(shown) == 2
     assert all(re.fullmatch(r"UnName_Entity \(_:\w+\)", s) for s in shown), line
     assert len(set(shown)) == 2  # the ids tell the two apart
+
+
+def test_a_fact_repeated_by_a_looping_model_is_not_added_again():
+    program = "\n".join(["add_fact(?film, ex:directed_by, ex:Christopher_Nolan)"] * 250)
+    started = time.perf_counter()
+    result = runner.invoke(app, ["run", "--kb", str(movies_path()), "--keep-going", "--json",
+                                 program + "\nset_answer(?film)"])
+    seconds = time.perf_counter() - started
+    data = json.loads(result.stdout)
+    assert result.exit_code == 1  # the repeats are failed steps, each saying why
+    repeats = data["steps"][1:250]
+    assert not any(s["ok"] for s in repeats)
+    assert all("is already in the query; it was not added again" in s["text"] for s in repeats)
+    assert data["sparql"].count("ex:directed_by") == 1
+    assert len(data["answers"]) == 4
+    assert seconds < 20  # 250 copies of the pattern took more than ten minutes

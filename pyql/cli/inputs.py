@@ -41,8 +41,8 @@ def read_program(arg: str) -> tuple[str, str | None]:
     if arg.startswith("@"):
         return read_file(Path(arg[1:]), "program"), arg[1:]
     path = Path(arg)
-    if "(" not in arg or path.is_file():
-        if not path.is_file():
+    if "(" not in arg or _is_file(path):
+        if not _is_file(path):
             raise CliError(
                 f"no such program file: {arg}",
                 hint="pass the program text in quotes, a file path, @FILE, or - to read stdin",
@@ -53,6 +53,14 @@ def read_program(arg: str) -> tuple[str, str | None]:
 
 #: the byte-order mark some editors (Notepad, Excel) write at the start of UTF-8 files
 _BOM = "\ufeff"
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, false for text no file can be named (a long inline program)."""
+    try:
+        return path.is_file()
+    except OSError:  # ENAMETOOLONG
+        return False
 
 
 def read_file(path: Path, what: str) -> str:
