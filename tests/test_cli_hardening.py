@@ -12,7 +12,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pyql.cli import app
+from pyql.datasets.metaqa import cache_store_dir
 from pyql.demo import movies_path
+from pyql.kb import open_kb
+from tests.conftest import require_data
 
 runner = CliRunner()
 
@@ -127,3 +130,44 @@ def test_a_fact_repeated_by_a_looping_model_is_not_added_again():
     assert data["sparql"].count("ex:directed_by") == 1
     assert len(data["answers"]) == 4
     assert seconds < 20  # 250 copies of the pattern took more than ten minutes
+
+
+def test_metaqa_kb_txt_is_parsed_once_then_reopened(tmp_path, monkeypatch):
+    """Item 14: the parsed store is cached (one per kb.txt, under $PYQL_CACHE_DIR); the second
+    open of the full MetaQA KB takes well under a second."""
+    kb_txt = require_data("metaqa", "kb.txt")
+    monkeypatch.setenv("PYQL_CACHE_DIR", str(tmp_path / "cache"))
+    first = open_kb(str(kb_txt))
+    triples = len(first)
+    del first  # the read-only store closes; a second process may open it as well
+    started = time.perf_counter()
+    again = open_kb(str(kb_txt))
+    assert time.perf_counter() - started < 1.0
+    assert len(again) == triples
+    assert list((tmp_path / "cache" / "metaqa").iterdir()) == [cache_store_dir(kb_txt)]
+
+
+def test_run_links_mentions_from_kb_labels(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYQL_CACHE_DIR", str(tmp_path / "cache"))
+    kb_txt = tmp_path / "kb.txt"
+    kb_txt.write_text("Kismet|directed_by|William Dieterle\nKismet|release_year|1944\n"
+                      "The Kismet Twins|directed_by|Nobody Known\n")
+    program = "add_fact(Kismet, directed_by, ?d)"
+    result = runner.invoke(app, ["run", "--kb", str(kb_txt), program])
+    assert result.exit_code == 0, result.output
+    assert "linked Kismet → Kismet" in result.stdout
+    assert "Answers: William Dieterle" in result.stdout
+    data = json.loads(runner.invoke(app, ["run", "--kb", str(kb_txt), "--json", program]).stdout)
+    assert data["linked"] == {"Kismet": "Kismet"} and data["answers"] == ["William Dieterle"]
+    given = runner.invoke(app, ["run", "--kb", str(kb_txt), "--json", "-e", "Kismet=Kismet",
+                                program])
+    assert json.loads(given.stdout)["linked"] == {}  # given: nothing to look up
+    unknown = runner.invoke(app, ["run", "--kb", str(kb_txt), "add_fact(Kizmet, directed_by, ?d)"])
+    assert unknown.exit_code == 1  # not a label: the entity hint, as before
+    assert "--entity" in unknown.stderr
+    rdf = runner.invoke(app, ["run", "--kb", str(movies_path()), "--json",
+                              'add_fact(?film, ex:directed_by, "Christopher Nolan")'])
+    assert json.loads(rdf.stdout)["linked"] == {}  # a quoted string is a literal, never linked
+    linked = runner.invoke(app, ["run", "--kb", str(movies_path()), "--json",
+                                 "add_fact(?film, ex:directed_by, Christopher Nolan)"])
+    assert json.loads(linked.stdout)["linked"] == {"Christopher Nolan": "ex:Christopher_Nolan"}

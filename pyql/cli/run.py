@@ -66,7 +66,8 @@ def run_command(
     """Run a program call by call against a KB (or a DB) and print what each step observed.
 
     The Session rolls back a failed call; the run stops there unless --keep-going. A program
-    without execute() is executed at the end. Files with @prefix lines (.ttl) declare their
+    without execute() is executed at the end. A mention that is neither an id nor given with
+    --entity is linked when it is the exact label of one KB entity (Kismet on MetaQA). Files with @prefix lines (.ttl) declare their
     prefixes, so ex:Film works as written. Steps are printed as they run; the final query is
     printed whole (never wrapped or cut), ready to copy.
     """
@@ -81,6 +82,7 @@ def run_command(
         linked = entities(entity, entities_file)
         explicit = pairs(prefix, "--prefix", "NAME=IRI")
         session: Any
+        by_label: dict[str, str] = {}
         if db is not None:
             prog = parse_program(text, "sql", source)
             session = open_sql_session(db, table, max_values, timeout)
@@ -89,10 +91,13 @@ def run_command(
             assert kb is not None
             prog = parse_program(text, "sparql", source)
             backend = open_kb(kb, profile, explicit)
+            from pyql.mentions import link_by_label, unlinked_mentions
             from pyql.session import Session
 
-            session = Session(backend, entities=linked, max_values=max_values, timeout=timeout,
-                              extremum_mode=extremum)
+            by_label = link_by_label(backend, unlinked_mentions(prog, backend.profile, linked),
+                                     timeout=timeout)
+            session = Session(backend, entities={**by_label, **linked}, max_values=max_values,
+                              timeout=timeout, extremum_mode=extremum)
             location, language, profile_name = kb, "sparql", backend.profile.name
         if as_json:
             added = 0 if any(call.name == "execute" for call in prog) else 1
@@ -100,9 +105,12 @@ def run_command(
                 steps = run_calls(session, prog, keep_going, advance)
         else:
             out = stdout()
+            for mention, kb_id in by_label.items():
+                out.print(Text.assemble(("linked ", "dim"), mention, " → ", (kb_id, "cyan"),
+                                        ("  (KB label)", "dim")))
             steps = run_calls(session, prog, keep_going, lambda obs, implicit: _show_step(
                 out, obs, implicit))
-    _show_run(steps, location, language, profile_name, session, as_json)
+    _show_run(steps, location, language, profile_name, session, as_json, by_label)
 
 
 def run_calls(
@@ -197,14 +205,15 @@ def _show_run(
     profile_name: str | None,
     session: Any,
     as_json: bool,
+    by_label: Mapping[str, str],
 ) -> None:
     observations = [obs for obs, _ in steps]
     query_text = next((obs.query for obs in reversed(observations) if obs.query), "")
     answers, labels = _answer_labels(observations)
     failed = next((obs for obs in observations if not obs.ok), None)
     if as_json:
-        print_json(_as_json(steps, location, profile_name, session, language, query_text,
-                            answers, labels, failed is None))
+        print_json({**_as_json(steps, location, profile_name, session, language, query_text,
+                               answers, labels, failed is None), "linked": dict(by_label)})
     else:
         out = stdout()
         if query_text:

@@ -24,8 +24,10 @@ execute()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -50,6 +52,8 @@ __all__ = [
     "TopicExclusion",
     "RELATIONS",
     "metaqa_dir",
+    "cache_store_dir",
+    "CACHE_ENV",
     "paths",
     "kb_path",
     "load_kb",
@@ -163,6 +167,26 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
     stat = kb_txt.stat()
     return {"source": str(kb_txt.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
+
+
+#: where commands keep the stores they build (``pyql run --kb kb.txt``): ``$PYQL_CACHE_DIR``,
+#: else ``$XDG_CACHE_HOME/pyql``, else ``~/.cache/pyql``
+CACHE_ENV = "PYQL_CACHE_DIR"
+
+
+def cache_store_dir(kb_txt_path: str | Path) -> Path | None:
+    """The cache directory of the on-disk store of one kb.txt (see :func:`load_kb`): one per
+    source path, under :data:`CACHE_ENV`. ``None`` when that variable is set empty (no
+    cache)."""
+    root = os.environ.get(CACHE_ENV)
+    if root == "":
+        return None
+    if root is None:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = str(Path(xdg) / "pyql")
+    source = str(Path(kb_txt_path).resolve())
+    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+    return Path(root) / "metaqa" / digest
 
 
 def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> OxigraphKB:
