@@ -84,7 +84,7 @@ NO_LLM_MESSAGE = (
 #: give its entities with --entity)
 ENDPOINT_LABEL_LIMIT = 200_000
 
-#: observation text shown per step (the model sees all of it)
+#: characters shown per step of an observation, action or thought (the model sees all of it)
 _SHOWN_CHARS = 1200
 
 
@@ -381,8 +381,8 @@ def _clip(text: str) -> str:
 def _show_step(out: Console, step: Step) -> None:
     out.print(Text(f"Step {step.n}", style="bold"))
     if step.thought:
-        out.print(Text.assemble(("  Thought      ", "dim"), (step.thought, "italic")))
-    out.print(Text.assemble(("  Action       ", "dim"), (step.action or "(none)", "cyan")))
+        out.print(Text.assemble(("  Thought      ", "dim"), (_clip(step.thought), "italic")))
+    out.print(Text.assemble(("  Action       ", "dim"), (_clip(step.action or "(none)"), "cyan")))
     if step.hint is not None:
         out.print(Text.assemble((f"  Hint {step.hint:<8}", "yellow"),
                                 (_clip(step.observation), "yellow")))

@@ -5,10 +5,19 @@ nameless answers (item 15). The real ``pyql`` app through typer's CliRunner."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import select
+import shlex
+import subprocess
+import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pyql.cli import app
@@ -171,3 +180,141 @@ def test_run_links_mentions_from_kb_labels(tmp_path, monkeypatch):
     linked = runner.invoke(app, ["run", "--kb", str(movies_path()), "--json",
                                  "add_fact(?film, ex:directed_by, Christopher Nolan)"])
     assert json.loads(linked.stdout)["linked"] == {"Christopher Nolan": "ex:Christopher_Nolan"}
+
+
+class _Busy(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+        self.send_response(503)
+        self.end_headers()
+        self.wfile.write(b"busy")
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_eval_warnings_print_above_the_progress_bar_with_their_url_once(tmp_path):
+    """Item 16: a retry warning during `pyql eval` broke the progress bar's line and said its
+    endpoint twice ("URL: URL: ...")."""
+    data = require_data("metaqa", "1-hop")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/sparql"
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm", "PYQL_DATA": str(data.parent.parent)}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pyql", "eval", "--dataset", "metaqa-1hop", "--llm", "gold",
+             "--limit", "1", "--max-outages", "0", "--kb", url, "--out", str(tmp_path / "run")],
+            stdout=slave, stderr=slave, env=env)
+        os.close(slave)
+        shown = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            if not ready:
+                pytest.fail(f"pyql eval printed nothing for 120 s: {shown!r}")
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        proc.wait(timeout=60)  # the outage makes the run incomplete: exit code 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        os.close(master)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode("utf-8", "replace"))
+    # what stays on each line of the terminal: the text after its last carriage return
+    rows = [line.split("\r")[-1] for line in text.replace("\r\n", "\n").split("\n")]
+    warnings = [row for row in rows if "WARNING" in row]
+    assert warnings, text
+    for row in warnings:
+        assert row.lstrip().startswith(("[", "WARNING")), row  # not after the bar on its line
+        assert row.count(url) == 1, row
+
+
+# -- item 16: help, hints and what the terminal shows -------------------------------------
+
+
+def test_help_shows_no_bool_type_beside_flags():
+    for args in (["--help"], ["run", "--help"], ["eval", "--help"], ["kb", "load", "--help"],
+                 ["kb", "virtuoso", "status", "--help"]):
+        result = runner.invoke(app, args, env={"COLUMNS": "120"})
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.stdout, (args, result.stdout)
+    assert "--json" in runner.invoke(app, ["run", "--help"]).stdout
+
+
+def test_eval_help_lists_every_built_in_dataset():
+    from pyql.agent.evaluation.datasets import DATASETS, dataset_names
+
+    text = " ".join(runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    for name in dataset_names():
+        if name in DATASETS or name in ("grailqa", "grailqa-el", "cwq", "webqsp-el"):
+            assert name in text, name
+
+
+def test_webqsp_el_errors_name_webqsp_el(tmp_path):
+    require_data("freebase_questions")
+    result = runner.invoke(app, ["eval", "--dataset", "webqsp-el", "--llm", "gold", "--limit",
+                                 "1", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert "webqsp-el needs a Freebase KB" in result.stderr
+
+
+def test_gold_runs_mark_tokens_per_question_as_estimated(tmp_path):
+    require_data("metaqa", "1-hop")
+    result = runner.invoke(app, ["eval", "--dataset", "metaqa-1hop", "--llm", "gold", "--limit",
+                                 "2", "--out", str(tmp_path / "r"), "--no-progress"],
+                           env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "tokens / question (estimated)" in result.stdout
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["tokens_estimated"] == 1.0
+
+
+def test_demo_next_commands_fit_80_columns_and_run():
+    for args, expected in ((["demo"], "Christopher Nolan"), (["demo", "--sql"], "216")):
+        out = runner.invoke(app, args, env={"COLUMNS": "80"}).stdout
+        lines = out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("Next: "))
+        command = lines[start + 1:start + 3]
+        assert all(len(line) <= 80 for line in command), command
+        assert command[0].endswith(" \\")
+        words = shlex.split(" ".join(line.rstrip("\\") for line in command))
+        assert words[:2] == ["pyql", "run"]
+        path_option = "--kb-path" if "--kb" in words else "--db-path"
+        path = runner.invoke(app, ["demo", path_option]).stdout.strip()
+        assert Path(path).is_file()
+        words = [path if w == f"$(pyql demo {path_option})" else w for w in words[2:]]
+        result = runner.invoke(app, ["run", *words])
+        assert result.exit_code == 0, result.output
+        assert f"Answers: {expected}" in result.stdout
+
+
+def test_a_huge_action_is_not_echoed_whole():
+    action = f"add_fact(?x, ex:directed_by, \"{'a' * 100_000}\")"
+    result = runner.invoke(app, ["run", "--kb", str(movies_path()), action])
+    assert result.exit_code == 0, result.output
+    steps = result.stdout[:result.stdout.index("SPARQL ─")]  # the query itself is whole
+    assert len(steps) < 2_000 and "characters cut" in steps
+    failed = runner.invoke(app, ["run", "--kb", str(movies_path()),
+                                 f"add_fact(?x, ex:nope, {'b' * 100_000})"])
+    assert failed.exit_code == 1
+    assert len(failed.stdout) + len(failed.stderr) < 5_000
+
+
+def test_database_hints_fit_the_database(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    result = runner.invoke(app, ["run", "--db", str(bad), "--table", "t", "get_column(x)"])
+    assert result.exit_code == 1
+    assert "hint: is it a SQLite database file" in result.stderr
+    assert "endpoint" not in result.stderr
+    mysql = runner.invoke(app, ["run", "--db", "mysql://u@127.0.0.1/db", "--table", "t",
+                                "get_column(x)"])
+    assert mysql.exit_code == 1
+    assert "[postgres]" not in mysql.stderr and "MySQLdb" in mysql.stderr

@@ -34,7 +34,7 @@ from rich.text import Text
 
 from pyql.agent import cli_options as opts
 from pyql.cli import fail, print_json
-from pyql.cli.output import make_console
+from pyql.cli.output import make_console, shared_stderr
 
 __all__ = ["register", "eval_command", "render_metrics"]
 
@@ -47,6 +47,15 @@ def _fmt(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _tokens_label(estimated: float | None) -> str:
+    """``tokens / question``, saying when (some of) the counts are estimates."""
+    if not estimated:
+        return "tokens / question"
+    if estimated >= 1.0:
+        return "tokens / question (estimated)"
+    return f"tokens / question ({estimated:.0%} estimated)"
 
 
 def render_metrics(metrics: dict[str, Any], console: Console) -> None:
@@ -73,7 +82,7 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("QPQ as the paper counts it (no label lookups)", metrics.get("qpq_paper"), 2),
         ("CPQ: US$ / question", metrics.get("cpq"), 5),
         ("LLM calls / question", metrics.get("llm_calls"), 2),
-        ("tokens / question", metrics.get("tokens"), 0),
+        (_tokens_label(metrics.get("tokens_estimated")), metrics.get("tokens"), 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
     guidelines = metrics.get("guidelines") or {}
@@ -141,7 +150,9 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
 
 def eval_command(
     dataset: Annotated[str | None, typer.Option(
-        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, webqsp")
+        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, "
+        "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), or one a plugin "
+        "registers")
     ] = None,
     split: Annotated[str | None, typer.Option(
         help="the split (default: dev; webqsp: test)")] = None,
@@ -213,7 +224,7 @@ def eval_command(
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=make_console(stderr=True), show_path=False)])
+                        handlers=[RichHandler(console=shared_stderr(), show_path=False)])
     metrics = _run(
         dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,

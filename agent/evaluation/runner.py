@@ -714,13 +714,13 @@ class _Progress:
             TimeRemainingColumn,
         )
 
-        from pyql.cli.output import make_console
+        from pyql.cli.output import shared_stderr
 
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"),
-            console=make_console(stderr=True), transient=False,
+            console=shared_stderr(), transient=False,
         )
         self._task = self._bar.add_task(label, total=total, completed=done, stats="")
 

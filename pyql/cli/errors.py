@@ -36,6 +36,7 @@ __all__ = [
     "hint_for",
     "one_line",
     "prefix_hint",
+    "unavailable_hint",
     "reported",
     "ENTITY_HINT",
     "TIMEOUT_HINT",
@@ -123,8 +124,21 @@ def hint_for(exc: Exception, profile: Profile | None = None) -> str | None:
     if isinstance(exc, BackendTimeoutError):
         return TIMEOUT_HINT
     if isinstance(exc, BackendUnavailableError):
-        return "is the endpoint up and the URL right?"
+        return unavailable_hint(exc.backend)
     return None
+
+
+#: database engines that are files, not servers
+_FILE_ENGINES = frozenset({"sqlite", "duckdb"})
+
+
+def unavailable_hint(backend: str) -> str:
+    """What to check when ``backend`` (an endpoint URL or a database engine) cannot be used."""
+    if backend in _FILE_ENGINES:
+        return f"is it a {'SQLite' if backend == 'sqlite' else 'DuckDB'} database file, readable?"
+    if backend.startswith(("http://", "https://")):
+        return "is the endpoint up and the URL right?"
+    return "is the database server up and the URL right?"
 
 
 def as_cli_error(exc: Exception, profile: Profile | None = None, where: str = "") -> CliError:

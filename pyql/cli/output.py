@@ -8,6 +8,7 @@ shows as text and never drives the terminal. The styles the console adds itself 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -22,7 +23,7 @@ from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 
-__all__ = ["make_console", "stdout", "stderr", "printable", "json_text", "print_json", "print_query",
+__all__ = ["make_console", "shared_stderr", "stdout", "stderr", "printable", "json_text", "print_json", "print_query",
            "warnings_shown"]
 
 #: C0 controls but tab and newline, DEL and the C1 controls (U+009B is a one-character CSI)
@@ -58,6 +59,13 @@ def make_console(**options: Any) -> Console:
     """A rich console (``options`` as :class:`rich.console.Console` takes them) that prints no
     control character of the text it is given: the one console of every command."""
     return _PrintableConsole(**options)
+
+
+@functools.cache
+def shared_stderr() -> Console:
+    """The one stderr console of a process's progress bars and log lines: a line logged while
+    a bar runs on it prints above the bar, not through it."""
+    return make_console(stderr=True)
 
 
 def stderr() -> Console:
@@ -99,7 +107,7 @@ class _WarningLines(logging.Handler):
             message = " ".join(record.getMessage().split())
         except (TypeError, ValueError):  # a malformed log call must not end the command
             message = str(record.msg)
-        stderr().print(Text.assemble(("warning: ", "yellow"), message))
+        shared_stderr().print(Text.assemble(("warning: ", "yellow"), message), soft_wrap=True)
 
 
 @contextmanager

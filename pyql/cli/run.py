@@ -31,12 +31,16 @@ from pyql.cli.options import (
     ProgramArg,
     TableOpt,
 )
-from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
+from pyql.cli.output import print_json, print_query, shared_stderr, stdout, warnings_shown
+from pyql.echo import clip, clip_echoes, echoed_inputs
 from pyql.profiles import Profile
 from pyql.program import Call, Program
 from pyql.session import Observation
 
 __all__ = ["run_command", "run_calls", "register", "shown_answers"]
+
+#: characters of an action shown on the terminal (the JSON has it whole)
+SHOWN_ACTION = 300
 
 #: one step: its observation and whether pyql added the call (an execute() at the end)
 StepRecord = tuple[Observation, bool]
@@ -143,7 +147,7 @@ def run_calls(
 def _progress(total: int) -> Iterator[Callable[[Observation, bool], None]]:
     """A progress bar of the calls on stderr when it is a terminal (``--json`` keeps stdout for
     the JSON); elsewhere nothing."""
-    console = stderr()
+    console = shared_stderr()  # the warnings' console: a warning prints above the bar
     if not console.is_terminal:
         yield lambda obs, implicit: None
         return
@@ -157,7 +161,7 @@ def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
     out.print(
         Text.assemble(
             (f"{obs.step:>2}  ", "bold"),
-            (obs.action, "cyan"),
+            (clip(obs.action, SHOWN_ACTION), "cyan"),
             (" (added: the program has no execute())" if implicit else "", "dim"),
         )
     )
@@ -232,10 +236,11 @@ def _show_run(
             out.print(Text.assemble(("Answers: ", "bold"), ", ".join(shown) + more))
     if failed is not None:
         profile = getattr(session, "profile", None)
-        reason = failed.error or failed.text
+        args = failed.call.args if failed.call is not None else ()
+        reason = clip_echoes(failed.error or failed.text, echoed_inputs(failed.action, args))
         fail(
             CliError(
-                f"step {failed.step} failed: {failed.action}: {reason}",
+                f"step {failed.step} failed: {clip(failed.action, SHOWN_ACTION)}: {reason}",
                 hint=_failure_hint(failed, profile if isinstance(profile, Profile) else None),
             )
         )
