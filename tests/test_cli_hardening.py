@@ -4,6 +4,7 @@ nameless answers (item 15). The real ``pyql`` app through typer's CliRunner."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pty
@@ -123,6 +124,24 @@ def test_nameless_answers_show_their_id_beside_the_placeholder():
     assert len(shown) == 2
     assert all(re.fullmatch(r"UnName_Entity \(_:\w+\)", s) for s in shown), line
     assert len(set(shown)) == 2  # the ids tell the two apart
+    again = runner.invoke(app, ["run", "--kb", str(movies_path()),
+                                "add_fact(ex:Inception, ex:cast, ?c)\nset_answer(?c)"])
+    assert line in again.stdout.splitlines()  # the same ids on every run
+
+
+def test_blank_nodes_of_a_file_get_the_same_ids_on_every_load(tmp_path):
+    from pyql.kb import OxigraphKB
+
+    def blank_ids(path: Path) -> list[str]:
+        kb = OxigraphKB.from_file(path)
+        return sorted(str(q.subject) for q in kb.store if str(q.subject).startswith("_:"))
+
+    first = blank_ids(movies_path())
+    assert first and first == blank_ids(movies_path())
+    assert first[0] == "_:b0"
+    gz = tmp_path / "movies.ttl.gz"
+    gz.write_bytes(gzip.compress(movies_path().read_bytes()))
+    assert blank_ids(gz) == first
 
 
 def test_a_fact_repeated_by_a_looping_model_is_not_added_again():
