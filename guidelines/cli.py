@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from pyql.cli import fail, print_json
-from pyql.cli.output import make_console
+from pyql.cli.output import make_console, printable
 
 if TYPE_CHECKING:
     from pyql.guidelines.base import Guideline
@@ -83,7 +83,7 @@ def show_command(
         row = next(r for r in list_rows(registry) if r["code"] == guideline.code)
         print_json(row)
         return
-    typer.echo(describe(guideline, registry), nl=False)
+    typer.echo(printable(describe(guideline, registry)), nl=False)
 
 
 def find(registry: Registry, wanted: str) -> Guideline:

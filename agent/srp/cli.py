@@ -26,7 +26,7 @@ from typing import Annotated
 import typer
 
 from pyql.cli.errors import fail
-from pyql.cli.output import make_console
+from pyql.cli.output import make_console, print_json
 
 __all__ = ["register", "references_app"]
 
@@ -73,7 +73,7 @@ def build_command(
         fail(str(exc), hint)
     m = base.manifest
     if as_json:
-        typer.echo(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print_json(m.model_dump(mode="json"))
         return
     make_console(highlight=False).print(
         f"{m.size} references ({m.clusters} clusters x {m.per_cluster}) from {m.pool} of "

@@ -28,7 +28,7 @@ from rich.progress import (
 )
 
 from pyql.cli.errors import CliError, reported
-from pyql.cli.output import print_json, stderr
+from pyql.cli.output import print_json, printable, stderr
 from pyql.cli.plugins import group
 
 __all__ = ["register", "register_fidelity"]
@@ -91,8 +91,9 @@ def info_command(
         return
     typer.echo(f"{store}: {manifest.triples:,} triples (pyoxigraph {manifest.pyoxigraph}, "
                f"built {manifest.created}, {manifest.seconds:.1f} s)")
-    for s in manifest.sources:
-        typer.echo(f"  {s.path}  {s.bytes:,} bytes  {s.format}{' gzip' if s.compressed else ''}"
+    for s in manifest.sources:  # a path may hold anything a file name can
+        typer.echo(f"  {printable(s.path)}  {s.bytes:,} bytes  {s.format}"
+                   f"{' gzip' if s.compressed else ''}"
                    f"  {s.triples:,} triples  {s.seconds:.1f} s")
 
 
@@ -194,7 +195,7 @@ def sparql_fidelity_command(
     if as_json:
         print_json(report.summary())
     else:
-        typer.echo(report.format())
+        typer.echo(printable(report.format()))
 
 
 def register(app: typer.Typer) -> None:
