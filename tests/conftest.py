@@ -40,11 +40,12 @@ def pyql_data() -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _pyql_cache(tmp_path_factory: pytest.TempPathFactory):
     """Stores that commands cache (``pyql run --kb kb.txt``) go to a temporary directory, shared
-    by the tests of one worker, never to the user's ~/.cache."""
-    before = os.environ.get("PYQL_CACHE_DIR")
-    os.environ["PYQL_CACHE_DIR"] = str(tmp_path_factory.mktemp("pyql-cache"))
+    by the tests of one worker, never to the user's ~/.cache (tests may point $PYQL_CACHE
+    elsewhere for themselves)."""
+    before = os.environ.get("PYQL_CACHE")
+    os.environ["PYQL_CACHE"] = str(tmp_path_factory.mktemp("pyql-cache"))
     yield
     if before is None:
-        os.environ.pop("PYQL_CACHE_DIR", None)
+        os.environ.pop("PYQL_CACHE", None)
     else:
-        os.environ["PYQL_CACHE_DIR"] = before
+        os.environ["PYQL_CACHE"] = before

@@ -161,10 +161,10 @@ def test_a_fact_repeated_by_a_looping_model_is_not_added_again():
 
 
 def test_metaqa_kb_txt_is_parsed_once_then_reopened(tmp_path, monkeypatch):
-    """Item 14: the parsed store is cached (one per kb.txt, under $PYQL_CACHE_DIR); the second
-    open of the full MetaQA KB takes well under a second."""
+    """Item 14: the parsed store is cached (one per kb.txt, under $PYQL_CACHE, where pyql eval
+    keeps it too); the second open of the full MetaQA KB takes well under a second."""
     kb_txt = require_data("metaqa", "kb.txt")
-    monkeypatch.setenv("PYQL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYQL_CACHE", str(tmp_path / "cache"))
     first = open_kb(str(kb_txt))
     triples = len(first)
     del first  # the read-only store closes; a second process may open it as well
@@ -173,10 +173,14 @@ def test_metaqa_kb_txt_is_parsed_once_then_reopened(tmp_path, monkeypatch):
     assert time.perf_counter() - started < 1.0
     assert len(again) == triples
     assert list((tmp_path / "cache" / "metaqa").iterdir()) == [cache_store_dir(kb_txt)]
+    from pyql.agent.evaluation.datasets import _short_hash, cache_dir
+
+    # the store pyql eval opens for its MetaQA datasets: one build serves both commands
+    assert cache_store_dir(kb_txt) == cache_dir() / "metaqa" / _short_hash(str(kb_txt.resolve()))
 
 
 def test_run_links_mentions_from_kb_labels(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYQL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYQL_CACHE", str(tmp_path / "cache"))
     kb_txt = tmp_path / "kb.txt"
     kb_txt.write_text("Kismet|directed_by|William Dieterle\nKismet|release_year|1944\n"
                       "The Kismet Twins|directed_by|Nobody Known\n")

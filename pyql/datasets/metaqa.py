@@ -169,24 +169,19 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
 
 
-#: where commands keep the stores they build (``pyql run --kb kb.txt``): ``$PYQL_CACHE_DIR``,
-#: else ``$XDG_CACHE_HOME/pyql``, else ``~/.cache/pyql``
-CACHE_ENV = "PYQL_CACHE_DIR"
+#: where commands keep the stores they build: ``$PYQL_CACHE``, else ``~/.cache/pyql`` (the
+#: directory ``pyql eval`` keeps its MetaQA store in: both use the same store)
+CACHE_ENV = "PYQL_CACHE"
 
 
-def cache_store_dir(kb_txt_path: str | Path) -> Path | None:
-    """The cache directory of the on-disk store of one kb.txt (see :func:`load_kb`): one per
-    source path, under :data:`CACHE_ENV`. ``None`` when that variable is set empty (no
-    cache)."""
+def cache_store_dir(kb_txt_path: str | Path) -> Path:
+    """The directory of the cached on-disk store of one kb.txt (see :func:`load_kb`):
+    ``<cache>/metaqa/<the first 12 hex digits of the SHA-256 of its resolved path>``, the one
+    ``pyql eval`` builds too."""
     root = os.environ.get(CACHE_ENV)
-    if root == "":
-        return None
-    if root is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = str(Path(xdg) / "pyql")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "pyql"
     source = str(Path(kb_txt_path).resolve())
-    digest = hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
-    return Path(root) / "metaqa" / digest
+    return base / "metaqa" / hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> OxigraphKB:
