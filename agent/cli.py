@@ -45,13 +45,13 @@ from pyql.agent import cli_options as opts
 from pyql.agent.structured import CONSTRAIN_MODES
 from pyql.cli import (
     CliError,
+    fail,
     open_kb,
     open_sql_session,
     pairs,
     print_json,
     print_query,
     reported,
-    stderr,
     stdout,
     warnings_shown,
 )
@@ -85,7 +85,7 @@ NO_LLM_MESSAGE = (
 #: give its entities with --entity)
 ENDPOINT_LABEL_LIMIT = 200_000
 
-#: observation text shown per step (the model sees all of it)
+#: characters shown per step of an observation, action or thought (the model sees all of it)
 _SHOWN_CHARS = 1200
 
 
@@ -178,23 +178,24 @@ def ask_command(
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
     --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
     """
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
-        )
-    if mode not in ("text", "tools"):
-        raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
-    if constrain not in CONSTRAIN_MODES:
-        raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
-                                 param_hint="--constrain")
-    local = _local_spec(llm_spec)
-    if local is None and not _llm_configured(model, base_url, api_key):
-        stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
-        raise typer.Exit(2)
-    options = strategy_options(option)
+    with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
+        if (kb is None) == (db is None):
+            raise typer.BadParameter(
+                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
+                param_hint="--kb")
+        if mode not in ("text", "tools"):
+            raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}",
+                                     param_hint="--mode")
+        if constrain not in CONSTRAIN_MODES:
+            raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
+                                     param_hint="--constrain")
+        local = _local_spec(llm_spec)
+        if local is None and not _llm_configured(model, base_url, api_key):
+            fail(CliError(NO_LLM_MESSAGE, code=2), as_json=as_json)
+        options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
-    with warnings_shown(), reported(), _llm_errors(base_url):
+    with warnings_shown(), reported(as_json=as_json), _llm_errors(base_url):
         from pyql.agent.strategy import (
             StrategyConfig,
             build_strategy,
@@ -422,8 +423,8 @@ def _clip(text: str) -> str:
 def _show_step(out: Console, step: Step) -> None:
     out.print(Text(f"Step {step.n}", style="bold"))
     if step.thought:
-        out.print(Text.assemble(("  Thought      ", "dim"), (step.thought, "italic")))
-    out.print(Text.assemble(("  Action       ", "dim"), (step.action or "(none)", "cyan")))
+        out.print(Text.assemble(("  Thought      ", "dim"), (_clip(step.thought), "italic")))
+    out.print(Text.assemble(("  Action       ", "dim"), (_clip(step.action or "(none)"), "cyan")))
     if step.hint is not None:
         out.print(Text.assemble((f"  Hint {step.hint:<8}", "yellow"),
                                 (_clip(step.observation), "yellow")))

@@ -34,6 +34,7 @@ from rich.text import Text
 
 from pyql.agent import cli_options as opts
 from pyql.cli import fail, print_json
+from pyql.cli.output import make_console, shared_stderr
 
 __all__ = ["register", "eval_command", "render_metrics"]
 
@@ -50,6 +51,15 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 #: what the two Hit@1 scores mean (metrics.py's module docstring), shown beside their names
 _SCORE_MEANINGS = {"hit@1": "any answer", "hit@1_top1": "top-1 answer"}
+
+
+def _tokens_label(estimated: float | None) -> str:
+    """``tokens / question``, saying when (some of) the counts are estimates."""
+    if not estimated:
+        return "tokens / question"
+    if estimated >= 1.0:
+        return "tokens / question (estimated)"
+    return f"tokens / question ({estimated:.0%} estimated)"
 
 
 def render_metrics(metrics: dict[str, Any], console: Console) -> None:
@@ -80,7 +90,7 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("constrained LLM calls / question", metrics.get("constrained_calls"), 2),
         ("parse failures (unreadable replies)", metrics.get("parse_failures_total"), 0),
         ("cached share of prompt tokens", metrics.get("cached_share"), 3),
-        ("tokens / question", metrics.get("tokens"), 0),
+        (_tokens_label(metrics.get("tokens_estimated")), metrics.get("tokens"), 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
     guidelines = metrics.get("guidelines") or {}
@@ -148,7 +158,9 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
 
 def eval_command(
     dataset: Annotated[str | None, typer.Option(
-        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, webqsp")
+        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, "
+        "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), or one a plugin "
+        "registers")
     ] = None,
     split: Annotated[str | None, typer.Option(
         help="the split (default: dev; webqsp: test)")] = None,
@@ -223,7 +235,7 @@ def eval_command(
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+                        handlers=[RichHandler(console=shared_stderr(), show_path=False)])
     metrics = _run(
         dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
@@ -240,9 +252,9 @@ def eval_command(
     if json_output:
         print_json(metrics)
     elif "settings" in metrics:
-        render_ablation(metrics, Console(highlight=False))
+        render_ablation(metrics, make_console(highlight=False))
     else:
-        render_metrics(metrics, Console(highlight=False))
+        render_metrics(metrics, make_console(highlight=False))
     run = metrics.get("run") or {}
     if not run.get("complete", True) or not metrics.get("complete", True):
         raise typer.Exit(1)

@@ -580,10 +580,10 @@ class WebQSPDataset(EvalDataset):
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
         if db is not None:
-            raise DatasetError("webqsp runs on a KB: use --kb, not --db")
+            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
         if kb is None:
-            raise DatasetError("webqsp needs a Freebase KB: pass --kb URL (a SPARQL endpoint "
-                               "holding Freebase) or a local Oxigraph store / RDF file")
+            raise DatasetError(f"{self.name} needs a Freebase KB: pass --kb URL (a SPARQL "
+                               "endpoint holding Freebase) or a local Oxigraph store / RDF file")
         return KBBackend(*open_kb(kb, "freebase"))
 
 

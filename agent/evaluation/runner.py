@@ -717,7 +717,6 @@ class _Progress:
         self._task: Any = None
         if not enabled:
             return
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -727,11 +726,13 @@ class _Progress:
             TimeRemainingColumn,
         )
 
+        from pyql.cli.output import shared_stderr
+
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"),
-            console=Console(stderr=True), transient=False,
+            console=shared_stderr(), transient=False,
         )
         self._task = self._bar.add_task(label, total=total, completed=done, stats="")
 

@@ -17,7 +17,7 @@ from pyql.errors import InputError, ProfileError
 from pyql.kb.base import KB
 
 __all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
-           "sql_function"]
+           "sql_function", "driver_hint"]
 
 #: the ``--kb`` values every command accepts
 KB_HELP = "RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA's kb.txt."
@@ -116,12 +116,27 @@ def open_db(url: str, timeout: float | None = None) -> Any:
     try:
         return SqlDB(url, **options)
     except ImportError as exc:  # a SQLAlchemy dialect whose driver is not installed
-        raise CliError(f"cannot open {url}: {exc}",
-                       hint="install the database driver (pip install 'pyql-kbqa[postgres]' "
-                       "or 'pyql-kbqa[duckdb]')") from None
+        raise CliError(f"cannot open {url}: {exc}", hint=driver_hint(url, exc)) from None
     except SQLAlchemyError as exc:  # not a URL SQLAlchemy understands
         raise CliError(f"cannot open {url}: {exc}",
                        hint="give a SQLite file or a SQLAlchemy URL") from None
+
+
+#: the extra that installs the driver of a SQLAlchemy dialect pyql ships one for
+_DRIVER_EXTRAS = {"postgresql": "postgres", "duckdb": "duckdb"}
+
+
+def driver_hint(url: str, exc: ImportError) -> str:
+    """How to install the driver a database URL needs: pyql's extra for PostgreSQL and
+    DuckDB, else the missing module by name (``mysql://`` needs ``mysqlclient``, whose module
+    is MySQLdb: SQLAlchemy's dialect docs name each driver)."""
+    dialect = url.split("://", 1)[0].split("+", 1)[0].lower()
+    extra = _DRIVER_EXTRAS.get(dialect)
+    if extra is not None:
+        return f"install the driver: pip install 'pyql-kbqa[{extra}]'"
+    missing = getattr(exc, "name", None) or "its driver"
+    return (f"install the {dialect} driver that provides the module {missing} (pyql ships "
+            "extras for PostgreSQL and DuckDB only; see SQLAlchemy's dialect docs)")
 
 
 def open_sql_session(url: str, table: str | None, max_values: int = 10,

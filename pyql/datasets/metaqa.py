@@ -24,8 +24,10 @@ execute()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -50,6 +52,8 @@ __all__ = [
     "TopicExclusion",
     "RELATIONS",
     "metaqa_dir",
+    "cache_store_dir",
+    "CACHE_ENV",
     "paths",
     "kb_path",
     "load_kb",
@@ -163,6 +167,21 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
     stat = kb_txt.stat()
     return {"source": str(kb_txt.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
+
+
+#: where commands keep the stores they build: ``$PYQL_CACHE``, else ``~/.cache/pyql`` (the
+#: directory ``pyql eval`` keeps its MetaQA store in: both use the same store)
+CACHE_ENV = "PYQL_CACHE"
+
+
+def cache_store_dir(kb_txt_path: str | Path) -> Path:
+    """The directory of the cached on-disk store of one kb.txt (see :func:`load_kb`):
+    ``<cache>/metaqa/<the first 12 hex digits of the SHA-256 of its resolved path>``, the one
+    ``pyql eval`` builds too."""
+    root = os.environ.get(CACHE_ENV)
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "pyql"
+    source = str(Path(kb_txt_path).resolve())
+    return base / "metaqa" / hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> OxigraphKB:

@@ -37,7 +37,8 @@ def open_kb(location: str, *, profile: str | None = None) -> KB:
             raise ProfileError(
                 f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}"
             )
-        from pyql.datasets.metaqa import load_kb
+        from pyql.datasets.metaqa import cache_store_dir, load_kb
 
-        return load_kb(path)
+        # parsed once into a cached store, then reopened (pyql.datasets.metaqa.cache_store_dir)
+        return load_kb(path, store_dir=cache_store_dir(path))
     return OxigraphKB.from_file(path, profile=profile or "generic")
