@@ -30,12 +30,10 @@ Errors of the framework (authentication, unknown model, exhausted retries) are r
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pyql.agent.accounting import PriceTable, TokenCounter
@@ -65,6 +63,7 @@ from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
+from pyql.environment import render_values, resolve_guidelines
 from pyql.errors import InputError, ParseError
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
@@ -96,25 +95,6 @@ class _Decision:
     action: Call | str | InputError
     action_text: str
     issue: str | None = None
-
-
-def _resolve_guidelines(spec: Any, tools: str) -> Any:
-    """``True`` -> the default ERASER registry (loaded once); ``None``/``False`` -> off."""
-    if spec is None or spec is False:
-        return None
-    if spec is not True:
-        return spec
-    try:
-        from pyql.guidelines import default_registry
-    except ImportError as exc:
-        raise ImportError("guidelines=True needs pyql.guidelines.default_registry "
-                          f"(ERASER is not available: {exc})") from exc
-    return default_registry(tools=tools) if _takes_tools(default_registry) else default_registry()
-
-
-@lru_cache(maxsize=8)
-def _takes_tools(function: Callable[..., Any]) -> bool:
-    return "tools" in inspect.signature(function).parameters
 
 
 #: (id of the profile, mode) -> (the profile, kept so that its id is not reused; the prompt)
@@ -266,7 +246,7 @@ class QueryAgent:
         self.execute_on_stop = execute_on_stop
         self.on_step = on_step
         self.profile = self._profile(profile)
-        self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
+        self.guidelines = resolve_guidelines(guidelines)
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
@@ -560,12 +540,12 @@ class QueryAgent:
         query as it is; ``choose_answer`` first asks the model which variable answers the
         question, from the last results (:data:`~pyql.agent.presets.ANSWER_CHOICE_PROMPT`),
         and executes with it (the choice call is accounted by ``rec``)."""
-        results = next((s.observation for s in reversed(rec.steps)
-                        if s.accepted and "The value of variable" in s.observation), "")
-        if self.preset.on_stop != "choose_answer" or not results:
+        values = next((o.values for o in reversed(getattr(session, "observations", ()))
+                       if o.ok and o.values), None)
+        if self.preset.on_stop != "choose_answer" or not values:
             return self._execute(session)
         prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
-            question=question, result=results.split(" : ", 1)[-1])}]
+            question=question, result=render_values(values))}]
         reply = rec.llm(prompt, stop=["\n"]).reply
         choice = _ANSWER_CHOICE.search(reply.text)
         if choice is not None:
