@@ -157,6 +157,7 @@ def ask_command(
                      "(default 2)."),
     ] = None,
     deadline: opts.DeadlineOpt = None,
+    kb_timeout: opts.KbTimeoutOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
@@ -195,7 +196,7 @@ def ask_command(
             language, location = "sql", db
         else:
             assert kb is not None
-            backend = open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"))
+            backend = open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"), kb_timeout)
             if given:
                 entities = given
             else:

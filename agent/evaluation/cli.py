@@ -197,6 +197,7 @@ def eval_command(
         "--max-retries", help="retries per LLM call (rate limits, server errors)", min=0)
     ] = None,
     deadline: opts.DeadlineOpt = None,
+    kb_timeout: opts.KbTimeoutOpt = None,
     max_outages: Annotated[int, typer.Option(
         "--max-outages", help="stop after N questions in a row end in an outage (KB or LLM "
         "down); 0 never stops", min=0)] = 5,
@@ -223,7 +224,7 @@ def eval_command(
         exclude_ids=_readable(exclude_ids, "--exclude-ids"),
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
-        max_outages=max_outages, processes=processes,
+        max_outages=max_outages, processes=processes, kb_timeout=kb_timeout,
     )
     if json_output:
         print_json(metrics)
@@ -246,7 +247,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          ablation: bool = False,
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
-         processes: int | None = None) -> dict[str, Any]:
+         processes: int | None = None, kb_timeout: float | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
@@ -267,7 +268,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--kb-cache", kb_cache), ("--out", out), ("--strategy", strategy),
                 ("--option", options or None), ("--ablation", ablation or None),
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
-                ("--deadline", deadline)) if value is not None]
+                ("--deadline", deadline), ("--kb-timeout", kb_timeout)) if value is not None]
             if given:
                 fail(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
@@ -304,7 +305,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
             exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
-            max_outages=max_outages, processes=processes,
+            kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
             pyql_version=__version__,
         )
         return evaluate(config, out, progress=progress)

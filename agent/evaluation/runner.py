@@ -53,8 +53,9 @@ own backend handle; the parent alone writes the files, in the order answers arri
 
 **Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
 per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
-an LLM server or connection failure after its retries, a backend that failed (raised, or
-reported by a step's ``env_status`` on a question that did not finish) — ends as an *outage*
+an LLM server or connection failure after its retries, a reply that is not a chat completion, a
+backend that failed (raised, or reported by a step's ``env_status`` — a failure or a query that
+timed out, ``--kb-timeout`` — on a question that did not finish) — ends as an *outage*
 (``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
 trajectory so far is kept, its error names the cause, it is left out of the scores and counted
 in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``
@@ -87,6 +88,8 @@ from pyql.agent.errors import (
     LLMAuthError,
     LLMModelNotFoundError,
     LLMRateLimitError,
+    LLMReplayMismatchError,
+    LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
 )
@@ -171,26 +174,41 @@ class OutageAbort(EvalAbort):
         super().__init__(f"{what}: {count} questions in a row ended in {status} (last: {error})")
 
 
+#: a step's ``env_status`` that means the KB/DB failed (its query timed out, or it failed)
+_BACKEND_FAILED = ("backend_error", "timeout")
+
+
 def outage_status(exc: BaseException | None, steps: tuple[Step, ...] | list[Step] = ()) -> str:
     """How a question ended: an outage of :data:`~pyql.agent.evaluation.records.OUTAGES`, else
     ``error`` (an exception of the question itself) or ``ok``.
 
     An LLM that timed out is ``llm_timeout``; an LLM server or connection failure (after its
-    retries) ``llm_error``; a backend that failed — raised, or reported by a step whose
-    ``env_status`` is ``backend_error`` on a question that did not finish (a gold program then
-    runs out of calls, a model out of steps) — ``backend_error``.
+    retries), or a reply that is not a chat completion (malformed JSON, no ``choices``),
+    ``llm_error``; a backend that failed — raised, or reported by a step whose ``env_status`` is
+    ``backend_error`` or ``timeout`` (a hung endpoint) on a question that did not finish (a gold
+    program then runs out of calls, a model out of steps) — ``backend_error``.
 
-    >>> from pyql.agent.errors import LLMTimeoutError
-    >>> outage_status(LLMTimeoutError("slow")), outage_status(None), outage_status(ValueError())
-    ('llm_timeout', 'ok', 'error')
+    >>> from pyql.agent.errors import LLMResponseError, LLMTimeoutError
+    >>> outage_status(LLMTimeoutError("slow")), outage_status(LLMResponseError("no choices"))
+    ('llm_timeout', 'llm_error')
+    >>> outage_status(None), outage_status(ValueError())
+    ('ok', 'error')
     """
     if isinstance(exc, LLMTimeoutError):
         return "llm_timeout"
-    if isinstance(exc, (LLMServerError, LLMRateLimitError)):
+    if isinstance(exc, (LLMServerError, LLMRateLimitError)) or (
+            isinstance(exc, LLMResponseError) and not isinstance(exc, LLMReplayMismatchError)):
         return "llm_error"
-    if isinstance(exc, BackendError) or any(s.env_status == "backend_error" for s in steps):
+    if isinstance(exc, BackendError) or any(s.env_status in _BACKEND_FAILED for s in steps):
         return "backend_error"
     return "ok" if exc is None else "error"
+
+
+def _backend_failure(steps: Sequence[Step], default: str) -> str:
+    """The error of the last step whose backend failed (what ended the question), else
+    ``default``."""
+    return next((s.error for s in reversed(steps)
+                 if s.env_status in _BACKEND_FAILED and s.error), default)
 
 
 def _status(record: QuestionResult) -> str:
@@ -592,10 +610,7 @@ class _Session:
         trajectory = res.trajectory
         usage = res.usage
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
-        error = None
-        if status != "ok":
-            error = next((s.error for s in reversed(trajectory.steps)
-                          if s.env_status == "backend_error" and s.error), status)
+        error = _backend_failure(trajectory.steps, status) if status != "ok" else None
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers),
             predicted=_jsonable(tuple(res.answers)),
@@ -638,8 +653,7 @@ class _Session:
         error = f"{type(exc).__name__}: {exc}"
         if status == "backend_error" and not isinstance(exc, BackendError):
             # the gold program ran out because the backend failed: name the backend's error
-            error = next((s.error for s in reversed(steps)
-                          if s.env_status == "backend_error" and s.error), error)
+            error = _backend_failure(steps, error)
         seconds = time.perf_counter() - start
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
@@ -909,7 +923,8 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
-    backend = dataset.backend(split=config.split, kb=config.kb, db=config.db)
+    backend = dataset.backend(split=config.split, kb=config.kb, db=config.db).with_kb_timeout(
+        config.kb_timeout)
     session = _Session(config, out_dir, dataset, items, backend, provider, gate, llm_cache,
                        kb_cache, concurrency)
     return session, dataset
