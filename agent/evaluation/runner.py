@@ -52,7 +52,8 @@ least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker process
 own backend handle; the parent alone writes the files, in the order answers arrive.
 
 **Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
-per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
+per call, ``--deadline`` of LLM time per question: a :class:`pyql.deadline.Budget` made current
+with :func:`pyql.deadline.within` around the strategy's run),
 an LLM server or connection failure after its retries, a reply that is not a chat completion, a
 backend that failed (raised, or reported by a step's ``env_status`` — a failure or a query that
 timed out, ``--kb-timeout`` — on a question that did not finish) — ends as an *outage*
@@ -121,7 +122,7 @@ from pyql.agent.evaluation.specs import (
 from pyql.agent.jsonl import json_lines
 from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
-from pyql.deadline import within
+from pyql.deadline import Budget, within
 from pyql.errors import BackendError, PyqlError
 
 __all__ = [
@@ -603,8 +604,10 @@ class _Session:
         llm = self.provider.for_item(item)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
-        # the question's budget: every LLM call of it (retries, backoff) ends by the deadline
-        with within(self.config.question_deadline):
+        # the question's budget of LLM time: its LLM calls (retries, backoff) use it up, the
+        # time before and between them does not
+        seconds = self.config.question_deadline
+        with within(Budget(seconds) if seconds is not None else None):
             res = strategy.run(item.question, item.entities, table=item.table,
                                meta={"id": item.id}, on_step=steps.append)
         trajectory = res.trajectory
