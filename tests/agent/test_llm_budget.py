@@ -27,15 +27,16 @@ def chat(server: FakeOpenAI, **kw: object) -> OpenAIChat:
 
 
 def test_only_the_time_of_llm_calls_uses_up_a_budget(fake_openai: FakeOpenAI) -> None:
-    fake_openai.push(*[Slow(0.3, Text("ok"))] * 6)
+    fake_openai.push(Text("warm-up"), *[Slow(0.3, Text("ok"))] * 6)
     llm = chat(fake_openai, max_retries=0)
+    llm.complete(MESSAGES)  # the SDK's first import and client: not this test's concern
     with within(Budget(1.0)) as budget:
         time.sleep(1.1)  # before the first call: linking, prompts... not LLM time
         assert budget is not None and budget.remaining() == 1.0
         assert llm.complete(MESSAGES).text == "ok"
         time.sleep(0.3)  # between calls: KB queries
         llm.complete(MESSAGES)
-        assert 0.55 <= budget.elapsed() < 0.9
+        assert 0.55 <= budget.elapsed() < 1.0  # the 1.4 s of sleeps are not in it
         with pytest.raises(LLMTimeoutError) as info:
             for _ in range(4):
                 llm.complete(MESSAGES)
