@@ -183,9 +183,18 @@ def ask_command(
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
     with warnings_shown(), reported(), _llm_errors(base_url, deadline):
-        from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
+        from pyql.agent.strategy import (
+            StrategyConfig,
+            StrategyOptionError,
+            build_strategy,
+            check_options,
+            get_strategy,
+        )
 
-        get_strategy(strategy)  # an unknown name fails before anything is opened
+        try:  # an unknown name, option or ill-typed value fails before anything is opened
+            options = check_options(get_strategy(strategy), options)
+        except StrategyOptionError as exc:
+            raise CliError(str(exc), code=2) from None
         llm = _make_llm(model, base_url, api_key, timeout=llm_timeout,
                         max_retries=max_retries)  # first: a missing key fails fast
         given = entity_table(entity, entities_file)

@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pyql.agent import cli_options as opts
-from pyql.cli import fail, print_json
+from pyql.cli import CliError, fail, print_json
 
 __all__ = ["register", "eval_command", "render_metrics"]
 
@@ -253,7 +253,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
     from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
-    from pyql.agent.strategy import UnknownStrategyError, get_strategy
+    from pyql.agent.strategy import UnknownStrategyError
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
 
@@ -290,7 +290,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         parse_llm_spec(llm)
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
-        get_strategy(strategy or "queryagent")
+        options = _checked_options(strategy or "queryagent", options or {})
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
@@ -319,6 +319,17 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _checked_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The strategy's options read as the types it declares; an unknown option or an ill-typed
+    value is a usage error (exit 2) before a run directory is made."""
+    from pyql.agent.strategy import StrategyOptionError, check_options
+
+    try:
+        return check_options(strategy, options)
+    except StrategyOptionError as exc:
+        fail(CliError(str(exc), code=2))
 
 
 def _readable(path: Path | None, flag: str) -> Path | None:

@@ -120,7 +120,13 @@ from pyql.agent.evaluation.specs import (
     build_provider,
 )
 from pyql.agent.jsonl import json_lines
-from pyql.agent.strategy import StrategyConfig, StrategyType, UnknownStrategyError, get_strategy
+from pyql.agent.strategy import (
+    StrategyConfig,
+    StrategyType,
+    UnknownStrategyError,
+    check_options,
+    get_strategy,
+)
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import Budget, within
 from pyql.errors import BackendError, PyqlError
@@ -1043,6 +1049,7 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
     if (out / CONFIG).exists() or (out / RESULTS).exists():
         raise RunDirError(f"{out} already holds a run: resume it (pyql eval --resume {out}) or "
                           "choose another --out")
+    config = _with_checked_options(config)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -1060,6 +1067,17 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
         if not (out / CONFIG).exists():  # the run never started: leave no run directory behind
             _discard(out, created)
         raise
+
+
+def _with_checked_options(config: RunConfig) -> RunConfig:
+    """``config`` with its strategy options read as the strategy declares them
+    (:func:`~pyql.agent.strategy.check_options`: :class:`~pyql.agent.strategy.StrategyOptionError`
+    before a run directory is made); an unknown strategy is left to :func:`_open`."""
+    try:
+        options = check_options(config.strategy, config.options)
+    except UnknownStrategyError:
+        return config
+    return config if options == config.options else config.model_copy(update={"options": options})
 
 
 def _discard(out: Path, created: bool) -> None:
