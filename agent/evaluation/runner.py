@@ -932,8 +932,9 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
-    backend = dataset.backend(split=config.split, kb=config.kb, db=config.db).with_kb_timeout(
-        config.kb_timeout)
+    backend = dataset.backend(split=config.split, kb=config.kb, db=config.db)
+    if config.kb_timeout is not None:
+        backend = backend.with_kb_timeout(config.kb_timeout)
     session = _Session(config, out_dir, dataset, items, backend, provider, gate, llm_cache,
                        kb_cache, concurrency)
     return session, dataset

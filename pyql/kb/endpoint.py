@@ -322,7 +322,7 @@ class SparqlEndpointKB(KB):
     ) -> BackendError | Transient:
         if isinstance(exc, httpx2.TimeoutException):
             return self._error(
-                BackendTimeoutError, f"no answer within {budget:g}s (timed out)", query
+                BackendTimeoutError, f"no answer within {budget:.3g}s (timed out)", query
             )
         reason = next((c for c in _causes(exc) if isinstance(c, OSError)), None)
         if isinstance(reason, socket.gaierror):
