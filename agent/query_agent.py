@@ -34,7 +34,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
@@ -59,7 +59,7 @@ from pyql.agent.prompting import (
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.recorder import Recorder
-from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
@@ -179,6 +179,25 @@ class QueryAgent:
     name = "queryagent"
     #: the original's ``max_tokens`` (one thought and one action)
     max_reply_tokens = 256
+    #: what ``--option`` may set: constructor keywords (see the class docstring)
+    declared_options: ClassVar[Mapping[str, StrategyOption]] = {
+        "guidelines": StrategyOption(bool, "ERASER on or off"),
+        "max_steps": StrategyOption(int, "most LLM calls per question"),
+        "mode": StrategyOption(Literal["text", "tools"], "Thought/Action text or tool calls"),
+        "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
+        "top_k": StrategyOption(int, "relations shown after ranking"),
+        "seed": StrategyOption(int, "seed of the ranker's ties"),
+        "profile": StrategyOption(str, "prompt profile"),
+        "table": StrategyOption(str, "the SQL table"),
+        "max_observation_chars": StrategyOption(int, "observations cut to this length"),
+        "session_options": StrategyOption(dict[str, Any], "KBSession/SqlSession keywords"),
+        "execute_on_stop": StrategyOption(bool, "run execute() when the steps run out"),
+        "preset": StrategyOption(str, "default or paper"),
+        "dataset": StrategyOption(str, "the dataset the preset is for"),
+        "extremum_mode": StrategyOption(Literal["ties", "limit"], "argmax/argmin semantics"),
+        "exclude_topic": StrategyOption(str, "the topic exclusion of the session (off: none)"),
+        "relation_filter": StrategyOption(str, "the relation filter of the session (off)"),
+    }
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pyql.agent import cli_options as opts
-from pyql.cli import fail, print_json
+from pyql.cli import CliError, fail, print_json
 from pyql.cli.output import make_console, shared_stderr
 
 __all__ = ["register", "eval_command", "render_metrics"]
@@ -218,6 +218,7 @@ def eval_command(
         "--max-retries", help="retries per LLM call (rate limits, server errors)", min=0)
     ] = None,
     deadline: opts.DeadlineOpt = None,
+    kb_timeout: opts.KbTimeoutOpt = None,
     max_outages: Annotated[int, typer.Option(
         "--max-outages", help="stop after N questions in a row end in an outage (KB or LLM "
         "down); 0 never stops", min=0)] = 5,
@@ -247,7 +248,7 @@ def eval_command(
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes, constrain=constrain,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens, kb_timeout=kb_timeout,
     )
     if json_output:
         print_json(metrics)
@@ -271,13 +272,13 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
          processes: int | None = None, constrain: str = "auto",
-         max_tokens: int | None = None) -> dict[str, Any]:
+         max_tokens: int | None = None, kb_timeout: float | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
     from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
-    from pyql.agent.strategy import UnknownStrategyError, get_strategy
+    from pyql.agent.strategy import UnknownStrategyError
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
 
@@ -295,6 +296,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--option", options or None), ("--ablation", ablation or None),
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
+                ("--kb-timeout", kb_timeout),
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
             if given:
@@ -321,7 +323,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                  f"local), not the {kind} stand-in")
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
-        get_strategy(strategy or "queryagent")
+        options = _checked_options(strategy or "queryagent", options or {})
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
@@ -336,7 +338,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
             exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
-            max_outages=max_outages, processes=processes,
+            kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
             constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
             pyql_version=__version__,
         )
@@ -351,6 +353,17 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _checked_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The strategy's options read as the types it declares; an unknown option or an ill-typed
+    value is a usage error (exit 2) before a run directory is made."""
+    from pyql.agent.strategy import StrategyOptionError, check_options
+
+    try:
+        return check_options(strategy, options)
+    except StrategyOptionError as exc:
+        fail(CliError(str(exc), code=2))
 
 
 def _readable(path: Path | None, flag: str) -> Path | None:

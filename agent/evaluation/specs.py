@@ -54,7 +54,7 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
 from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, ToolCall, Tools
-from pyql.deadline import Deadline, earliest
+from pyql.deadline import Deadline, charged, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
@@ -214,8 +214,9 @@ class GatedLLM(Retrying):
             else:
                 self.gate.sleep(seconds)
 
-        reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
-                                    deadline=deadline, name=self.model)
+        with charged():  # backoff between attempts is LLM time of a question's Budget too
+            reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
+                                        deadline=deadline, name=self.model)
         if retries == 0:
             return reply
         elapsed = self.gate.clock() - start

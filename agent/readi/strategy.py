@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from weakref import WeakKeyDictionary
 
 from pyql.agent.accounting import PriceTable, TokenCounter
@@ -58,7 +58,7 @@ from pyql.agent.paths.table import (
 )
 from pyql.agent.readi import prompts
 from pyql.agent.recorder import Recorder
-from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import (
     Constrain,
     ReplyFormat,
@@ -124,6 +124,23 @@ class Readi:
     name = "readi"
     #: a whole reasoning path (or a table path) with its thought
     max_reply_tokens = 512
+    #: what ``--option`` may set: constructor keywords (see the class docstring)
+    declared_options: ClassVar[Mapping[str, StrategyOption]] = {
+        "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
+        "top_k": StrategyOption(int, "binding candidates per NL relation"),
+        "max_edits": StrategyOption(int, "edits of a stuck path"),
+        "relations": StrategyOption(str, "a relation vocabulary file"),
+        "profile": StrategyOption(str, "prompt profile"),
+        "initial_path": StrategyOption(Literal["generate", "corrupt", "empty"],
+                                       "where the first path comes from"),
+        "corrupt_length": StrategyOption(int, "relations of a corrupted initial path"),
+        "answer": StrategyOption(Literal["auto", "program", "llm"], "who gives the answer"),
+        "max_frontier": StrategyOption(int, "most values kept per hop"),
+        "max_candidates": StrategyOption(int, "most candidates per hop"),
+        "exclude_topic": StrategyOption(bool, "drop the topic entity from the answers"),
+        "seed": StrategyOption(int, "seed"),
+        "table": StrategyOption(str, "the SQL table"),
+    }
 
     def __init__(
         self,

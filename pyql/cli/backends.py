@@ -34,7 +34,8 @@ def is_metaqa_kb(location: str) -> bool:
 
 
 def open_kb(
-    location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None
+    location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None,
+    timeout: float | None = None,
 ) -> KB:
     """The KB at ``location`` (:func:`pyql.kb.open_kb`: an http(s) SPARQL endpoint, an Oxigraph
     store directory, MetaQA's ``kb.txt`` or an RDF file loaded in memory), its failures as one
@@ -42,7 +43,7 @@ def open_kb(
 
     ``profile`` defaults to :data:`~pyql.cli.inputs.DEFAULT_PROFILE` (``metaqa`` for a kb.txt);
     a Turtle file's ``@prefix`` lines and ``prefixes`` (``--prefix``) are added to it. The
-    profile is ``kb.profile``.
+    profile is ``kb.profile``. ``timeout``: an endpoint's seconds per query (``--kb-timeout``).
     """
     url = is_url(location)
     if not url and not Path(location).exists():
@@ -57,7 +58,7 @@ def open_kb(
     from pyql.kb import open_kb as open_location
 
     try:
-        kb = open_location(location, profile=built.name)
+        kb = open_location(location, profile=built.name, timeout=timeout)
     except ProfileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--profile") from None
     except SyntaxError as exc:  # pyoxigraph reports malformed RDF as SyntaxError

@@ -15,20 +15,22 @@ def __getattr__(name: str):  # httpx2 is imported only when an endpoint is used
     raise AttributeError(name)
 
 
-def open_kb(location: str, *, profile: str | None = None) -> KB:
+def open_kb(location: str, *, profile: str | None = None, timeout: float | None = None) -> KB:
     """A KB from a location: an http(s) URL is an endpoint, a directory an on-disk store,
     MetaQA's ``kb.txt`` (a ``.txt`` file of ``head|relation|tail`` lines) the MetaQA KB, and any
     other file RDF loaded into memory (its format told by its extension).
 
     ``profile`` defaults to ``metaqa`` for a kb.txt and ``generic`` for anything else; a kb.txt
-    takes no other profile (:class:`~pyql.errors.ProfileError`). Every command opens ``--kb``
-    through here (``pyql run``, ``pyql ask``)."""
+    takes no other profile (:class:`~pyql.errors.ProfileError`). ``timeout`` is an endpoint's
+    wall-clock seconds per query (None: its default; the embedded store has no time limit).
+    Every command opens ``--kb`` through here (``pyql run``, ``pyql ask``)."""
     from pathlib import Path
 
     if location.startswith(("http://", "https://")):
         from pyql.kb.endpoint import SparqlEndpointKB
 
-        return SparqlEndpointKB(location, profile=profile or "generic")
+        options = {} if timeout is None else {"timeout": timeout}
+        return SparqlEndpointKB(location, profile=profile or "generic", **options)
     path = Path(location)
     if path.is_dir():
         return OxigraphKB(path=path, profile=profile or "generic", read_only=True)

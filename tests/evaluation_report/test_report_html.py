@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -343,7 +344,7 @@ def test_out_and_the_cli(tmp_path: Path) -> None:
 
 def test_the_assets_ship_as_package_data() -> None:
     """report.css and report.js are read with importlib.resources: the wheel must carry them."""
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"].get("package-data", {}).get(
