@@ -50,6 +50,7 @@ from pyql.agent.prompting import (
     STOP_SEQUENCES,
     PromptProfile,
     call_from_arguments,
+    cap_text,
     get_prompt_profile,
     parse_reply,
     question_message,
@@ -519,9 +520,13 @@ class QueryAgent:
     def _turn(self, step: Step, reply: LLMReply) -> list[dict[str, Any]]:
         """The messages that record one step: the model's turn and the observation."""
         n = step.n
-        thought = f"Thought {n} : {step.thought}"
+        # what the model wrote goes back capped: a runaway reply (a server that ignores
+        # max_tokens) would otherwise be resent, whole, in every later request
+        limit = self.max_observation_chars
+        thought = f"Thought {n} : {cap_text(step.thought, limit)}"
         if self.mode == "tools" and reply.tool_calls:
-            calls = [c if c.id else c.model_copy(update={"id": f"call_{n}_{i}"})
+            calls = [c.model_copy(update={"id": c.id or f"call_{n}_{i}",
+                                          "arguments": cap_text(c.arguments, limit)})
                      for i, c in enumerate(reply.tool_calls)]
             out: list[dict[str, Any]] = [{
                 "role": "assistant", "content": thought if step.thought else None,
@@ -531,7 +536,8 @@ class QueryAgent:
                     for c in calls]
             return out
         return [
-            {"role": "assistant", "content": f"{thought}\nAction {n} : {step.action}"},
+            {"role": "assistant",
+             "content": f"{thought}\nAction {n} : {cap_text(step.action, limit)}"},
             {"role": "user", "content": f"Observation {n} : {step.observation}"},
         ]
 

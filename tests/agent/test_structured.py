@@ -238,3 +238,33 @@ def test_the_local_spec_parses_for_eval() -> None:
     assert parse_llm_spec("local:/m/x.gguf") == ("local", "/m/x.gguf")
     with pytest.raises(LLMSpecError):
         parse_llm_spec("local:")
+
+
+# -- bounded replies (issue 24, item 5) ------------------------------------------------------------
+
+
+def test_a_runaway_reply_goes_back_into_the_prompt_capped() -> None:
+    kb = metaqa_kb(KB_LINES)
+    huge = "Thought 1 : " + "blah " * 400_000 + "\nAction 1 : get_relation(Kismet)"
+    llm = ScriptedLLM([huge, "Thought 2 : done\nAction 2 : execute()"])
+    QueryAgent(llm, kb, guidelines=None, max_steps=2).run("q [Kismet]", {"Kismet": "Kismet"})
+    second = llm.calls[1]["messages"]
+    assert sum(len(m["content"] or "") for m in second) < len(huge) // 100
+    assert second[2]["content"].startswith("Thought 1 : blah") and " ..." in second[2]["content"]
+
+
+def test_the_cli_and_the_runner_send_the_strategys_reply_cap(fake_openai: FakeOpenAI) -> None:
+    from pyql.agent.cli import _make_llm
+    from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.runner import _client_options
+    from pyql.agent.readi import Readi
+    from pyql.agent.strategy import max_reply_tokens
+
+    assert (max_reply_tokens(QueryAgent), max_reply_tokens(Readi)) == (256, 512)
+    assert _client_options(RunConfig(dataset="metaqa-1hop", llm="openai:m"))["max_tokens"] == 256
+    assert _client_options(RunConfig(dataset="wikisql", llm="openai:m", strategy="readi",
+                                      max_tokens=64))["max_tokens"] == 64
+    fake_openai.push(Text("ok"))
+    llm = _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key, max_tokens=256)
+    llm.complete([{"role": "user", "content": "q"}])
+    assert fake_openai.chat_requests[-1].body["max_tokens"] == 256
