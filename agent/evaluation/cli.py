@@ -159,8 +159,8 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
 def eval_command(
     dataset: Annotated[str | None, typer.Option(
         "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, "
-        "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), or one a plugin "
-        "registers")
+        "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), graphq, graphq-el "
+        "(docs/baselines.md), or one a plugin registers")
     ] = None,
     split: Annotated[str | None, typer.Option(
         help="the split (default: dev; webqsp: test)")] = None,

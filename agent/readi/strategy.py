@@ -29,10 +29,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, ClassVar, Literal
-from weakref import WeakKeyDictionary
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.llm import LLM, AccountedCall
@@ -78,25 +75,6 @@ log = logging.getLogger(__name__)
 InitialPath = Literal["generate", "corrupt", "empty"]
 AnswerMode = Literal["auto", "program", "llm"]
 
-# one binder (and its cache of bindings) per vocabulary, ranker and top_k: a run builds Readi
-# once per question
-_BINDERS: WeakKeyDictionary[RelationVocabulary, dict[tuple[str, int], RelationBinder]] = (
-    WeakKeyDictionary())
-
-
-@lru_cache(maxsize=8)
-def _vocabulary_file(path: str) -> RelationVocabulary:
-    return RelationVocabulary.from_file(path)
-
-
-def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> RelationBinder:
-    if ranker is not None and not isinstance(ranker, str):
-        return RelationBinder(vocabulary, ranker, top_k=top_k)  # a caller's own ranker object
-    binders = _BINDERS.setdefault(vocabulary, {})
-    key = (str(ranker), top_k)
-    if key not in binders:
-        binders[key] = RelationBinder(vocabulary, ranker, top_k=top_k)
-    return binders[key]
 
 
 class Readi:
@@ -197,14 +175,14 @@ class Readi:
             if self.profile not in prompts.PROFILES:
                 self.profile = "freebase"
             if isinstance(relations, str):
-                vocabulary = _vocabulary_file(str(Path(relations).resolve()))
+                vocabulary = RelationVocabulary.from_file_shared(relations)
             elif isinstance(relations, RelationVocabulary):
                 vocabulary = relations
             elif relations is not None:
                 vocabulary = RelationVocabulary(relations)
             else:
                 vocabulary = RelationVocabulary.of_kb(backend)
-            self.binder = _binder(vocabulary, ranker, top_k)
+            self.binder = RelationBinder.shared(vocabulary, ranker, top_k=top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
                 exclude_topic=exclude_topic)

@@ -232,8 +232,9 @@ class SRP:
         elif isinstance(vocabulary, RelationVocabulary):
             vocab = vocabulary
         else:
-            vocab = RelationVocabulary.from_file(vocabulary)
-        self.binder = RelationBinder(vocab, ranker, top_k=binding_top_k)
+            vocab = RelationVocabulary.from_file_shared(vocabulary)
+        # shared across questions, as Readi's: the bindings' cache outlives one question
+        self.binder = RelationBinder.shared(vocab, ranker, top_k=binding_top_k)
         self.instantiator = PathInstantiator(kb, self.binder, max_frontier=max_frontier,
                                              max_triples=max_triples)
         name = profile or kb.profile.name
