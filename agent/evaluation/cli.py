@@ -87,6 +87,15 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
             value = round(value)
         table.add_row(label, _fmt(value, digits))
     console.print(table)
+    stand_in = metrics.get("stand_in")
+    if stand_in:
+        st = Table(title=f"stand-in: {stand_in.get('name')} (no model; its assumptions)",
+                   header_style="bold")
+        st.add_column("parameter")
+        st.add_column("value", justify="right")
+        for name, value in (stand_in.get("parameters") or {}).items():
+            st.add_row(name, _fmt(value, 3))
+        console.print(st)
     classes = guidelines.get("by_class") or {}
     if guidelines.get("triggers"):
         gt = Table(title="guideline triggers by environment", header_style="bold")
@@ -251,7 +260,12 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
-    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
+    from pyql.agent.evaluation.specs import (
+        LLMSpecError,
+        noisy_spec,
+        parse_llm_spec,
+        stand_in_assumptions,
+    )
     from pyql.agent.strategy import UnknownStrategyError, get_strategy
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
@@ -290,6 +304,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
         get_strategy(strategy or "queryagent")
+        stand_in_assumptions(llm, strategy or "queryagent")  # a bad stand-in parameter too
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
