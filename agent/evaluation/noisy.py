@@ -37,7 +37,7 @@ and, at the rate ``silent`` (its own draw per gold call), a mistake no guideline
 ``silent_relation``      KB: ``add_fact`` with another relation the node's ``get_relation``
                          listed *in the same direction* — the fact still has rows, the query
                          stays valid, nothing for a guideline to see. SQL: ``set_answer`` of
-                         another column of the header (no aggregation).
+                         another column of the header (when the gold one aggregates nothing).
 =======================  ======================================================================
 
 **What happens next.** The stand-in reads what became of its mistake from the step record the
@@ -522,7 +522,9 @@ class NoisyGoldLLM:
                               ) -> tuple[Call, str, int] | None:
         gold = self.calls[i]
         if self.tools == "sql":
-            if gold.name != "set_answer" or len(gold.args) != 1:
+            plain = len(gold.args) == 1 or (len(gold.args) == 2
+                                            and gold.args[1].value.casefold() == "none")
+            if gold.name != "set_answer" or not plain:
                 return None
             current = gold.args[0].value.casefold()
             others = [c for c in ctx.columns if c.casefold() != current]

@@ -95,8 +95,7 @@ def test_silent_mistakes_come_on_top_of_the_same_injections(movies: Any) -> None
 
 
 def test_a_silent_sql_mistake_answers_another_column(players: Any) -> None:
-    llm = NoisyGoldLLM(SQL.replace("set_answer(Player, None)", "set_answer(Player)"),
-                       rate=0.0, seed=0, tools="sql", silent=1.0)
+    llm = NoisyGoldLLM(SQL, rate=0.0, seed=0, tools="sql", silent=1.0)
     result = run(llm, players, table="players", mode="text",
                  question="which centers wear a number above 18", entities={})
     (silent,) = llm.injections
