@@ -8,8 +8,9 @@ repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SR
 the same noise:
 
 - **relation check**: rates the gold path's first relation highest when it is among the
-  candidates shown, with probability ``check_accuracy`` (else another candidate first and the
-  gold relation second; then more candidates, lower);
+  candidates shown, with probability ``check_accuracy`` (else it leaves it out: three other
+  candidates are rated, so the plan's first relation is mended to a wrong checked one); then two
+  more candidates, lower;
 - **plan**: the gold path; with ``noisy-gold:RATE`` corrupted by
   :func:`~pyql.agent.readi.standin.corrupt_path` (each relation, with probability ``RATE``,
   replaced by another relation of the vocabulary or dropped);
@@ -63,7 +64,7 @@ def _declare() -> tuple[Any, ...]:
             "assumption (the SRP paper reports no judge accuracy)"),
         StandInParameter(
             "check_accuracy", 0.85,
-            "the relation check rates the gold first relation highest when it is shown",
+            "the relation check keeps the gold first relation (rated highest) when it is shown",
             "assumption (the SRP paper reports the check's ablation, not its accuracy)"),
     )
 
@@ -134,8 +135,9 @@ class SRPStandIn:
         rated = ([first] if first in candidates else [])
         if rated and not self.readi.succeeds(self.check_accuracy):
             others = [c for c in candidates if c != first]
-            if others:  # a wrong relation rated first, the gold one second
-                rated = [self.readi.noise.choice(others), first]
+            if others:  # the gold relation left out of the rated ones
+                rated = [self.readi.noise.choice(others)]
+                candidates = others
         rated += [c for c in candidates if c not in rated][:3 - len(rated)]
         scores = [0.6, 0.3, 0.1] if first in candidates else [0.4, 0.3, 0.3]
         return "\n".join(f"{i}. ('{r}', {s}): {'on the path' if r == first else 'related'}."
