@@ -89,10 +89,10 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
     console.print(table)
     stand_in = metrics.get("stand_in")
     if stand_in:
-        st = Table(title=f"stand-in: {stand_in.get('name')} (no model; its assumptions)",
-                   header_style="bold")
+        st = Table(title="stand-in assumptions (no model)", header_style="bold", min_width=40)
         st.add_column("parameter")
         st.add_column("value", justify="right")
+        st.add_row("stand-in", str(stand_in.get("name")))
         for name, value in (stand_in.get("parameters") or {}).items():
             st.add_row(name, _fmt(value, 3))
         console.print(st)
@@ -157,7 +157,9 @@ def eval_command(
         "--data-dir", help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
     ] = None,
     llm: Annotated[str | None, typer.Option(
-        "--llm", help="openai:MODEL, replay:PATH, gold or noisy-gold:RATE")] = None,
+        "--llm", help="openai:MODEL, replay:PATH, gold[:K=V,...] or "
+                      "noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in parameter, e.g. "
+                      "judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
     sample: Annotated[int | None, typer.Option(
