@@ -57,25 +57,25 @@ hint.
   follows the repeat is decided the same way, with a fresh draw;
 - otherwise the mistake was accepted unnoticed: it goes on with the gold program from where it
   was, so the wrong fact stays in the query as with a real LLM that does not notice (``kept``).
+  For the insertions (``cvt_answer``, an accepted ``premature_execute``) "where it was" is the
+  gold call the mistake was written before; ``missing_get_relation`` consumed two gold calls.
 
 ``fix_on_hint``, ``fix_on_error`` and ``silent`` are the stand-in's declared :data:`PARAMETERS`
 (``noisy-gold:0.3`` takes their defaults; ``noisy-gold:0.3:fix_on_hint=1,fix_on_error=1,silent=0``
 is the oracle of the measurements made before they existed). Equal defaults for the two fix
 rates keep the ERASER on/off gap from being an input: a hint helps here only by making a
 mistake visible that the Session would accept.
-  For the insertions (``cvt_answer``, an accepted ``premature_execute``) "where it was" is the
-  gold call the mistake was written before; ``missing_get_relation`` consumed two gold calls.
 
 A run that ends right after the mistake (an accepted premature ``execute()``, the step limit)
 leaves its record ``pending``; :meth:`NoisyGoldLLM.reconcile` settles it from the trajectory and
 adds the code of every mistake's step (``trajectory_code``) to every record.
 
 **Determinism.** Whether gold call *i* gets a mistake, which one, and its details are drawn from
-``random.Random(f"{seed}:{i}")`` (the silent mistake from ``f"{seed}:{i}:silent"``, the fix
-draws from ``f"{seed}:{i}:fix:{attempt}"``): the same seed gives the same injections, and a run with ERASER
-and one without make the same mistake at the same gold call whenever both reach it (fair
-ablations). Each gold call is decided once; the step that follows a rejected mistake is always
-the gold call. Per-question seeds come from
+``random.Random(f"{seed}:{i}")`` (the silent mistake from ``f"{seed}:{i}:silent"``, the fix of
+its n-th rejection from ``f"{seed}:{i}:fix:{n}"``): the same seed gives the same injections,
+and a run with ERASER and one without make the same mistake at the same gold call whenever both
+reach it (fair ablations). Each gold call is decided once; the step that follows a rejected
+mistake is the gold call or, when not fixed, the mistake again. Per-question seeds come from
 :func:`pyql.agent.evaluation.records.item_seed`.
 
 >>> llm = NoisyGoldLLM("get_relation(Kismet)\\nexecute()", rate=0.0, seed=0)
@@ -475,7 +475,7 @@ class NoisyGoldLLM:
         return draw < p
 
     def _inject(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
-        made = self._inject_listed(i, ctx)
+        made = self._inject_typed(i, ctx)
         if made is None and self.silent > 0.0:
             rng = random.Random(f"{self.seed}:{i}:silent")
             if rng.random() < self.silent:
@@ -484,7 +484,7 @@ class NoisyGoldLLM:
                     return ("silent_relation", *silent)
         return made
 
-    def _inject_listed(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
+    def _inject_typed(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
         rng = random.Random(f"{self.seed}:{i}")
         if self.rate <= 0.0 or rng.random() >= self.rate:
             return None
