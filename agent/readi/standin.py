@@ -265,7 +265,11 @@ def stand_in(spec: str, item: Any, *, seed: int = 0,
     values = stand_in_values(spec, parameters)
     gold = gold_path(item)
     if rate and isinstance(gold, TablePath):
-        raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)")
+        raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)",
+                           spec=spec)
+    if isinstance(gold, TablePath) and values.get("edit_success", 1.0) < 1.0:
+        raise LLMSpecError("the table-path stand-in edits to the gold path: edit_success is "
+                           "for relation paths", spec=spec, parameter="edit_success")
     vocabulary = _vocabulary(item, gold) if isinstance(gold, ReasoningPath) else ()
     return ReadiStandIn(gold, rate=rate, seed=seed,
                         vocabulary=vocabulary, answers=getattr(item, "answers", ()),

@@ -85,3 +85,14 @@ def test_bad_parameters_are_typed_errors(spec: str, parameter: str) -> None:
     with pytest.raises(LLMSpecError) as info:
         Readi.stand_in(spec, ITEM)
     assert info.value.parameter == parameter and info.value.spec == spec
+
+
+def test_a_table_path_takes_no_edit_success() -> None:
+    from pyql.agent.evaluation.records import EvalItem
+
+    table = EvalItem(id="t", question="q", tools="sql", table="players",
+                     program='add_condition(Player, =, "A")\nset_answer(Nationality)')
+    assert Readi.stand_in("gold:reader_accuracy=0.5", table).reader_accuracy == 0.5
+    with pytest.raises(LLMSpecError) as info:
+        Readi.stand_in("gold:edit_success=0.5", table)
+    assert info.value.parameter == "edit_success"
