@@ -313,7 +313,6 @@ class QueryAgent:
             GoldLLM,
             LLMSpecError,
             no_program_reason,
-            noisy_spec,
             parse_llm_spec,
         )
 
@@ -327,8 +326,7 @@ class QueryAgent:
             return GoldLLM(paper or item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
-        rate, types = noisy_spec(arg)
-        return NoisyGoldLLM(item.program, rate=rate, seed=seed, tools=item.tools, types=types)
+        return NoisyGoldLLM.from_spec(arg, item, seed=seed)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyql.agent.evaluation.noisy import INJECTION_TYPES, Injection, summarise
+from pyql.agent.evaluation.noisy import INJECTION_TYPES, SILENT_TYPES, Injection, summarise
 from pyql.agent.evaluation.records import METRICS, RunConfig
 
 __all__ = ["NOTE", "SIDES", "ABLATION_TABLE", "side_configs", "summarise_ablation",
@@ -74,14 +74,14 @@ def _injections(results: Iterable[Any]) -> list[Injection]:
 def _rates(rows: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     total: dict[str, Any] = {"n": 0, "detected": 0, "corrected": 0, "kept": 0, "retried": 0,
-                             "ended": 0, "codes": {}}
-    for kind in INJECTION_TYPES:
+                             "ended": 0, "repeats": 0, "codes": {}}
+    for kind in (*INJECTION_TYPES, *SILENT_TYPES):
         row = rows.get(kind)
         if row is None:
             continue
         out[kind] = _with_rates(row)
-        for key in ("n", "detected", "corrected", "kept", "retried", "ended"):
-            total[key] += row[key]
+        for key in ("n", "detected", "corrected", "kept", "retried", "ended", "repeats"):
+            total[key] += row.get(key, 0)
         for code, count in row["codes"].items():
             total["codes"][code] = total["codes"].get(code, 0) + count
     out["all"] = _with_rates(total)
@@ -104,6 +104,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     from pyql.agent.evaluation.runner import read_results
 
     settings: dict[str, dict[str, Any]] = {}
+    stand_in: dict[str, Any] | None = None
     injections: dict[str, dict[str, Any]] = {}
     with_injection = 0
     hints_on_clean: dict[str, int] = {}
@@ -114,6 +115,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         metrics = json.loads((side / METRICS).read_text(encoding="utf-8"))
         complete = complete and bool((metrics.get("run") or {}).get("complete", True))
         primary = metrics.get("primary", primary)
+        stand_in = stand_in or metrics.get("stand_in")
         row = {k: metrics.get(k) for k in _SETTING_KEYS if metrics.get(k) is not None}
         row["hints"] = (metrics.get("guidelines") or {}).get("per_question", 0.0)
         settings[name] = row
@@ -135,7 +137,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         "gain": on - off if on is not None and off is not None else None,
         "injections": injections, "questions_with_injection": with_injection,
         "clean_hints": dict(sorted(hints_on_clean.items(), key=lambda kv: -kv[1])),
-        "complete": complete, "note": NOTE,
+        "complete": complete, "note": NOTE, "stand_in": stand_in,
     }
 
 
@@ -189,6 +191,10 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         name = _METRIC_NAMES.get(summary["primary"], summary["primary"])
         lines += ["", f"{label}: ERASER on − off: "
                   + (f"{gain * 100:+.1f} points of {name}." if gain is not None else "–")]
+        assumed = summary.get("stand_in") or {}
+        if assumed.get("parameters"):
+            values = ", ".join(f"{k}={v:g}" for k, v in assumed["parameters"].items())
+            lines.append(f"Stand-in {assumed.get('name')} assumes: {values}.")
         if summary["clean_hints"]:
             lines.append(f"Hints with ERASER on: {_codes(summary['clean_hints'], 8)}.")
         on = summary["injections"].get("eraser_on")
@@ -206,7 +212,7 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             "hint codes | w/o ERASER: injected / kept / ended |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
         ]
-        for kind in (*INJECTION_TYPES, "all"):
+        for kind in (*INJECTION_TYPES, *SILENT_TYPES, "all"):
             row, other = on.get(kind), off.get(kind)
             if row is None and other is None:
                 continue
@@ -244,13 +250,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--types", default=None,
                         help="comma-separated injection types (default all): "
                              + ", ".join(INJECTION_TYPES))
+    parser.add_argument("--assume", default=None,
+                        help="the noisy stand-in's parameters, KEY=VALUE[,KEY=VALUE] (default: "
+                             "their stated defaults; fix_on_hint=1,fix_on_error=1,silent=0 is "
+                             "the oracle)")
     parser.add_argument("--max-steps", type=int, default=20)
     parser.add_argument("--out", default=None,
                         help="keep the run directories here (default: a temporary folder)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    noisy = f"noisy-gold:{args.rate:g}" + (f":{args.types}" if args.types else "")
+    noisy = (f"noisy-gold:{args.rate:g}" + (f":{args.types}" if args.types else "")
+             + (f":{args.assume}" if args.assume else ""))
     with tempfile.TemporaryDirectory(prefix="pyql-ablation-") as tmp:
         root = Path(args.out) if args.out else Path(tmp)
         summaries: dict[str, Any] = {}

@@ -105,6 +105,15 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
             value = round(value)
         table.add_row(label, _fmt(value, digits))
     console.print(table)
+    stand_in = metrics.get("stand_in")
+    if stand_in:
+        st = Table(title="stand-in assumptions (no model)", header_style="bold", min_width=40)
+        st.add_column("parameter")
+        st.add_column("value", justify="right")
+        st.add_row("stand-in", str(stand_in.get("name")))
+        for name, value in (stand_in.get("parameters") or {}).items():
+            st.add_row(name, _fmt(value, 3))
+        console.print(st)
     classes = guidelines.get("by_class") or {}
     if guidelines.get("triggers"):
         gt = Table(title="guideline triggers by environment", header_style="bold")
@@ -169,7 +178,8 @@ def eval_command(
     ] = None,
     llm: Annotated[str | None, typer.Option(
         "--llm", help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
-        "replay:PATH, gold or noisy-gold:RATE")] = None,
+        "replay:PATH, gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
+        "parameter, e.g. judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
     sample: Annotated[int | None, typer.Option(
@@ -277,7 +287,12 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
-    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
+    from pyql.agent.evaluation.specs import (
+        LLMSpecError,
+        noisy_spec,
+        parse_llm_spec,
+        stand_in_assumptions,
+    )
     from pyql.agent.strategy import UnknownStrategyError
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
@@ -324,6 +339,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
         options = _checked_options(strategy or "queryagent", options or {})
+        stand_in_assumptions(llm, strategy or "queryagent")  # a bad stand-in parameter too
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(

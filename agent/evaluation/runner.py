@@ -22,7 +22,9 @@
   last complete one). Its partial last line is cut on resume too;
 - ``metrics.json``: :func:`pyql.agent.evaluation.metrics.aggregate` of ``results.jsonl``, plus a
   ``run`` section (this session's wall time, concurrency, rate-limit pauses, cache hits,
-  ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
+  ``complete``) and, for a stand-in, ``stand_in`` (its name and the values of its declared
+  parameters, :func:`pyql.agent.evaluation.specs.stand_in_assumptions`), rewritten every few
+  seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
 The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
@@ -118,6 +120,7 @@ from pyql.agent.evaluation.specs import (
     LLMSpecError,
     RateGate,
     build_provider,
+    stand_in_assumptions,
 )
 from pyql.agent.jsonl import json_lines
 from pyql.agent.presets import primary_metric
@@ -370,13 +373,17 @@ def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
 
 
 def recompute_metrics(out_dir: str | os.PathLike[str], *, primary: str | None = None,
-                      run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` when given)."""
+                      run: dict[str, Any] | None = None,
+                      stand_in: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` and the stand-in's
+    assumptions, ``stand_in``, when given)."""
     metrics = aggregate(_unique(iter_records(Path(out_dir) / RESULTS, drop=("steps",))))
     if primary is not None:
         metrics["primary"] = primary
     if run is not None:
         metrics["run"] = run
+    if stand_in is not None:
+        metrics["stand_in"] = stand_in
     _atomic_write_json(Path(out_dir) / METRICS, metrics)
     return metrics
 
@@ -699,6 +706,12 @@ class _Session:
             self.session_done += 1
 
     # -- in the event loop ----------------------------------------------------------------------
+    def stand_in(self) -> dict[str, Any] | None:
+        """The stand-in's name and parameter values (its declared assumptions), or None when a
+        model answers: ``metrics.json``'s ``stand_in``."""
+        assumed = stand_in_assumptions(self.config.llm, self.strategy)
+        return assumed.to_dict() if assumed is not None else None
+
     def run_section(self, started: float, items_total: int) -> dict[str, Any]:
         done = sum(1 for r in self.done.values() if r.status not in OUTAGES)
         section: dict[str, Any] = {
@@ -909,6 +922,7 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
 def _write_running_metrics(session: _Session, started: float, total: int) -> None:
     metrics = aggregate(session.done.values(), primary=session.primary)
     metrics["run"] = session.run_section(started, total)
+    metrics["stand_in"] = session.stand_in()
     _atomic_write_json(session.out_dir / METRICS, metrics)
 
 
@@ -1036,7 +1050,8 @@ def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str
     section = session.run_section(started, len(session.items))
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)
-    return recompute_metrics(out_dir, primary=session.primary, run=section)
+    return recompute_metrics(out_dir, primary=session.primary, run=section,
+                             stand_in=session.stand_in())
 
 
 def _default_data_dir() -> Path:

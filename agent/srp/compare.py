@@ -62,7 +62,8 @@ def compare(dataset: str, references: str, *, strategies: Sequence[str] = ("srp"
             metrics = evaluate(config, root / name, progress=False)
             summary["questions"] = metrics["n"]
             summary["strategies"][name] = {**{k: metrics.get(k) for k in SHOWN},
-                                           "own": metrics.get("strategy") or {}}
+                                           "own": metrics.get("strategy") or {},
+                                           "stand_in": metrics.get("stand_in")}
     return summary
 
 
@@ -97,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
         if s["own"]:
             print("              " + json.dumps(s["own"]))
+        if s.get("stand_in"):
+            print("              stand-in assumes " + json.dumps(s["stand_in"]["parameters"]))
     return 0
 
 
