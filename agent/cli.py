@@ -17,7 +17,8 @@ as JSONL.
 The LLM is any OpenAI-compatible server: ``--model``/``$PYQL_MODEL``, ``--base-url``/
 ``$OPENAI_BASE_URL`` and ``--api-key``/``$OPENAI_API_KEY``. Its time is bounded by the wall
 clock: ``--llm-timeout`` seconds per request (30), ``--max-retries`` (2), and ``--deadline``
-seconds for the whole question (without it, each LLM call ends within a minute). With none of
+seconds of LLM time for the question: the time its LLM calls take, retries included, not the
+time before or between them (without it, each LLM call ends within a minute). With none of
 the LLM settings the command says how to set one up and exits with 2; an LLM failure
 (authentication, unknown model, context window, rate limit after the retries, no reply in time)
 is one ``error:`` line and exit code 1.
@@ -45,13 +46,13 @@ from pyql.agent import cli_options as opts
 from pyql.agent.structured import CONSTRAIN_MODES
 from pyql.cli import (
     CliError,
+    fail,
     open_kb,
     open_sql_session,
     pairs,
     print_json,
     print_query,
     reported,
-    stderr,
     stdout,
     warnings_shown,
 )
@@ -60,7 +61,7 @@ from pyql.cli import (
 )
 from pyql.cli.errors import one_line
 from pyql.cli.options import EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
-from pyql.deadline import within
+from pyql.deadline import Budget, within
 
 if TYPE_CHECKING:
     from pyql.agent.errors import LLMError
@@ -85,7 +86,7 @@ NO_LLM_MESSAGE = (
 #: give its entities with --entity)
 ENDPOINT_LABEL_LIMIT = 200_000
 
-#: observation text shown per step (the model sees all of it)
+#: characters shown per step of an observation, action or thought (the model sees all of it)
 _SHOWN_CHARS = 1200
 
 
@@ -167,6 +168,7 @@ def ask_command(
     deadline: opts.DeadlineOpt = None,
     constrain: opts.ConstrainOpt = "auto",
     max_tokens: opts.MaxTokensOpt = None,
+    kb_timeout: opts.KbTimeoutOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
     ] = False,
@@ -178,31 +180,38 @@ def ask_command(
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
     --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
     """
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
-        )
-    if mode not in ("text", "tools"):
-        raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}", param_hint="--mode")
-    if constrain not in CONSTRAIN_MODES:
-        raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
-                                 param_hint="--constrain")
-    local = _local_spec(llm_spec)
-    if local is None and not _llm_configured(model, base_url, api_key):
-        stderr().print(Text.assemble(("error: ", "bold red"), NO_LLM_MESSAGE))
-        raise typer.Exit(2)
-    options = strategy_options(option)
+    with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
+        if (kb is None) == (db is None):
+            raise typer.BadParameter(
+                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
+                param_hint="--kb")
+        if mode not in ("text", "tools"):
+            raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}",
+                                     param_hint="--mode")
+        if constrain not in CONSTRAIN_MODES:
+            raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
+                                     param_hint="--constrain")
+        local = _local_spec(llm_spec)
+        if local is None and not _llm_configured(model, base_url, api_key):
+            fail(CliError(NO_LLM_MESSAGE, code=2), as_json=as_json)
+        options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
-    with warnings_shown(), reported(), _llm_errors(base_url):
+    with warnings_shown(), reported(as_json=as_json), _llm_errors(base_url, deadline):
         from pyql.agent.strategy import (
             StrategyConfig,
+            StrategyOptionError,
             build_strategy,
+            check_options,
             get_strategy,
             max_reply_tokens,
         )
 
-        strategy_type = get_strategy(strategy)  # an unknown name fails before anything opens
+        strategy_type = get_strategy(strategy)
+        try:  # an unknown name, option or ill-typed value fails before anything is opened
+            options = check_options(strategy_type, options)
+        except StrategyOptionError as exc:
+            raise CliError(str(exc), code=2) from None
         llm = _make_llm(model, base_url, api_key, local=local, timeout=llm_timeout,
                         max_retries=max_retries,  # first: a missing key fails fast
                         max_tokens=max_tokens or max_reply_tokens(strategy_type))
@@ -215,7 +224,7 @@ def ask_command(
             language, location = "sql", db
         else:
             assert kb is not None
-            backend = open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"))
+            backend = open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"), kb_timeout)
             if given:
                 entities = given
             else:
@@ -240,7 +249,7 @@ def ask_command(
         meta: dict[str, Any] = {"source": location}
         if linking is not None:
             meta["linking"] = [m.model_dump(mode="json") for m in linking.mentions]
-        with within(deadline):
+        with within(Budget(deadline) if deadline is not None else None):
             result = agent.run(question, entities, table=table, meta=meta,
                                on_step=partial(_show_step, out) if out is not None else None)
         if result.stop_reason == "context_length" and not result.steps:
@@ -320,7 +329,7 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 
 
 @contextmanager
-def _llm_errors(base_url: str | None) -> Iterator[None]:
+def _llm_errors(base_url: str | None, deadline: float | None = None) -> Iterator[None]:
     """LLM failures as one ``error:`` line (a :class:`pyql.cli.CliError` without a hint)."""
     from pyql.agent.errors import LLMError
     from pyql.agent.local import LocalModelError
@@ -331,7 +340,7 @@ def _llm_errors(base_url: str | None) -> Iterator[None]:
         raise CliError(one_line(str(exc)), hint=exc.hint or None) from None
     except LLMError as exc:
         where = base_url or os.environ.get("OPENAI_BASE_URL")
-        raise CliError(_llm_message(exc, where)) from None
+        raise CliError(_llm_message(exc, where, deadline)) from None
     except ModuleNotFoundError as exc:
         if exc.name != "openai":
             raise
@@ -340,7 +349,9 @@ def _llm_errors(base_url: str | None) -> Iterator[None]:
         ) from None
 
 
-def _llm_message(exc: LLMError, base_url: str | None) -> str:
+def _llm_message(exc: LLMError, base_url: str | None, deadline: float | None = None) -> str:
+    """The one line of an LLM failure; ``deadline``: the question's ``--deadline``, whose
+    running out is the budget's doing, not the server's."""
     from pyql.agent.errors import (
         LLMAuthError,
         LLMContextLengthError,
@@ -365,6 +376,9 @@ def _llm_message(exc: LLMError, base_url: str | None) -> str:
     if isinstance(exc, LLMRateLimitError):
         wait = f"; the server asks to wait {exc.retry_after:.0f}s" if exc.retry_after else ""
         return f"rate limited by {where} after the retries ({detail}{wait}): try again later"
+    if isinstance(exc, LLMTimeoutError) and deadline is not None and exc.deadline == deadline:
+        return (f"the LLM calls ran out of time ({detail}): raise --deadline (seconds of LLM "
+                "time for the question) for a slow model")
     if isinstance(exc, LLMTimeoutError):
         return (f"no reply from {where} in time ({detail}): is it up? (raise --llm-timeout "
                 "or --deadline for a slow model)")
@@ -422,8 +436,8 @@ def _clip(text: str) -> str:
 def _show_step(out: Console, step: Step) -> None:
     out.print(Text(f"Step {step.n}", style="bold"))
     if step.thought:
-        out.print(Text.assemble(("  Thought      ", "dim"), (step.thought, "italic")))
-    out.print(Text.assemble(("  Action       ", "dim"), (step.action or "(none)", "cyan")))
+        out.print(Text.assemble(("  Thought      ", "dim"), (_clip(step.thought), "italic")))
+    out.print(Text.assemble(("  Action       ", "dim"), (_clip(step.action or "(none)"), "cyan")))
     if step.hint is not None:
         out.print(Text.assemble((f"  Hint {step.hint:<8}", "yellow"),
                                 (_clip(step.observation), "yellow")))

@@ -12,6 +12,7 @@ __all__ = [
     "ConstrainOpt",
     "MaxTokensOpt",
     "DeadlineOpt",
+    "KbTimeoutOpt",
     "LlmTimeoutOpt",
     "MaxStepsOpt",
     "ModeOpt",
@@ -66,8 +67,9 @@ LlmTimeoutOpt = Annotated[
 DeadlineOpt = Annotated[
     float | None,
     typer.Option("--deadline", min=0.001, metavar="SECONDS",
-                 help="Wall-clock seconds for each question's LLM calls, retries included "
-                 "(then each call's --llm-timeout still holds); default: each LLM call ends "
+                 help="Seconds of LLM time for each question: the wall clock while its LLM "
+                 "calls run, retries included (time before and between the calls does not "
+                 "count; each call's --llm-timeout still holds); default: each LLM call ends "
                  "within a minute."),
 ]
 ConstrainOpt = Annotated[
@@ -81,4 +83,10 @@ MaxTokensOpt = Annotated[
     typer.Option("--max-tokens", min=1, metavar="N",
                  help="Longest LLM reply, in tokens (default: the strategy's; QueryAgent 256, "
                  "Readi/SRP 512)."),
+]
+KbTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--kb-timeout", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds one query of a SPARQL endpoint may take (default 30); "
+                 "a query that runs out is the KB's failure, not an answer."),
 ]

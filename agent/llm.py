@@ -55,7 +55,15 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.deadline import Deadline, DeadlineExceeded, call_within, earliest, within
+from pyql.deadline import (
+    Budget,
+    Deadline,
+    DeadlineExceeded,
+    call_within,
+    charged,
+    earliest,
+    within,
+)
 from pyql.deadline import current as current_deadline
 from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
@@ -377,12 +385,14 @@ class _OpenAIBase(Retrying):
         with :func:`~pyql.deadline.call_within`, so a server that never answers or sends its
         reply a byte at a time cannot hold it longer. The whole call ends by the earlier of
         ``deadline`` (this client's budget per call) and the context's deadline
-        (:meth:`with_deadline`).
+        (:meth:`with_deadline`); the call's time is charged to the context's deadline when it
+        is a :class:`~pyql.deadline.Budget` (a question's LLM time, ``--deadline``).
         """
         import openai
         import pydantic
 
-        budget = self._budget()
+        context = current_deadline()
+        budget: Deadline
 
         def attempt() -> _T:
             seconds = budget.bound(self.timeout)
@@ -401,19 +411,28 @@ class _OpenAIBase(Retrying):
         def give_up(error: BaseException, attempts: int) -> BaseException:
             if not isinstance(error, LLMTimeoutError):
                 return error
+            elapsed = budget.elapsed()
             ran_out = budget.seconds < _UNBOUNDED and budget.remaining() <= 0
-            why = (f"the {budget.seconds:g}s deadline ran out" if ran_out
-                   else f"{self.timeout:g}s per attempt")
+            if not ran_out:  # every attempt timed out: the server did not answer
+                return LLMTimeoutError(
+                    f"{self.model}: no reply after {attempts} attempt(s) ({self.timeout:g}s "
+                    f"per attempt, {elapsed:.1f}s)", model=self.model, timeout=self.timeout,
+                    attempts=attempts, elapsed=elapsed)
+            # the budget ran out (perhaps before this call began): not the server's fault
+            whose = "the" if budget is context else "this call's"
+            used = "of LLM time used" if isinstance(budget, Budget) else "used"
             return LLMTimeoutError(
-                f"{self.model}: no reply after {attempts} attempt(s) ({why}, "
-                f"{budget.elapsed():.1f}s)", model=self.model, timeout=self.timeout,
-                attempts=attempts, elapsed=budget.elapsed(),
-                deadline=budget.seconds if ran_out else None)
+                f"{self.model}: {whose} {budget.seconds:g}s deadline ran out ({elapsed:.1f}s "
+                f"{used}; {attempts} attempt(s) of this call)", model=self.model,
+                timeout=self.timeout, attempts=attempts, elapsed=elapsed,
+                deadline=budget.seconds)
 
-        if budget.expired:
-            raise give_up(LLMTimeoutError("", model=self.model), 0)
-        return retry_call(attempt, self.retry_policy, sleep=self._sleep, rng=self._rng,
-                          deadline=budget, give_up=give_up, name=self.model)
+        with charged():  # a question's --deadline (a Budget) counts the time of LLM calls only
+            budget = self._budget()
+            if budget.expired:
+                raise give_up(LLMTimeoutError("", model=self.model), 0)
+            return retry_call(attempt, self.retry_policy, sleep=self._sleep, rng=self._rng,
+                              deadline=budget, give_up=give_up, name=self.model)
 
     def _budget(self) -> Deadline:
         """The deadline of one call: the context's, cut to this client's ``deadline``."""
@@ -782,9 +801,11 @@ class ReplayLLM:
             stop_reason = source.stop_reason
         else:
             steps = [s if isinstance(s, Step) else Step.model_validate(s) for s in source]
-        self._steps = steps
+        # the steps that recorded an LLM call (Readi's instantiations, SRP's retrievals... made
+        # none): a call has the model's name, whatever the model wrote
+        self._steps = [s for s in steps if s.model or s.reply_text or s.tool_calls]
         self._stop_reason = stop_reason
-        self.model = next((s.model for s in steps if s.model), "replay")
+        self.model = next((s.model for s in self._steps if s.model), "replay")
         self.check_prompts = check_prompts
         self._next = 0
 

@@ -143,7 +143,7 @@ class LocalServer:
         s = self.settings
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
-        params.model_alias = self.model_path.stem  # the name replies carry
+        params.model_alias = {self.model_path.stem}  # the name replies carry
         params.n_ctx = s.ctx
         params.n_parallel = s.parallel
         params.cpuparams.n_threads = s.threads

@@ -49,6 +49,7 @@ __all__ = [
     "read_prompt",
     "RETRY_WORDING",
     "STOP_SEQUENCES",
+    "cap_text",
     "PromptProfile",
     "ParsedReply",
     "get_prompt_profile",
@@ -454,8 +455,11 @@ def render_relations(forward: Sequence[str], backward: Sequence[str], *,
     return f"{{'forward': {_list(forward, more_f)}, 'backward': {_list(backward, more_b)}}}"
 
 
-def _cap(text: str, max_chars: int) -> str:
+def cap_text(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` (marked ``...``): what a reply may put back into a prompt,
+    so one runaway reply cannot grow every later request."""
     return text if len(text) <= max_chars else text[: max_chars - 4].rstrip() + " ..."
+
 
 
 def render_observation(
@@ -484,5 +488,5 @@ def render_observation(
                                     top_k=top_k, seed=seed)
         text = render_relations(fwd, bwd, forward_total=len(relations.forward),
                                 backward_total=len(relations.backward))
-        return _cap(text, max_chars)
-    return _cap(obs.text, max_chars)
+        return cap_text(text, max_chars)
+    return cap_text(obs.text, max_chars)

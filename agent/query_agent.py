@@ -30,13 +30,11 @@ Errors of the framework (authentication, unknown model, exhausted retries) are r
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
@@ -52,6 +50,7 @@ from pyql.agent.prompting import (
     STOP_SEQUENCES,
     PromptProfile,
     call_from_arguments,
+    cap_text,
     get_prompt_profile,
     parse_reply,
     question_message,
@@ -61,10 +60,11 @@ from pyql.agent.prompting import (
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.recorder import Recorder
-from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
+from pyql.environment import render_values, resolve_guidelines
 from pyql.errors import InputError, ParseError
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
@@ -96,25 +96,6 @@ class _Decision:
     action: Call | str | InputError
     action_text: str
     issue: str | None = None
-
-
-def _resolve_guidelines(spec: Any, tools: str) -> Any:
-    """``True`` -> the default ERASER registry (loaded once); ``None``/``False`` -> off."""
-    if spec is None or spec is False:
-        return None
-    if spec is not True:
-        return spec
-    try:
-        from pyql.guidelines import default_registry
-    except ImportError as exc:
-        raise ImportError("guidelines=True needs pyql.guidelines.default_registry "
-                          f"(ERASER is not available: {exc})") from exc
-    return default_registry(tools=tools) if _takes_tools(default_registry) else default_registry()
-
-
-@lru_cache(maxsize=8)
-def _takes_tools(function: Callable[..., Any]) -> bool:
-    return "tools" in inspect.signature(function).parameters
 
 
 #: (id of the profile, mode) -> (the profile, kept so that its id is not reused; the prompt)
@@ -199,6 +180,25 @@ class QueryAgent:
     name = "queryagent"
     #: the original's ``max_tokens`` (one thought and one action)
     max_reply_tokens = 256
+    #: what ``--option`` may set: constructor keywords (see the class docstring)
+    declared_options: ClassVar[Mapping[str, StrategyOption]] = {
+        "guidelines": StrategyOption(bool, "ERASER on or off"),
+        "max_steps": StrategyOption(int, "most LLM calls per question"),
+        "mode": StrategyOption(Literal["text", "tools"], "Thought/Action text or tool calls"),
+        "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
+        "top_k": StrategyOption(int, "relations shown after ranking"),
+        "seed": StrategyOption(int, "seed of the ranker's ties"),
+        "profile": StrategyOption(str, "prompt profile"),
+        "table": StrategyOption(str, "the SQL table"),
+        "max_observation_chars": StrategyOption(int, "observations cut to this length"),
+        "session_options": StrategyOption(dict[str, Any], "KBSession/SqlSession keywords"),
+        "execute_on_stop": StrategyOption(bool, "run execute() when the steps run out"),
+        "preset": StrategyOption(str, "default or paper"),
+        "dataset": StrategyOption(str, "the dataset the preset is for"),
+        "extremum_mode": StrategyOption(Literal["ties", "limit"], "argmax/argmin semantics"),
+        "exclude_topic": StrategyOption(str, "the topic exclusion of the session (off: none)"),
+        "relation_filter": StrategyOption(str, "the relation filter of the session (off)"),
+    }
 
     def __init__(
         self,
@@ -266,7 +266,7 @@ class QueryAgent:
         self.execute_on_stop = execute_on_stop
         self.on_step = on_step
         self.profile = self._profile(profile)
-        self.guidelines = _resolve_guidelines(guidelines, self.profile.tools)
+        self.guidelines = resolve_guidelines(guidelines)
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
@@ -313,7 +313,6 @@ class QueryAgent:
             GoldLLM,
             LLMSpecError,
             no_program_reason,
-            noisy_spec,
             parse_llm_spec,
         )
 
@@ -327,8 +326,7 @@ class QueryAgent:
             return GoldLLM(paper or item.program, tools=item.tools)
         from pyql.agent.evaluation.noisy import NoisyGoldLLM
 
-        rate, types = noisy_spec(arg)
-        return NoisyGoldLLM(item.program, rate=rate, seed=seed, tools=item.tools, types=types)
+        return NoisyGoldLLM.from_spec(arg, item, seed=seed)
 
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
@@ -520,9 +518,13 @@ class QueryAgent:
     def _turn(self, step: Step, reply: LLMReply) -> list[dict[str, Any]]:
         """The messages that record one step: the model's turn and the observation."""
         n = step.n
-        thought = f"Thought {n} : {step.thought}"
+        # what the model wrote goes back capped: a runaway reply (a server that ignores
+        # max_tokens) would otherwise be resent, whole, in every later request
+        limit = self.max_observation_chars
+        thought = f"Thought {n} : {cap_text(step.thought, limit)}"
         if self.mode == "tools" and reply.tool_calls:
-            calls = [c if c.id else c.model_copy(update={"id": f"call_{n}_{i}"})
+            calls = [c.model_copy(update={"id": c.id or f"call_{n}_{i}",
+                                          "arguments": cap_text(c.arguments, limit)})
                      for i, c in enumerate(reply.tool_calls)]
             out: list[dict[str, Any]] = [{
                 "role": "assistant", "content": thought if step.thought else None,
@@ -532,7 +534,8 @@ class QueryAgent:
                     for c in calls]
             return out
         return [
-            {"role": "assistant", "content": f"{thought}\nAction {n} : {step.action}"},
+            {"role": "assistant",
+             "content": f"{thought}\nAction {n} : {cap_text(step.action, limit)}"},
             {"role": "user", "content": f"Observation {n} : {step.observation}"},
         ]
 
@@ -560,12 +563,12 @@ class QueryAgent:
         query as it is; ``choose_answer`` first asks the model which variable answers the
         question, from the last results (:data:`~pyql.agent.presets.ANSWER_CHOICE_PROMPT`),
         and executes with it (the choice call is accounted by ``rec``)."""
-        results = next((s.observation for s in reversed(rec.steps)
-                        if s.accepted and "The value of variable" in s.observation), "")
-        if self.preset.on_stop != "choose_answer" or not results:
+        values = next((o.values for o in reversed(getattr(session, "observations", ()))
+                       if o.ok and o.values), None)
+        if self.preset.on_stop != "choose_answer" or not values:
             return self._execute(session)
         prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
-            question=question, result=results.split(" : ", 1)[-1])}]
+            question=question, result=render_values(values))}]
         reply = rec.llm(prompt, stop=["\n"]).reply
         choice = _ANSWER_CHOICE.search(reply.text)
         if choice is not None:

@@ -25,6 +25,12 @@ plan, judge, edit), or a third party's. Each one:
 - takes ``config.constrain`` (``auto``/``on``/``off``): its LLM calls go through a
   :class:`~pyql.agent.recorder.Recorder` with a :class:`~pyql.agent.structured.ReplyFormat`
   each, so a server that honours JSON schemas only writes replies the strategy can read;
+- declares the options it takes (``--option NAME=VALUE``) in a class attribute
+  ``declared_options``: a mapping of names to :class:`StrategyOption` (the value's type and a
+  line of help). :func:`check_options` reads the given values as those types and refuses an
+  unknown name or an ill-typed value with :class:`StrategyOptionError` — ``pyql ask`` and
+  ``pyql eval`` do so before anything is opened or a run directory made. A strategy without
+  ``declared_options`` gets its options unchecked;
 - answers with :meth:`Strategy.run` ``(question, entities=..., **context) -> Result``. The common
   :class:`Result` carries the answers, the final query, the program, the typed step records, the
   usage (LLM calls, tokens, cost, KB queries, seconds) and whether the strategy finished.
@@ -45,11 +51,15 @@ True
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, get_origin, runtime_checkable
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from pyql.errors import PyqlError
 from pyql.plugins import plugins
 from pyql.registry import UnknownNameError, lookup
 
@@ -64,10 +74,13 @@ __all__ = [
     "Result",
     "Strategy",
     "StrategyConfig",
+    "StrategyOption",
+    "StrategyOptionError",
     "StrategyType",
     "UnknownStrategyError",
     "available_strategies",
     "build_strategy",
+    "check_options",
     "get_strategy",
     "max_reply_tokens",
 ]
@@ -91,6 +104,96 @@ class UnknownStrategyError(UnknownNameError):
     def __init__(self, what: str, name: str, known: Iterable[str]) -> None:
         super().__init__(what, name, known)
         self.available = self.known
+
+
+@dataclass(frozen=True)
+class StrategyOption:
+    """One option a strategy takes (``--option NAME=VALUE``): the type of its value — anything
+    pydantic validates (``int``, ``bool``, ``str``, ``str | None``, ``Literal["a", "b"]``,
+    ``dict[str, Any]``); text is read leniently (``"3"`` as 3, ``"off"`` as False) — and what it
+    does."""
+
+    type: Any
+    help: str = ""
+
+    def read(self, value: Any) -> Any:
+        """``value`` as this option's type; raises ``pydantic.ValidationError``. A number where
+        text is expected is read as the text it was written as (``--option table=2019``)."""
+        adapter = _adapter(self.type)
+        try:
+            return adapter.validate_python(value)
+        except ValidationError:
+            if not isinstance(value, (int, float)):
+                raise
+            return adapter.validate_python(json.dumps(value))
+
+    @property
+    def type_name(self) -> str:
+        """What the value must be, in words (``int``, ``one of text, tools``)."""
+        kind = self.type
+        if get_origin(kind) is Literal:
+            return "one of " + ", ".join(str(a) for a in get_args(kind))
+        if get_origin(kind) is dict:
+            return "a JSON object"
+        return kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", "")
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind, config=ConfigDict(arbitrary_types_allowed=True))
+
+
+class StrategyOptionError(PyqlError, ValueError):
+    """An option the strategy does not take (``expected`` is None), or a value that is not of
+    the option's type (``expected``: the type's name). ``known`` lists the strategy's options.
+
+    >>> error = StrategyOptionError("readi", "max_edit", known=("max_edits",))
+    >>> print(error)
+    the readi strategy does not take --option max_edit; its options: max_edits
+    """
+
+    def __init__(self, strategy: str, option: str, *, known: Collection[str],
+                 expected: str | None = None, value: Any = None) -> None:
+        self.strategy = strategy
+        self.option = option
+        self.known = tuple(known)
+        self.expected = expected
+        self.value = value
+        if expected is None:
+            names = ", ".join(self.known) or "none"
+            message = (f"the {strategy} strategy does not take --option {option}; its options: "
+                       f"{names}")
+        else:
+            message = (f"--option {option}={value!r}: the {strategy} strategy expects "
+                       f"{expected}")
+        super().__init__(message)
+
+
+def check_options(strategy: str | StrategyType, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with each value read as the type the strategy declares for it
+    (``declared_options``); :class:`StrategyOptionError` for a name it does not declare or a
+    value of the wrong type. A strategy that declares nothing gets ``options`` back as they are
+    (it checks them itself, or not at all).
+
+    >>> check_options("readi", {"max_edits": "2", "exclude_topic": "off"})
+    {'max_edits': 2, 'exclude_topic': False}
+    """
+    kind = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    declared: Mapping[str, StrategyOption] | None = getattr(kind, "declared_options", None)
+    if declared is None:
+        return dict(options)
+    name = getattr(kind, "name", str(strategy))
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        spec = declared.get(key)
+        if spec is None:
+            raise StrategyOptionError(name, key, known=sorted(declared))
+        try:
+            out[key] = spec.read(value)
+        except ValidationError:
+            raise StrategyOptionError(name, key, known=sorted(declared),
+                                      expected=spec.type_name, value=value) from None
+    return out
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,12 @@ __all__ = [
 Constrain = Literal["auto", "on", "off"]
 CONSTRAIN_MODES: tuple[str, ...] = ("auto", "on", "off")
 
-#: a thought longer than this is cut by the grammar (small models loop inside strings)
-THOUGHT_CHARS = 400
+#: a thought longer than this is cut by the grammar (small models loop inside strings); the
+#: limits keep the longest conforming reply of each format inside its strategy's
+#: ``max_reply_tokens`` (a reply cut at ``max_tokens`` is no longer JSON)
+THOUGHT_CHARS = 240
 #: an argument, a relation, an answer
-VALUE_CHARS = 200
+VALUE_CHARS = 120
 
 
 class ConstrainError(ValueError):
@@ -196,8 +198,8 @@ def table_path_format(columns: Sequence[str]) -> ReplyFormat:
     column = {"type": "string", "enum": list(columns)} if columns else _string()
     row = _object({"column": column, "op": {"type": "string", "enum": list(_TABLE_OPS)},
                    "value": {"anyOf": [_string(), {"type": "number"}]}})
-    path = _object({"columns": {"type": "array", "items": column, "maxItems": 6},
-                    "rows": {"type": "array", "items": row, "maxItems": 4},
+    path = _object({"columns": {"type": "array", "items": column, "maxItems": 4},
+                    "rows": {"type": "array", "items": row, "maxItems": 3},
                     "answer": _string()})
 
     def render(value: Mapping[str, Any]) -> str:

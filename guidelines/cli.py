@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from pyql.cli import fail, print_json
+from pyql.cli.output import make_console, printable
 
 if TYPE_CHECKING:
     from pyql.guidelines.base import Guideline
@@ -64,7 +64,7 @@ def list_command(
         table.add_column(column, overflow="fold")
     for r in rows:
         table.add_row(r["code"], r["name"], r["env"], r["triggers"], r["description"])
-    Console(highlight=False).print(table)
+    make_console(highlight=False).print(table)
 
 
 @guidelines_app.command("show")
@@ -83,7 +83,7 @@ def show_command(
         row = next(r for r in list_rows(registry) if r["code"] == guideline.code)
         print_json(row)
         return
-    typer.echo(describe(guideline, registry), nl=False)
+    typer.echo(printable(describe(guideline, registry)), nl=False)
 
 
 def find(registry: Registry, wanted: str) -> Guideline:

@@ -8,7 +8,9 @@ own (its reads still have their socket timeout), and its result is dropped.
 A :class:`Deadline` is a budget that several calls share (one question of an evaluation: every
 LLM call of the question, retries and backoff included). :func:`within` makes one the deadline
 of the current context, so code deep inside (an LLM client) can honour it without it being
-passed through every layer; each thread has its own context.
+passed through every layer; each thread has its own context. A :class:`Budget` is a deadline
+whose clock runs only while work is charged to it (:func:`charged`): the LLM time of a question
+(``--deadline``), which the time before, between and after its LLM calls does not use up.
 
 >>> with within(30) as d:
 ...     current() is d, d.remaining() <= 30
@@ -27,7 +29,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-__all__ = ["Deadline", "DeadlineExceeded", "call_within", "current", "earliest", "within"]
+__all__ = ["Budget", "Deadline", "DeadlineExceeded", "call_within", "charged", "current",
+           "earliest", "within"]
 
 _T = TypeVar("_T")
 Clock = Callable[[], float]
@@ -56,7 +59,7 @@ class Deadline:
     (6.0, 4.0, 6.0, 2.0, False)
     """
 
-    __slots__ = ("seconds", "start", "end", "_clock")
+    __slots__ = ("seconds", "start", "_end", "_clock")
 
     def __init__(self, seconds: float, *, clock: Clock = time.monotonic) -> None:
         seconds = float(seconds)
@@ -65,10 +68,15 @@ class Deadline:
         self.seconds = seconds
         self._clock = clock
         self.start = clock()
-        self.end = self.start + seconds
+        self._end = self.start + seconds
 
     def __repr__(self) -> str:
-        return f"Deadline({self.seconds:g}s, {self.remaining():.1f}s left)"
+        return f"{type(self).__name__}({self.seconds:g}s, {self.remaining():.1f}s left)"
+
+    @property
+    def end(self) -> float:
+        """The clock reading at which the time is up."""
+        return self._end
 
     def remaining(self) -> float:
         return max(0.0, self.end - self._clock())
@@ -86,6 +94,66 @@ class Deadline:
         return left if timeout is None else min(float(timeout), left)
 
 
+class Budget(Deadline):
+    """``seconds`` of wall clock that are used up only while work is charged to the budget
+    (:meth:`charging`, or :func:`charged` for the current context's): an evaluation question's
+    LLM time, which the time spent before, between and after its LLM calls (linking, KB
+    queries, prompt building) does not use up. Charges that overlap (a client inside another,
+    calls in parallel threads) count once. Elsewhere it is a :class:`Deadline`: ``elapsed`` is
+    the time charged, ``end`` when the time is up if the work going on now goes on.
+
+    >>> now = [0.0]
+    >>> b = Budget(10, clock=lambda: now[0])
+    >>> now[0] = 5.0                      # not charged
+    >>> with b.charging():
+    ...     now[0] = 8.0
+    ...     with b.charging():            # nested: counted once
+    ...         now[0] = 9.0
+    >>> b.elapsed(), b.remaining(), b.expired
+    (4.0, 6.0, False)
+    """
+
+    __slots__ = ("_spent", "_depth", "_since", "_lock")
+
+    def __init__(self, seconds: float, *, clock: Clock = time.monotonic) -> None:
+        super().__init__(seconds, clock=clock)
+        self._spent = 0.0
+        self._depth = 0
+        self._since = 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def charging(self) -> Iterator[Budget]:
+        """Charge the wall-clock time of the ``with`` body to the budget."""
+        with self._lock:
+            if self._depth == 0:
+                self._since = self._clock()
+            self._depth += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._spent += self._clock() - self._since
+
+    def elapsed(self) -> float:
+        with self._lock:
+            running = self._clock() - self._since if self._depth else 0.0
+            return self._spent + running
+
+    def remaining(self) -> float:
+        return max(0.0, self.seconds - self.elapsed())
+
+    @property
+    def end(self) -> float:
+        return self._clock() + self.remaining()
+
+    @property
+    def expired(self) -> bool:
+        return self.elapsed() >= self.seconds
+
+
 def earliest(*deadlines: Deadline | None) -> Deadline | None:
     """The deadline that ends first (``None`` entries ignored; ``None`` if there is none).
 
@@ -100,6 +168,19 @@ def earliest(*deadlines: Deadline | None) -> Deadline | None:
 def current() -> Deadline | None:
     """The deadline of the current context (see :func:`within`), if any."""
     return _CURRENT.get()
+
+
+@contextmanager
+def charged() -> Iterator[Deadline | None]:
+    """Charge the ``with`` body to the current context's deadline when it is a :class:`Budget`
+    (a plain deadline runs anyway); yields the current deadline. An LLM client wraps each call
+    in it, so a question's ``--deadline`` counts LLM time only."""
+    deadline = current()
+    if isinstance(deadline, Budget):
+        with deadline.charging():
+            yield deadline
+    else:
+        yield deadline
 
 
 @contextmanager

@@ -24,6 +24,7 @@ tests can decide on fields rather than on message text.
     │   └── LocationError           a --kb/--db location that is not a URL nor an existing path
     ├── ReadOnlyError               a write (SPARQL Update, DML/DDL, PRAGMA, ...) was refused
     ├── ProfileError                a KB profile is misconfigured or cannot render a term
+    ├── DatasetFileError            a dataset file is malformed (path, line, problem)
     └── BackendError                the KB/DB failed (never an empty result)
         ├── BackendUnavailableError the server cannot be reached
         ├── BackendTimeoutError     the query ran out of time
@@ -50,6 +51,7 @@ __all__ = [
     "LocationError",
     "ReadOnlyError",
     "ProfileError",
+    "DatasetFileError",
     "BackendError",
     "BackendUnavailableError",
     "BackendTimeoutError",
@@ -221,6 +223,23 @@ class ReadOnlyError(PyqlError):
 
 class ProfileError(PyqlError):
     """A KB profile is misconfigured, or cannot render/resolve a term."""
+
+
+class DatasetFileError(PyqlError, ValueError):
+    """A dataset file that is not what its format says: ``path``, ``line`` (1-based; None when
+    the file as a whole is at fault) and ``problem``. Its text is one ``path:line: problem``
+    line.
+
+    >>> print(DatasetFileError("qa_dev.txt", 3, "no tab between the question and the answers"))
+    qa_dev.txt:3: no tab between the question and the answers
+    """
+
+    def __init__(self, path: object, line: int | None, problem: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {problem}")
 
 
 class BackendError(PyqlError):

@@ -92,6 +92,13 @@ class Retrying:
         return self.retry_policy.delay(attempt, self._rng)
 
 
+def _about(name: str, error: BaseException) -> str:
+    """``name: error``, once: an error that starts with the name (an endpoint's URL) says it
+    already."""
+    text = str(error)
+    return text if not name or text.startswith(name) else f"{name}: {text}"
+
+
 def retry_call(
     fn: Callable[[], _T],
     policy: RetryPolicy,
@@ -128,15 +135,15 @@ def retry_call(
                         name, advised, policy.max_retry_after)
             return True
         if deadline is not None and state.upcoming_sleep >= deadline.remaining():
-            log.warning("%s: %s; no time left for a retry (deadline %gs)", name,
-                        transient.error, deadline.seconds)
+            log.warning("%s; no time left for a retry (deadline %gs)",
+                        _about(name, transient.error), deadline.seconds)
             return True
         return False
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         transient = _transient(state)
         last[:] = [transient]
-        log.warning("%s: %s; retry %d/%d in %.2fs", name, transient.error,
+        log.warning("%s; retry %d/%d in %.2fs", _about(name, transient.error),
                     state.attempt_number, policy.retries, state.upcoming_sleep)
 
     def wait_between(seconds: float) -> None:

@@ -39,6 +39,7 @@ from heapq import nsmallest
 from operator import attrgetter
 from typing import Any
 
+from pyql.echo import clip
 from pyql.environment import (
     Environment,
     GuidelineChecker,
@@ -276,6 +277,7 @@ class KBSession(Session):
                 return _KBOutcome(kb=self._execute(query), query=query, implied=(implied,))
             return _KBOutcome(kb=self._execute())
         query = getattr(self.query, name)(*resolved)
+        _refuse_repeat(name, call, self.query, query)
         kb = self._observe(query)
         bound = query.bound_variables
         new_var = query.aggregate.new_var if query.aggregate is not None else None
@@ -509,6 +511,22 @@ class KBSession(Session):
 
 
 _ID = attrgetter("id")
+
+
+def _refuse_repeat(name: str, call: Call, before: Sparql, after: Sparql) -> None:
+    """A fact (or type) already in the query is not added again: the repeated pattern would
+    change no answer, yet each copy multiplies the work of every later query (a model looping
+    on one add_fact made a query of 250 copies). Raised before anything runs; the guideline
+    ``kb.fact_already_in_query`` (RM210) turns it into a hint."""
+    if name == "add_fact":
+        repeated = after.triples[-1] in before.triples
+    elif name == "add_type":
+        repeated = after.types[-1] in before.types
+    else:
+        return
+    if repeated:
+        raise QueryError(f"{name}: {clip(str(call))} is already in the query; it was not added "
+                         "again", code="already_in_query")
 
 
 def _first(n: int | None, cells: list[Any], kinds: set[type]) -> list[Any]:

@@ -35,3 +35,17 @@ def pyql_data() -> Path:
     if not path.exists():
         pytest.skip(f"datasets not found at {path} (set PYQL_DATA)")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pyql_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Stores that commands cache (``pyql run --kb kb.txt``) go to a temporary directory, shared
+    by the tests of one worker, never to the user's ~/.cache (tests may point $PYQL_CACHE
+    elsewhere for themselves)."""
+    before = os.environ.get("PYQL_CACHE")
+    os.environ["PYQL_CACHE"] = str(tmp_path_factory.mktemp("pyql-cache"))
+    yield
+    if before is None:
+        os.environ.pop("PYQL_CACHE", None)
+    else:
+        os.environ["PYQL_CACHE"] = before

@@ -44,6 +44,8 @@ GRAPH = "http://pyql.dev/test/endpoint_small"
 EX = "http://example.org/"
 PROFILE = GENERIC.with_prefixes(ex=EX)
 ALL_TRIPLES = "SELECT ?s ?p ?o WHERE { ?s ?p ?o }"
+#: the query the fake endpoints' one-column results (``?x``) answer
+SUBJECTS = "SELECT ?x WHERE { ?x ?p ?o }"
 BNODE = "_:bnode"  # blank-node labels differ between stores; compare them as one placeholder
 
 
@@ -498,16 +500,16 @@ def test_the_deadline_covers_the_retries(fake: FakeEndpoint) -> None:
 def test_a_closed_kb_refuses_queries(fake: FakeEndpoint) -> None:
     fake.script()
     with fake_kb(fake) as kb:
-        assert kb.select(ALL_TRIPLES).is_empty
+        assert kb.select(SUBJECTS).is_empty
     with pytest.raises(BackendUnavailableError, match="closed"):
-        kb.select(ALL_TRIPLES)
+        kb.select(SUBJECTS)
     assert len(fake.requests) == 1
 
 
 def test_a_slow_but_timely_answer_is_read_whole() -> None:
     server = SlowSender(interval=0.01, chunk=400)
     try:
-        result = SparqlEndpointKB(server.url, timeout=10.0).select(ALL_TRIPLES)
+        result = SparqlEndpointKB(server.url, timeout=10.0).select(SUBJECTS)
         assert result.column("x") == [Entity(EX + "kismet")] * 20
     finally:
         server.close()
@@ -517,7 +519,7 @@ def test_a_slow_but_timely_answer_is_read_whole() -> None:
 
 def test_500_then_200_is_retried_and_succeeds(fake: FakeEndpoint) -> None:
     fake.script(Reply(500, "temporary failure"), Reply(body=select_json(["x"], [ROW])))
-    result = fake_kb(fake).select(ALL_TRIPLES)
+    result = fake_kb(fake).select(SUBJECTS)
     assert result.column("x") == [Entity(EX + "kismet")]
     assert len(fake.requests) == 2
 
@@ -525,7 +527,7 @@ def test_500_then_200_is_retried_and_succeeds(fake: FakeEndpoint) -> None:
 def test_retries_back_off_exponentially(fake: FakeEndpoint) -> None:
     fake.script(Reply(503), Reply(503), Reply(body=select_json(["x"], [ROW])))
     start = time.monotonic()
-    assert len(fake_kb(fake, backoff=0.1).select(ALL_TRIPLES)) == 1
+    assert len(fake_kb(fake, backoff=0.1).select(SUBJECTS)) == 1
     assert time.monotonic() - start >= 0.1 + 0.2
     assert len(fake.requests) == 3
 
@@ -546,7 +548,7 @@ def test_persistent_5xx_gives_up_after_the_retries(
 def test_rate_limit_honours_retry_after(fake: FakeEndpoint) -> None:
     fake.script(Reply(429, "slow down", {"Retry-After": "0.3"}), Reply(body=select_json(["x"], [])))
     start = time.monotonic()
-    assert fake_kb(fake).select(ALL_TRIPLES).is_empty
+    assert fake_kb(fake).select(SUBJECTS).is_empty
     assert time.monotonic() - start >= 0.3
 
 
@@ -615,7 +617,7 @@ def test_virtuoso_style_ask_result(fake: FakeEndpoint) -> None:
 def test_invalid_iri_from_the_endpoint_is_encoded(fake: FakeEndpoint) -> None:
     cell = {"type": "uri", "value": EX + "a b"}
     fake.script(Reply(body=select_json(["x"], [{"x": cell}])))
-    assert fake_kb(fake).select(ALL_TRIPLES).column("x") == [Entity(EX + "a%20b")]
+    assert fake_kb(fake).select(SUBJECTS).column("x") == [Entity(EX + "a%20b")]
 
 
 @pytest.mark.parametrize(

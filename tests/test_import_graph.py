@@ -42,6 +42,7 @@ UPWARD: dict[tuple[str, str], str] = {
         "linking, relation ranking and prompts; it lives under pyql/ but sits above the agent",
     ("pyql.agent.query_agent", "pyql.agent.evaluation"): _ITEM_4,
     ("pyql.agent.readi.standin", "pyql.agent.evaluation"): _ITEM_4,
+    ("pyql.agent.srp.stand_in", "pyql.agent.evaluation"): _ITEM_4,
     ("pyql.agent.vanilla", "pyql.agent.evaluation"): _ITEM_4,
 }
 #: import cycles allowed for now (the modules of each), and why
@@ -49,6 +50,9 @@ CYCLES: dict[frozenset[str], str] = {
     frozenset({"pyql.agent.llm", "pyql.agent.trajectory"}):
         "a Step records the model's ToolCalls (defined in llm) and ReplayLLM reads Steps back; "
         "ToolCall moves below both with issue 21 items 1-2 (agent/llm.py)",
+    frozenset({"pyql.agent.evaluation.noisy", "pyql.agent.evaluation.specs"}):
+        "specs validates noisy-gold's injection types and noisy reads its stand-in parameters "
+        "from specs (deferred imports both ways); " + _ITEM_4,
     frozenset({"pyql.agent.evaluation.ablation", "pyql.agent.evaluation.runner"}):
         "the runner runs the ablation mode and the ablation reads results through the runner's "
         "read_results; issue 21 item 6 moves reading into a run-directory type",

@@ -3,11 +3,13 @@ a package missing from it imports in a checkout but not from a wheel)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tests.conftest import REPO
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
 
 def test_every_package_directory_is_listed() -> None:

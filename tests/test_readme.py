@@ -34,3 +34,8 @@ def test_sql_example_runs(capsys):
     out = run_example("SQL", capsys)
     assert "SELECT [Nationality] FROM [players] WHERE [Player] = 'Terrence Ross'" in out
     assert "'Guard'" in out
+
+
+def test_sql_example_runs_outside_the_checkout(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the database comes from pyql.sql.demo.demo_db_path()
+    assert "'Guard'" in run_example("SQL", capsys)

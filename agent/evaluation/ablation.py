@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pyql.agent.evaluation.noisy import INJECTION_TYPES, Injection, summarise
+from pyql.agent.evaluation.noisy import INJECTION_TYPES, SILENT_TYPES, Injection, summarise
 from pyql.agent.evaluation.records import METRICS, RunConfig
 
 __all__ = ["NOTE", "SIDES", "ABLATION_TABLE", "side_configs", "summarise_ablation",
@@ -70,14 +70,14 @@ def _injections(results: Iterable[Any]) -> list[Injection]:
 def _rates(rows: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     total: dict[str, Any] = {"n": 0, "detected": 0, "corrected": 0, "kept": 0, "retried": 0,
-                             "ended": 0, "codes": {}}
-    for kind in INJECTION_TYPES:
+                             "ended": 0, "repeats": 0, "codes": {}}
+    for kind in (*INJECTION_TYPES, *SILENT_TYPES):
         row = rows.get(kind)
         if row is None:
             continue
         out[kind] = _with_rates(row)
-        for key in ("n", "detected", "corrected", "kept", "retried", "ended"):
-            total[key] += row[key]
+        for key in ("n", "detected", "corrected", "kept", "retried", "ended", "repeats"):
+            total[key] += row.get(key, 0)
         for code, count in row["codes"].items():
             total["codes"][code] = total["codes"].get(code, 0) + count
     out["all"] = _with_rates(total)
@@ -100,6 +100,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     from pyql.agent.evaluation.runner import read_results
 
     settings: dict[str, dict[str, Any]] = {}
+    stand_in: dict[str, Any] | None = None
     injections: dict[str, dict[str, Any]] = {}
     with_injection = 0
     hints_on_clean: dict[str, int] = {}
@@ -110,6 +111,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         metrics = json.loads((side / METRICS).read_text(encoding="utf-8"))
         complete = complete and bool((metrics.get("run") or {}).get("complete", True))
         primary = metrics.get("primary", primary)
+        stand_in = stand_in or metrics.get("stand_in")
         row = {k: metrics.get(k) for k in _SETTING_KEYS if metrics.get(k) is not None}
         row["hints"] = (metrics.get("guidelines") or {}).get("per_question", 0.0)
         settings[name] = row
@@ -131,7 +133,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         "gain": on - off if on is not None and off is not None else None,
         "injections": injections, "questions_with_injection": with_injection,
         "clean_hints": dict(sorted(hints_on_clean.items(), key=lambda kv: -kv[1])),
-        "complete": complete, "note": NOTE,
+        "complete": complete, "note": NOTE, "stand_in": stand_in,
     }
 
 
@@ -185,6 +187,10 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         name = _METRIC_NAMES.get(summary["primary"], summary["primary"])
         lines += ["", f"{label}: ERASER on − off: "
                   + (f"{gain * 100:+.1f} points of {name}." if gain is not None else "–")]
+        assumed = summary.get("stand_in") or {}
+        if assumed.get("parameters"):
+            values = ", ".join(f"{k}={v:g}" for k, v in assumed["parameters"].items())
+            lines.append(f"Stand-in {assumed.get('name')} assumes: {values}.")
         if summary["clean_hints"]:
             lines.append(f"Hints with ERASER on: {_codes(summary['clean_hints'], 8)}.")
         on = summary["injections"].get("eraser_on")
@@ -202,7 +208,7 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             "hint codes | w/o ERASER: injected / kept / ended |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
         ]
-        for kind in (*INJECTION_TYPES, "all"):
+        for kind in (*INJECTION_TYPES, *SILENT_TYPES, "all"):
             row, other = on.get(kind), off.get(kind)
             if row is None and other is None:
                 continue
@@ -215,6 +221,3 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
                 f"{row['corrected']} | {row['correction_rate']:.1%} | {row['kept']} | "
                 f"{row['ended']} | {_codes(row['codes'])} | {tail} |")
     return "\n".join(lines)
-
-
-# -- the module entry ---------------------------------------------------------------------------

@@ -258,15 +258,18 @@ class _View:
 
 
 class KBView(_View, KB):
-    """One question's view of a shared KB: its own ``query_count`` and an optional cache.
+    """One question's view of a shared KB: its own ``query_count``, an optional cache, and
+    ``timeout``: the seconds a query gets when its caller gives none (None: the KB's own).
 
     Everything else (the store, thread safety, errors) is the wrapped KB's; ``close`` does not
     close it.
     """
 
-    def __init__(self, kb: KB, *, cache: QueryCache | None = None, identity: str = "") -> None:
+    def __init__(self, kb: KB, *, cache: QueryCache | None = None, identity: str = "",
+                 timeout: float | None = None) -> None:
         super().__init__(kb.profile)
         self._wrap(kb, cache, identity)
+        self.timeout = timeout
 
     def __len__(self) -> int:
         return len(self.inner)  # type: ignore[arg-type]
@@ -277,10 +280,12 @@ class KBView(_View, KB):
     # ``select``/``ask`` of this view already refused updates and counted the query: the
     # wrapped KB's own hooks run the query (its ``query_count`` is not touched)
     def _select(self, query: str, *, timeout: float | None) -> ResultSet:
+        timeout = self.timeout if timeout is None else timeout
         return self._cached(self._key("select", query), ResultSet,
                             lambda: self.inner._select(query, timeout=timeout))
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
+        timeout = self.timeout if timeout is None else timeout
         return self._cached(self._key("ask", query), bool,
                             lambda: self.inner._ask(query, timeout=timeout))
 

@@ -33,7 +33,8 @@ from rich.table import Table
 from rich.text import Text
 
 from pyql.agent import cli_options as opts
-from pyql.cli import fail, print_json
+from pyql.cli import CliError, fail, print_json
+from pyql.cli.output import make_console, shared_stderr
 from pyql.registry import UnknownNameError, lookup
 
 __all__ = ["register", "eval_command", "render_metrics"]
@@ -51,6 +52,15 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 #: what the two Hit@1 scores mean (metrics.py's module docstring), shown beside their names
 _SCORE_MEANINGS = {"hit@1": "any answer", "hit@1_top1": "top-1 answer"}
+
+
+def _tokens_label(estimated: float | None) -> str:
+    """``tokens / question``, saying when (some of) the counts are estimates."""
+    if not estimated:
+        return "tokens / question"
+    if estimated >= 1.0:
+        return "tokens / question (estimated)"
+    return f"tokens / question ({estimated:.0%} estimated)"
 
 
 def render_metrics(metrics: dict[str, Any], console: Console) -> None:
@@ -81,7 +91,7 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("constrained LLM calls / question", metrics.get("constrained_calls"), 2),
         ("parse failures (unreadable replies)", metrics.get("parse_failures_total"), 0),
         ("cached share of prompt tokens", metrics.get("cached_share"), 3),
-        ("tokens / question", metrics.get("tokens"), 0),
+        (_tokens_label(metrics.get("tokens_estimated")), metrics.get("tokens"), 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
     guidelines = metrics.get("guidelines") or {}
@@ -96,6 +106,15 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
             value = round(value)
         table.add_row(label, _fmt(value, digits))
     console.print(table)
+    stand_in = metrics.get("stand_in")
+    if stand_in:
+        st = Table(title="stand-in assumptions (no model)", header_style="bold", min_width=40)
+        st.add_column("parameter")
+        st.add_column("value", justify="right")
+        st.add_row("stand-in", str(stand_in.get("name")))
+        for name, value in (stand_in.get("parameters") or {}).items():
+            st.add_row(name, _fmt(value, 3))
+        console.print(st)
     classes = guidelines.get("by_class") or {}
     if guidelines.get("triggers"):
         gt = Table(title="guideline triggers by environment", header_style="bold")
@@ -149,7 +168,9 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
 
 def eval_command(
     dataset: Annotated[str | None, typer.Option(
-        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, webqsp")
+        "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, "
+        "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), graphq, graphq-el "
+        "(docs/baselines.md), or one a plugin registers")
     ] = None,
     split: Annotated[str | None, typer.Option(
         help="the split (default: dev; webqsp: test)")] = None,
@@ -158,7 +179,8 @@ def eval_command(
     ] = None,
     llm: Annotated[str | None, typer.Option(
         "--llm", help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
-        "replay:PATH, gold or noisy-gold:RATE")] = None,
+        "replay:PATH, gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
+        "parameter, e.g. judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,
     sample: Annotated[int | None, typer.Option(
@@ -207,6 +229,7 @@ def eval_command(
         "--max-retries", help="retries per LLM call (rate limits, server errors)", min=0)
     ] = None,
     deadline: opts.DeadlineOpt = None,
+    kb_timeout: opts.KbTimeoutOpt = None,
     max_outages: Annotated[int, typer.Option(
         "--max-outages", help="stop after N questions in a row end in an outage (KB or LLM "
         "down); 0 never stops", min=0)] = 5,
@@ -224,7 +247,7 @@ def eval_command(
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+                        handlers=[RichHandler(console=shared_stderr(), show_path=False)])
     metrics = _run(
         dataset=dataset, split=split, data_dir=data_dir, llm=llm, base_url=base_url, limit=limit,
         sample=sample, seed=seed, concurrency=concurrency, kb=kb, db=db,
@@ -236,14 +259,14 @@ def eval_command(
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes, constrain=constrain,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens, kb_timeout=kb_timeout,
     )
     if json_output:
         print_json(metrics)
     elif "settings" in metrics:
-        render_ablation(metrics, Console(highlight=False))
+        render_ablation(metrics, make_console(highlight=False))
     else:
-        render_metrics(metrics, Console(highlight=False))
+        render_metrics(metrics, make_console(highlight=False))
     run = metrics.get("run") or {}
     if not run.get("complete", True) or not metrics.get("complete", True):
         raise typer.Exit(1)
@@ -260,13 +283,18 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
          processes: int | None = None, constrain: str = "auto",
-         max_tokens: int | None = None) -> dict[str, Any]:
+         max_tokens: int | None = None, kb_timeout: float | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
-    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, parse_llm_spec
-    from pyql.agent.strategy import UnknownStrategyError, get_strategy
+    from pyql.agent.evaluation.specs import (
+        LLMSpecError,
+        noisy_spec,
+        parse_llm_spec,
+        stand_in_assumptions,
+    )
+    from pyql.agent.strategy import UnknownStrategyError
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
 
@@ -284,6 +312,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--option", options or None), ("--ablation", ablation or None),
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
+                ("--kb-timeout", kb_timeout),
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
             if given:
@@ -312,7 +341,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                  f"local), not the {kind} stand-in")
         if llm.startswith("noisy-gold:"):
             noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
-        get_strategy(strategy or "queryagent")
+        options = _checked_options(strategy or "queryagent", options or {})
+        stand_in_assumptions(llm, strategy or "queryagent")  # a bad stand-in parameter too
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
@@ -327,7 +357,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             strategy=strategy or "queryagent", options=options or {}, ablation=ablation,
             exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
-            max_outages=max_outages, processes=processes,
+            kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
             constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
             pyql_version=__version__,
         )
@@ -342,6 +372,17 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except KeyboardInterrupt:
         fail("interrupted; questions in flight finish and are saved",
              hint=_resume_hint(resume_dir or out, "to run the rest:"))
+
+
+def _checked_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The strategy's options read as the types it declares; an unknown option or an ill-typed
+    value is a usage error (exit 2) before a run directory is made."""
+    from pyql.agent.strategy import StrategyOptionError, check_options
+
+    try:
+        return check_options(strategy, options)
+    except StrategyOptionError as exc:
+        fail(CliError(str(exc), code=2))
 
 
 def _readable(path: Path | None, flag: str) -> Path | None:

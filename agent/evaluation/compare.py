@@ -82,5 +82,6 @@ def compare(dataset: str, references: str, *, strategies: Sequence[str] = ("srp"
             metrics = evaluate(config, root / name, progress=False)
             summary["questions"] = metrics["n"]
             summary["strategies"][name] = {**{k: metrics.get(k) for k in SHOWN},
-                                           "own": metrics.get("strategy") or {}}
+                                           "own": metrics.get("strategy") or {},
+                                           "stand_in": metrics.get("stand_in")}
     return summary

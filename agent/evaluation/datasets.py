@@ -44,6 +44,7 @@ URL or a SQLite file (Spider: a folder with ``<db_id>/<db_id>.sqlite``, or a URL
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import json
@@ -148,21 +149,35 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the backend opened."""
 
+    def with_kb_timeout(self, seconds: float | None) -> Backend:
+        """This backend with ``seconds`` (wall clock) per KB query (``pyql eval --kb-timeout``);
+        a backend that runs no KB queries is returned as it is."""
+        return self
+
 
 class KBBackend(Backend):
-    """One shared KB (thread-safe for reads); each question gets a :class:`KBView`."""
+    """One shared KB (thread-safe for reads); each question gets a :class:`KBView`, whose
+    queries get ``timeout`` seconds each (None: the KB's own)."""
 
     tools = "sparql"
 
-    def __init__(self, kb: KB, identity: str) -> None:
+    def __init__(self, kb: KB, identity: str, *, timeout: float | None = None) -> None:
         self.kb = kb
         self.identity = identity
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"KBBackend({self.kb!r})"
 
+    def with_kb_timeout(self, seconds: float | None) -> KBBackend:
+        if seconds is None:
+            return self
+        timed = copy.copy(self)  # a subclass stays what it is
+        timed.timeout = seconds
+        return timed
+
     def for_item(self, item: EvalItem, *, cache: QueryCache | None = None) -> KBView:
-        return KBView(self.kb, cache=cache, identity=self.identity)
+        return KBView(self.kb, cache=cache, identity=self.identity, timeout=self.timeout)
 
     def close(self) -> None:
         self.kb.close()
@@ -577,10 +592,10 @@ class WebQSPDataset(EvalDataset):
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
         if db is not None:
-            raise DatasetError("webqsp runs on a KB: use --kb, not --db")
+            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
         if kb is None:
-            raise DatasetError("webqsp needs a Freebase KB: pass --kb URL (a SPARQL endpoint "
-                               "holding Freebase) or a local Oxigraph store / RDF file")
+            raise DatasetError(f"{self.name} needs a Freebase KB: pass --kb URL (a SPARQL "
+                               "endpoint holding Freebase) or a local Oxigraph store / RDF file")
         return KBBackend(*open_kb(kb, "freebase"))
 
 

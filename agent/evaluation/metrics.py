@@ -383,6 +383,10 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     out["tokens"] = (None if not n else _mean([
         float(r.usage.get("prompt_tokens", 0.0)) + float(r.usage.get("completion_tokens", 0.0))
         for r in rows]))
+    # the share of questions whose tokens were counted locally, not reported by an API (gold
+    # and noisy-gold stand-ins, a server without usage): the tables say "estimated"
+    out["tokens_estimated"] = (None if not n else _mean([
+        1.0 if r.usage.get("estimated_tokens") else 0.0 for r in rows]))
     own = sorted({k for r in rows for k in r.usage} - _COMMON_USAGE)
     out["strategy"] = {k: _mean([float(r.usage.get(k, 0.0)) for r in rows]) for k in own}
     out["strategy"].update(_rates(rows, own))

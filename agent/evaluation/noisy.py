@@ -30,31 +30,52 @@ instead of the gold call (section 3.3, Tables 11-13):
 ``premature_execute``    ``execute()`` before the last fact / before ``set_answer``.
 =======================  ======================================================================
 
+and, at the rate ``silent`` (its own draw per gold call), a mistake no guideline addresses
+(:data:`SILENT_TYPES`):
+
+=======================  ======================================================================
+``silent_relation``      KB: ``add_fact`` with another relation the node's ``get_relation``
+                         listed *in the same direction* — the fact still has rows, the query
+                         stays valid, nothing for a guideline to see. SQL: ``set_answer`` of
+                         another column of the header (when the gold one aggregates nothing).
+=======================  ======================================================================
+
 **What happens next.** The stand-in reads what became of its mistake from the step record the
 agent hands it after every step (:meth:`NoisyGoldLLM.observe`, called by
 :class:`~pyql.agent.query_agent.QueryAgent` for any LLM that has it): the guideline code
 (``Step.hint``) and whether the step was accepted — structured fields, never the wording of a
 hint.
 
-- a hint whose code is in :data:`ADDRESSED_BY` for the injected type ("names the problem"): the
-  stand-in writes the gold call it should have written (``corrected``);
+- a hint whose code is in :data:`ADDRESSED_BY` for the injected type ("names the problem"): with
+  probability ``fix_on_hint`` the stand-in writes the gold call it should have written
+  (``corrected``);
 - otherwise, if the step was not accepted — any other hint (ERASER rolled the step back) or an
   error (without ERASER: a parse, arity or unknown-function error leaves the query as it was) —
-  it goes on with the gold call (``retried``);
+  with probability ``fix_on_error`` it goes on with the gold call (``retried``);
+- a rejected mistake that is not fixed is written again (``repeats`` counts it; a result-based
+  hint is then accepted, :class:`pyql.session.HintPolicy`, and the mistake stays), and what
+  follows the repeat is decided the same way, with a fresh draw;
 - otherwise the mistake was accepted unnoticed: it goes on with the gold program from where it
   was, so the wrong fact stays in the query as with a real LLM that does not notice (``kept``).
   For the insertions (``cvt_answer``, an accepted ``premature_execute``) "where it was" is the
   gold call the mistake was written before; ``missing_get_relation`` consumed two gold calls.
+
+``fix_on_hint``, ``fix_on_error`` and ``silent`` are the stand-in's declared :data:`PARAMETERS`
+(``noisy-gold:0.3`` takes their defaults; ``noisy-gold:0.3:fix_on_hint=1,fix_on_error=1,silent=0``
+is the oracle of the measurements made before they existed). Equal defaults for the two fix
+rates keep the ERASER on/off gap from being an input: a hint helps here only by making a
+mistake visible that the Session would accept.
 
 A run that ends right after the mistake (an accepted premature ``execute()``, the step limit)
 leaves its record ``pending``; :meth:`NoisyGoldLLM.reconcile` settles it from the trajectory and
 adds the code of every mistake's step (``trajectory_code``) to every record.
 
 **Determinism.** Whether gold call *i* gets a mistake, which one, and its details are drawn from
-``random.Random(f"{seed}:{i}")``: the same seed gives the same injections, and a run with ERASER
-and one without make the same mistake at the same gold call whenever both reach it (fair
-ablations). Each gold call is decided once; the step that follows a rejected mistake is always
-the gold call. Per-question seeds come from
+``random.Random(f"{seed}:{i}")`` (the silent mistake from ``f"{seed}:{i}:silent"``, the fix of
+its n-th rejection from ``f"{seed}:{i}:fix:{n}"``): the same seed gives the same injections,
+and a run with ERASER and one without make the same mistake at the same gold call whenever both
+reach it (fair ablations). Each gold call is decided once; the step that follows a rejected
+mistake is the gold call or, when not fixed, the mistake again. Per-question seeds come from
 :func:`pyql.agent.evaluation.records.item_seed`.
 
 >>> llm = NoisyGoldLLM("get_relation(Kismet)\\nexecute()", rate=0.0, seed=0)
@@ -86,7 +107,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INJECTION_TYPES",
+    "SILENT_TYPES",
     "ADDRESSED_BY",
+    "PARAMETERS",
     "Injection",
     "NoisyGoldLLM",
     "UNKNOWN_CODE",
@@ -105,6 +128,33 @@ INJECTION_TYPES: tuple[str, ...] = (
     "premature_execute",
 )
 
+#: the mistakes no guideline addresses (injected at the rate ``silent``)
+SILENT_TYPES: tuple[str, ...] = ("silent_relation",)
+
+
+def _declare() -> tuple[Any, ...]:
+    from pyql.agent.evaluation.specs import StandInParameter
+
+    calibrated = ("QueryAgent §4.4 (200 GrailQA questions, GPT-3.5): 30% of the questions that "
+                  "triggered ERASER were completely corrected; 0.6 per fix is about that for "
+                  "two hints a question (0.6^2 = 0.36) - an assumption calibrated on it")
+    return (
+        StandInParameter("fix_on_hint", 0.6,
+                         "a mistake is fixed at the next step after a hint that names it",
+                         calibrated),
+        StandInParameter("fix_on_error", 0.6,
+                         "a rejected mistake is fixed at the next step after a raw error or a "
+                         "hint that does not name it", "assumption: equal to fix_on_hint, so "
+                         "that the ERASER on/off gap is not an input"),
+        StandInParameter("silent", 0.05,
+                         "per gold add_fact (SQL: set_answer), a mistake no guideline "
+                         "addresses (silent_relation)", "assumption", oracle=0.0),
+    )
+
+
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
+PARAMETERS: tuple[Any, ...] = _declare()
+
 #: the guideline codes whose hint names the problem of each injected mistake
 ADDRESSED_BY: dict[str, frozenset[str]] = {
     # an empty fact blamed on its relation (listed or not, explored or not); a wrong column
@@ -121,6 +171,7 @@ ADDRESSED_BY: dict[str, frozenset[str]] = {
                                       "RM201", "RM202", "RM206", "KB204", "DB101", "DB102"}),
     "cvt_answer": frozenset({"KB207"}),
     "premature_execute": frozenset({"PY208", "DB105", "KB207", "KB208"}),
+    "silent_relation": frozenset(),
 }
 
 #: the code reported for a detected mistake whose step has no code (never from the Session)
@@ -165,6 +216,8 @@ class Injection(BaseModel):
     trajectory_code: str | None = None
     #: the hint named the problem and the stand-in wrote the gold call next
     corrected: bool = False
+    #: how many times the mistake was written again because the stand-in did not fix it
+    repeats: int = 0
     outcome: Outcome = "pending"
     #: the start of the observation that followed the mistake
     observation: str = ""
@@ -180,6 +233,8 @@ class _Pending:
     injection: Injection
     #: where the gold program resumes when the mistake was accepted unnoticed
     kept_pos: int
+    #: the mistaken action (written again when it is not fixed)
+    action: Call | None = None
 
 
 @dataclass
@@ -230,9 +285,12 @@ class NoisyGoldLLM:
     prompts_matter = False
 
     def __init__(self, program_text: str, *, rate: float, seed: int, tools: str = "sparql",
-                 types: Sequence[str] | None = None) -> None:
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"rate must be between 0 and 1, not {rate!r}")
+                 types: Sequence[str] | None = None, fix_on_hint: float = 1.0,
+                 fix_on_error: float = 1.0, silent: float = 0.0) -> None:
+        for name, value in (("rate", rate), ("fix_on_hint", fix_on_hint),
+                            ("fix_on_error", fix_on_error), ("silent", silent)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
         if tools not in TOOLSETS:
             raise ValueError(f"tools must be one of {', '.join(TOOLSETS)}, not {tools!r}")
         chosen = tuple(types) if types is not None else INJECTION_TYPES
@@ -247,6 +305,9 @@ class NoisyGoldLLM:
         self.seed = seed
         self.tools = tools
         self.types = chosen
+        self.fix_on_hint = fix_on_hint
+        self.fix_on_error = fix_on_error
+        self.silent = silent
         #: every injected mistake, in order
         self.injections: list[Injection] = []
         self._pos = 0
@@ -259,12 +320,25 @@ class NoisyGoldLLM:
         #: what the observed steps showed: the last step, relations listed, values per variable
         self._last_step: Step | None = None
         self._relations: tuple[str, ...] | None = None
+        #: the last listing's relations by direction (forward: the node is the head)
+        self._directed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._seen: dict[str, None] = {}
         self._values: dict[str, list[str]] = {}
 
     def __repr__(self) -> str:
         return (f"NoisyGoldLLM(rate={self.rate}, seed={self.seed}, tools={self.tools!r}, "
                 f"calls={len(self.calls)}, injections={len(self.injections)})")
+
+    @classmethod
+    def from_spec(cls, arg: str, item: Any, *, seed: int) -> NoisyGoldLLM:
+        """The stand-in of ``noisy-gold:ARG`` (``RATE[:TYPES][:KEY=VALUE,...]``) for an
+        evaluation item with a gold program; a bad spec is
+        :class:`~pyql.agent.evaluation.specs.LLMSpecError`."""
+        from pyql.agent.evaluation.specs import noisy_spec, stand_in_values
+
+        rate, types = noisy_spec(arg)
+        values = stand_in_values(f"noisy-gold:{arg}", PARAMETERS)
+        return cls(item.program, rate=rate, seed=seed, tools=item.tools, types=types, **values)
 
     # -- the LLM protocol -----------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
@@ -291,6 +365,7 @@ class NoisyGoldLLM:
         for fwd, bwd in _RELATIONS.findall(step.observation):
             listed = (*_literal_list(fwd), *_literal_list(bwd))
             self._relations = listed
+            self._directed = (tuple(_literal_list(fwd)), tuple(_literal_list(bwd)))
             self._seen.update(dict.fromkeys(listed))
         for var, shown in _VALUES.findall(step.observation):
             self._values[var] = _literal_list(shown)
@@ -315,7 +390,8 @@ class NoisyGoldLLM:
                 inj.hint_fired = step.hint is not None
                 inj.observation = step.observation[:200]
                 inj.outcome = "ended"
-            elif inj.outcome in ("corrected", "retried") and step.hint is not None:
+            elif (inj.outcome in ("corrected", "retried") and step.hint is not None
+                  and not inj.repeats):
                 inj.corrected = step.hint in ADDRESSED_BY[inj.type]
                 inj.outcome = "corrected" if inj.corrected else "retried"
         return self.injections
@@ -345,11 +421,19 @@ class NoisyGoldLLM:
         if pending is not None:
             inj = pending.injection
             fired = last is not None and last.hint is not None
-            inj.hint_fired = fired
-            inj.hint_code = last.hint if last is not None else None
-            inj.observation = last.observation[:200] if last is not None else ""
+            if not inj.repeats:  # what followed the mistake the first time
+                inj.hint_fired = fired
+                inj.hint_code = last.hint if last is not None else None
+                inj.observation = last.observation[:200] if last is not None else ""
             rejected = fired or (last is not None and not last.accepted)
-            if fired and inj.hint_code in ADDRESSED_BY[inj.type]:
+            addressed = fired and last is not None and last.hint in ADDRESSED_BY[inj.type]
+            if rejected and not self._fixes(inj, addressed):
+                # not fixed: the model writes its mistake again
+                inj.repeats += 1
+                self._pending = pending
+                assert pending.action is not None
+                return pending.action, "I checked that step; I keep it."
+            if addressed:
                 inj.corrected = True
                 inj.outcome = "corrected"
             elif rejected:
@@ -376,13 +460,31 @@ class NoisyGoldLLM:
                 inj = Injection(type=kind, step=ctx.step, gold_index=i, gold=str(gold),
                                 action=str(action), detail=detail)
                 self.injections.append(inj)
-                self._pending = _Pending(inj, kept_pos)
+                self._pending = _Pending(inj, kept_pos, action)
                 return action, f"I follow the plan with {action.name}."
         self._pos = i + 1
         self._last_gold = i
         return gold, f"I follow the plan with {gold.name}."
 
+    def _fixes(self, inj: Injection, addressed: bool) -> bool:
+        """Whether the stand-in fixes a rejected mistake at this attempt (a fresh draw each)."""
+        p = self.fix_on_hint if addressed else self.fix_on_error
+        if p >= 1.0:
+            return True
+        draw = random.Random(f"{self.seed}:{inj.gold_index}:fix:{inj.repeats}").random()
+        return draw < p
+
     def _inject(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
+        made = self._inject_typed(i, ctx)
+        if made is None and self.silent > 0.0:
+            rng = random.Random(f"{self.seed}:{i}:silent")
+            if rng.random() < self.silent:
+                silent = self._make_silent_relation(i, ctx, rng)
+                if silent is not None:
+                    return ("silent_relation", *silent)
+        return made
+
+    def _inject_typed(self, i: int, ctx: _Context) -> tuple[str, Call, str, int] | None:
         rng = random.Random(f"{self.seed}:{i}")
         if self.rate <= 0.0 or rng.random() >= self.rate:
             return None
@@ -415,6 +517,38 @@ class NoisyGoldLLM:
             return _replace(gold, 1, _name(rng.choice(listed))), "listed", i + 1
         wrong = self._guess_relation(relation, ctx, rng)
         return _replace(gold, 1, _name(wrong)), "profile", i + 1
+
+    def _make_silent_relation(self, i: int, ctx: _Context, rng: random.Random
+                              ) -> tuple[Call, str, int] | None:
+        gold = self.calls[i]
+        if self.tools == "sql":
+            plain = len(gold.args) == 1 or (len(gold.args) == 2
+                                            and gold.args[1].value.casefold() == "none")
+            if gold.name != "set_answer" or not plain:
+                return None
+            current = gold.args[0].value.casefold()
+            others = [c for c in ctx.columns if c.casefold() != current]
+            if not others:
+                return None
+            return _replace(gold, 0, _name(rng.choice(others))), "answer_column", i + 1
+        if gold.name != "add_fact" or len(gold.args) != 3 or i == 0:
+            return None
+        listing = self.calls[i - 1]
+        if listing.name != "get_relation" or not listing.args:
+            return None
+        node = listing.args[0]
+        forward, backward = self._directed
+        if gold.args[0] == node:
+            pool = forward
+        elif gold.args[2] == node:
+            pool = backward
+        else:
+            return None
+        relation = gold.args[1].value
+        others = sorted(r for r in set(pool) if r != relation)
+        if not others:
+            return None
+        return _replace(gold, 1, _name(rng.choice(others))), "listed_same_direction", i + 1
 
     def _make_reversed_direction(self, i: int, ctx: _Context, rng: random.Random
                                  ) -> tuple[Call, str, int] | None:
@@ -606,12 +740,14 @@ def _header_variant(column: str) -> str:
 
 def summarise(injections: Iterable[Injection]) -> dict[str, dict[str, Any]]:
     """Per injection type: ``n``, ``detected`` (a hint fired), ``corrected``, ``kept``,
-    ``retried``, ``ended`` and the hint codes seen (``codes``)."""
+    ``retried``, ``ended``, ``repeats`` (mistakes written again, not fixed) and the hint codes
+    seen (``codes``)."""
     out: dict[str, dict[str, Any]] = {}
     for inj in injections:
         row = out.setdefault(inj.type, {"n": 0, "detected": 0, "corrected": 0, "kept": 0,
-                                        "retried": 0, "ended": 0, "codes": {}})
+                                        "retried": 0, "ended": 0, "repeats": 0, "codes": {}})
         row["n"] += 1
+        row["repeats"] += inj.repeats
         if inj.hint_fired:
             row["detected"] += 1
             code = inj.code or UNKNOWN_CODE

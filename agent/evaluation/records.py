@@ -152,7 +152,8 @@ class RunConfig(BaseModel):
     exclude_ids: str | None = None
     #: run ERASER on and off (sub-runs ``eraser_on/`` and ``eraser_off/``, one combined table)
     ablation: bool = False
-    #: LLM client bounds: seconds per call, retries per call; seconds per question (None: none)
+    #: LLM client bounds: seconds per call, retries per call; seconds of LLM time per question
+    #: (None: none)
     llm_timeout: float | None = None
     max_retries: int | None = None
     question_deadline: float | None = None
@@ -160,6 +161,8 @@ class RunConfig(BaseModel):
     #: strategy's ``max_reply_tokens``)
     constrain: Literal["auto", "on", "off"] = "auto"
     max_tokens: int | None = None
+    #: wall-clock seconds per KB query (a SPARQL endpoint's; None: the KB's own, 30)
+    kb_timeout: float | None = None
     #: stop the run after this many questions in a row ended in an outage (0: never)
     max_outages: int = 5
     pyql_version: str = ""

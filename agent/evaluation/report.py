@@ -572,10 +572,18 @@ def _guideline_info() -> dict[str, tuple[str, str, str]]:
             for g in registry}
 
 
-def _stand_in(run: _Run) -> dict[str, str] | None:
+def _stand_in(run: _Run) -> dict[str, Any] | None:
+    """The stand-in of the run: its kind, and the parameter values ``metrics.json`` records
+    (``stand_in``, written by the runner from the stand-in's declared assumptions); a run that
+    recorded none shows ``parameters`` None."""
     llm = run.config.llm if run.config else str(run.config_raw.get("llm", ""))
     kind = is_stand_in(llm)
-    return {"kind": kind, "rate": llm.partition(":")[2].strip()} if kind else None
+    if not kind:
+        return None
+    recorded = run.metrics.get("stand_in") or {}
+    parameters = recorded.get("parameters") if isinstance(recorded, dict) else None
+    return {"kind": kind, "rate": llm.partition(":")[2].split(":")[0].strip(),
+            "parameters": dict(parameters) if isinstance(parameters, dict) else None}
 
 
 def _outage_note(metrics: Mapping[str, Any]) -> str:

@@ -22,7 +22,9 @@
   last complete one). Its partial last line is cut on resume too;
 - ``metrics.json``: :func:`pyql.agent.evaluation.metrics.aggregate` of ``results.jsonl``, plus a
   ``run`` section (this session's wall time, concurrency, rate-limit pauses, cache hits,
-  ``complete``), rewritten every few seconds and, at the end, recomputed from the file;
+  ``complete``) and, for a stand-in, ``stand_in`` (its name and the values of its declared
+  parameters, :func:`pyql.agent.evaluation.specs.stand_in_assumptions`), rewritten every few
+  seconds and, at the end, recomputed from the file;
 - ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
 
 The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
@@ -52,9 +54,11 @@ least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker process
 own backend handle; the parent alone writes the files, in the order answers arrive.
 
 **Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
-per call, ``--deadline`` per question: :func:`pyql.deadline.within` around the strategy's run),
-an LLM server or connection failure after its retries, a backend that failed (raised, or
-reported by a step's ``env_status`` on a question that did not finish) — ends as an *outage*
+per call, ``--deadline`` of LLM time per question: a :class:`pyql.deadline.Budget` made current
+with :func:`pyql.deadline.within` around the strategy's run),
+an LLM server or connection failure after its retries, a reply that is not a chat completion, a
+backend that failed (raised, or reported by a step's ``env_status`` — a failure or a query that
+timed out, ``--kb-timeout`` — on a question that did not finish) — ends as an *outage*
 (``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
 trajectory so far is kept, its error names the cause, it is left out of the scores and counted
 in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``
@@ -87,6 +91,8 @@ from pyql.agent.errors import (
     LLMAuthError,
     LLMModelNotFoundError,
     LLMRateLimitError,
+    LLMReplayMismatchError,
+    LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
 )
@@ -114,6 +120,7 @@ from pyql.agent.evaluation.specs import (
     LLMSpecError,
     RateGate,
     build_provider,
+    stand_in_assumptions,
 )
 from pyql.agent.jsonl import json_lines
 from pyql.agent.presets import primary_metric
@@ -121,11 +128,12 @@ from pyql.agent.strategy import (
     StrategyConfig,
     StrategyType,
     UnknownStrategyError,
+    check_options,
     get_strategy,
     max_reply_tokens,
 )
 from pyql.agent.trajectory import Step, Trajectory
-from pyql.deadline import within
+from pyql.deadline import Budget, within
 from pyql.errors import BackendError, PyqlError
 
 __all__ = [
@@ -178,26 +186,41 @@ class OutageAbort(EvalAbort):
         super().__init__(f"{what}: {count} questions in a row ended in {status} (last: {error})")
 
 
+#: a step's ``env_status`` that means the KB/DB failed (its query timed out, or it failed)
+_BACKEND_FAILED = ("backend_error", "timeout")
+
+
 def outage_status(exc: BaseException | None, steps: tuple[Step, ...] | list[Step] = ()) -> str:
     """How a question ended: an outage of :data:`~pyql.agent.evaluation.records.OUTAGES`, else
     ``error`` (an exception of the question itself) or ``ok``.
 
     An LLM that timed out is ``llm_timeout``; an LLM server or connection failure (after its
-    retries) ``llm_error``; a backend that failed — raised, or reported by a step whose
-    ``env_status`` is ``backend_error`` on a question that did not finish (a gold program then
-    runs out of calls, a model out of steps) — ``backend_error``.
+    retries), or a reply that is not a chat completion (malformed JSON, no ``choices``),
+    ``llm_error``; a backend that failed — raised, or reported by a step whose ``env_status`` is
+    ``backend_error`` or ``timeout`` (a hung endpoint) on a question that did not finish (a gold
+    program then runs out of calls, a model out of steps) — ``backend_error``.
 
-    >>> from pyql.agent.errors import LLMTimeoutError
-    >>> outage_status(LLMTimeoutError("slow")), outage_status(None), outage_status(ValueError())
-    ('llm_timeout', 'ok', 'error')
+    >>> from pyql.agent.errors import LLMResponseError, LLMTimeoutError
+    >>> outage_status(LLMTimeoutError("slow")), outage_status(LLMResponseError("no choices"))
+    ('llm_timeout', 'llm_error')
+    >>> outage_status(None), outage_status(ValueError())
+    ('ok', 'error')
     """
     if isinstance(exc, LLMTimeoutError):
         return "llm_timeout"
-    if isinstance(exc, (LLMServerError, LLMRateLimitError)):
+    if isinstance(exc, (LLMServerError, LLMRateLimitError)) or (
+            isinstance(exc, LLMResponseError) and not isinstance(exc, LLMReplayMismatchError)):
         return "llm_error"
-    if isinstance(exc, BackendError) or any(s.env_status == "backend_error" for s in steps):
+    if isinstance(exc, BackendError) or any(s.env_status in _BACKEND_FAILED for s in steps):
         return "backend_error"
     return "ok" if exc is None else "error"
+
+
+def _backend_failure(steps: Sequence[Step], default: str) -> str:
+    """The error of the last step whose backend failed (what ended the question), else
+    ``default``."""
+    return next((s.error for s in reversed(steps)
+                 if s.env_status in _BACKEND_FAILED and s.error), default)
 
 
 def _status(record: QuestionResult) -> str:
@@ -350,13 +373,17 @@ def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
 
 
 def recompute_metrics(out_dir: str | os.PathLike[str], *, primary: str | None = None,
-                      run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` when given)."""
+                      run: dict[str, Any] | None = None,
+                      stand_in: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` and the stand-in's
+    assumptions, ``stand_in``, when given)."""
     metrics = aggregate(_unique(iter_records(Path(out_dir) / RESULTS, drop=("steps",))))
     if primary is not None:
         metrics["primary"] = primary
     if run is not None:
         metrics["run"] = run
+    if stand_in is not None:
+        metrics["stand_in"] = stand_in
     _atomic_write_json(Path(out_dir) / METRICS, metrics)
     return metrics
 
@@ -595,17 +622,16 @@ class _Session:
         llm = self.provider.for_item(item)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
-        # the question's budget: every LLM call of it (retries, backoff) ends by the deadline
-        with within(self.config.question_deadline):
+        # the question's budget of LLM time: its LLM calls (retries, backoff) use it up, the
+        # time before and between them does not
+        seconds = self.config.question_deadline
+        with within(Budget(seconds) if seconds is not None else None):
             res = strategy.run(item.question, item.entities, table=item.table,
                                meta={"id": item.id}, on_step=steps.append)
         trajectory = res.trajectory
         usage = res.usage
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
-        error = None
-        if status != "ok":
-            error = next((s.error for s in reversed(trajectory.steps)
-                          if s.env_status == "backend_error" and s.error), status)
+        error = _backend_failure(trajectory.steps, status) if status != "ok" else None
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers),
             predicted=_jsonable(tuple(res.answers)),
@@ -650,8 +676,7 @@ class _Session:
         error = f"{type(exc).__name__}: {exc}"
         if status == "backend_error" and not isinstance(exc, BackendError):
             # the gold program ran out because the backend failed: name the backend's error
-            error = next((s.error for s in reversed(steps)
-                          if s.env_status == "backend_error" and s.error), error)
+            error = _backend_failure(steps, error)
         seconds = time.perf_counter() - start
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
@@ -681,6 +706,12 @@ class _Session:
             self.session_done += 1
 
     # -- in the event loop ----------------------------------------------------------------------
+    def stand_in(self) -> dict[str, Any] | None:
+        """The stand-in's name and parameter values (its declared assumptions), or None when a
+        model answers: ``metrics.json``'s ``stand_in``."""
+        assumed = stand_in_assumptions(self.config.llm, self.strategy)
+        return assumed.to_dict() if assumed is not None else None
+
     def run_section(self, started: float, items_total: int) -> dict[str, Any]:
         done = sum(1 for r in self.done.values() if r.status not in OUTAGES)
         section: dict[str, Any] = {
@@ -717,7 +748,6 @@ class _Progress:
         self._task: Any = None
         if not enabled:
             return
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -727,11 +757,13 @@ class _Progress:
             TimeRemainingColumn,
         )
 
+        from pyql.cli.output import shared_stderr
+
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"),
-            console=Console(stderr=True), transient=False,
+            console=shared_stderr(), transient=False,
         )
         self._task = self._bar.add_task(label, total=total, completed=done, stats="")
 
@@ -890,6 +922,7 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
 def _write_running_metrics(session: _Session, started: float, total: int) -> None:
     metrics = aggregate(session.done.values(), primary=session.primary)
     metrics["run"] = session.run_section(started, total)
+    metrics["stand_in"] = session.stand_in()
     _atomic_write_json(session.out_dir / METRICS, metrics)
 
 
@@ -924,6 +957,8 @@ def _open(config: RunConfig, out_dir: Path, *, provider: LLMProvider | None,
     if len(set(ids)) != len(ids):
         raise RunDirError(f"{config.dataset}: question ids are not unique")
     backend = dataset.backend(split=config.split, kb=config.kb, db=config.db)
+    if config.kb_timeout is not None:
+        backend = backend.with_kb_timeout(config.kb_timeout)
     session = _Session(config, out_dir, dataset, items, backend, provider, gate, llm_cache,
                        kb_cache, concurrency)
     return session, dataset
@@ -1015,7 +1050,8 @@ def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str
     section = session.run_section(started, len(session.items))
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)
-    return recompute_metrics(out_dir, primary=session.primary, run=section)
+    return recompute_metrics(out_dir, primary=session.primary, run=section,
+                             stand_in=session.stand_in())
 
 
 def _default_data_dir() -> Path:
@@ -1039,6 +1075,7 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
     if (out / CONFIG).exists() or (out / RESULTS).exists():
         raise RunDirError(f"{out} already holds a run: resume it (pyql eval --resume {out}) or "
                           "choose another --out")
+    config = _with_checked_options(config)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -1056,6 +1093,17 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
         if not (out / CONFIG).exists():  # the run never started: leave no run directory behind
             _discard(out, created)
         raise
+
+
+def _with_checked_options(config: RunConfig) -> RunConfig:
+    """``config`` with its strategy options read as the strategy declares them
+    (:func:`~pyql.agent.strategy.check_options`: :class:`~pyql.agent.strategy.StrategyOptionError`
+    before a run directory is made); an unknown strategy is left to :func:`_open`."""
+    try:
+        options = check_options(config.strategy, config.options)
+    except UnknownStrategyError:
+        return config
+    return config if options == config.options else config.model_copy(update={"options": options})
 
 
 def _discard(out: Path, created: bool) -> None:

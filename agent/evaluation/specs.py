@@ -22,6 +22,17 @@ spec                   the LLM of each question
                        injected at ``RATE``), seeded per question (``item_seed``)
 =====================  ============================================================================
 
+**Stand-in assumptions.** Every component of a stand-in that could be an oracle (a judge, an
+edit, a reader, a fix after a hint) declares its accuracy as a :class:`StandInParameter` with a
+stated default (the strategy's ``PARAMETERS``: :mod:`pyql.agent.evaluation.noisy`,
+:mod:`pyql.agent.readi.standin`, :mod:`pyql.agent.srp.stand_in`). ``noisy-gold`` takes the
+defaults; ``gold`` names the oracle (every accuracy 1, no silent mistakes). Either takes values
+as a ``key=value[,key=value]`` segment: ``noisy-gold:0.3:judge_accuracy=1.0``,
+``gold:reader_accuracy=0.9``, ``noisy-gold:0.3:wrong_arity:fix_on_hint=0.5``. An unknown name or a
+value outside [0, 1] is :class:`LLMSpecError` (with ``spec``, ``parameter``, ``value``).
+:func:`stand_in_assumptions` gives the :class:`StandIn` a run uses; the runner writes it to
+``metrics.json`` (``stand_in``), which the report and ``pyql eval``'s table print.
+
 **Rate limits.** :class:`GatedLLM` puts a :class:`RateGate` in front of a client: before every
 call it waits until the gate is open; when a call fails with
 :class:`~pyql.agent.errors.LLMRateLimitError` it closes the gate for the server's ``retry_after``
@@ -43,7 +54,9 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from pyql.agent.errors import (
@@ -54,7 +67,7 @@ from pyql.agent.errors import (
 )
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
 from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, ToolCall, Tools
-from pyql.deadline import Deadline, earliest
+from pyql.deadline import Deadline, charged, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
 from pyql.program import TOOLSETS, Call, Program
@@ -73,6 +86,10 @@ __all__ = [
     "build_provider",
     "no_program_reason",
     "noisy_spec",
+    "StandIn",
+    "StandInParameter",
+    "stand_in_assumptions",
+    "stand_in_values",
     "TEST_DELAY_ENV",
 ]
 
@@ -86,7 +103,18 @@ Sleep = Callable[[float], None]
 
 
 class LLMSpecError(PyqlError):
-    """An ``--llm`` spec that cannot be used (unknown form, missing module, unreadable file)."""
+    """An ``--llm`` spec that cannot be used (unknown form, missing module, unreadable file, a
+    stand-in parameter it does not declare or a value out of range).
+
+    ``spec`` is the spec, ``parameter`` the stand-in parameter at fault and ``value`` the text
+    given for it (None when the error is not about a parameter)."""
+
+    def __init__(self, message: str, *, spec: str | None = None, parameter: str | None = None,
+                 value: str | None = None) -> None:
+        super().__init__(message)
+        self.spec = spec
+        self.parameter = parameter
+        self.value = value
 
 
 # -- the rate gate ------------------------------------------------------------------------------
@@ -214,8 +242,9 @@ class GatedLLM(Retrying):
             else:
                 self.gate.sleep(seconds)
 
-        reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
-                                    deadline=deadline, name=self.model)
+        with charged():  # backoff between attempts is LLM time of a question's Budget too
+            reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
+                                        deadline=deadline, name=self.model)
         if retries == 0:
             return reply
         elapsed = self.gate.clock() - start
@@ -432,6 +461,8 @@ class StandInProvider:
                                "use a model (openai:MODEL) or a replay")
         self._stand_in: Callable[..., LLM] = stand_in
         self._wrap = _Wrapping(None, llm_cache)
+        #: what the stand-in assumes (checked here, before any question)
+        self.assumptions = stand_in_assumptions(spec, kind)
 
     def for_item(self, item: EvalItem) -> LLM:
         extra = {"preset": self.preset} if self.preset is not None else {}
@@ -448,29 +479,204 @@ def no_program_reason(item: EvalItem) -> str:
 
 
 def noisy_spec(arg: str) -> tuple[float, tuple[str, ...] | None]:
-    """``(rate, types)`` of ``noisy-gold:RATE[:TYPE,TYPE...]``: a rate between 0 and 1 and the
-    injection types allowed (None: all); else :class:`LLMSpecError`.
+    """``(rate, types)`` of ``noisy-gold:RATE[:TYPE,TYPE...][:KEY=VALUE,...]``: a rate between 0
+    and 1 and the injection types allowed (None: all); the parameter segment is
+    :func:`stand_in_values`'s. Else :class:`LLMSpecError`.
 
     >>> noisy_spec("0.3"), noisy_spec("1:wrong_arity,invalid_action")
     ((0.3, None), (1.0, ('wrong_arity', 'invalid_action')))
+    >>> noisy_spec("0.3:fix_on_hint=0.5")
+    (0.3, None)
     """
     from pyql.agent.evaluation.noisy import INJECTION_TYPES
 
-    text, _, kinds = arg.partition(":")
+    spec = f"noisy-gold:{arg}"
+    positional, _ = _segments(spec, arg)
+    text = positional[0] if positional else ""
     try:
         rate = float(text)
     except ValueError:
-        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {text!r}") from None
+        raise LLMSpecError(f"noisy-gold:RATE needs a number, not {text!r}", spec=spec,
+                           parameter="rate", value=text) from None
     if not 0.0 <= rate <= 1.0:
-        raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}")
+        raise LLMSpecError(f"noisy-gold:RATE needs a rate between 0 and 1, not {rate}",
+                           spec=spec, parameter="rate", value=text)
+    if len(positional) > 2:
+        raise LLMSpecError(f"noisy-gold takes RATE[:TYPES][:KEY=VALUE,...], not {arg!r}",
+                           spec=spec)
+    kinds = positional[1] if len(positional) > 1 else ""
     if not kinds.strip():
         return rate, None
     types = tuple(t.strip() for t in kinds.split(",") if t.strip())
     unknown = [t for t in types if t not in INJECTION_TYPES]
     if unknown:
         raise LLMSpecError(f"noisy-gold: unknown injection type(s) {', '.join(unknown)}; known: "
-                           f"{', '.join(INJECTION_TYPES)}")
+                           f"{', '.join(INJECTION_TYPES)}", spec=spec, parameter="types",
+                           value=kinds)
     return rate, types
+
+
+# -- stand-in assumptions -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StandInParameter:
+    """One assumption of a stand-in: the probability that a component does its job.
+
+    ``default`` is what ``noisy-gold`` assumes, ``oracle`` what ``gold`` assumes (the component
+    right by construction); ``source`` says where the default comes from (a paper's figure, or
+    ``assumption``)."""
+
+    name: str
+    default: float
+    meaning: str
+    source: str
+    oracle: float = 1.0
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """The stand-in of a run and the values of its declared parameters (``rate``: noisy-gold's
+    corruption rate, 0 for gold). ``to_dict`` is the ``stand_in`` field of ``metrics.json``.
+
+    >>> StandIn("noisy-gold", "srp", {"rate": 0.3, "judge_accuracy": 1.0}).describe()
+    'noisy-gold (rate=0.3, judge_accuracy=1)'
+    """
+
+    name: str
+    strategy: str
+    parameters: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "strategy": self.strategy,
+                "parameters": dict(self.parameters)}
+
+    def describe(self) -> str:
+        values = ", ".join(f"{k}={v:g}" for k, v in self.parameters.items())
+        return f"{self.name} ({values})" if values else self.name
+
+
+def _segments(spec: str, arg: str) -> tuple[list[str], dict[str, str]]:
+    """The positional segments of a stand-in spec's argument and its ``key=value`` pairs."""
+    positional: list[str] = []
+    pairs: dict[str, str] = {}
+    for segment in arg.split(":") if arg.strip() else ():
+        segment = segment.strip()
+        if "=" not in segment:
+            positional.append(segment)
+            continue
+        for pair in segment.split(","):
+            key, _, value = pair.partition("=")
+            key = key.strip()
+            if not key:
+                raise LLMSpecError(f"{spec}: {pair.strip()!r} is not KEY=VALUE", spec=spec,
+                                   value=pair.strip())
+            if key in pairs:
+                raise LLMSpecError(f"{spec}: {key} is given twice", spec=spec, parameter=key,
+                                   value=value.strip())
+            pairs[key] = value.strip()
+    return positional, pairs
+
+
+def stand_in_values(spec: str, declared: Sequence[StandInParameter]) -> dict[str, float]:
+    """The value of each ``declared`` parameter under ``spec`` (``gold[:K=V,...]`` or
+    ``noisy-gold:RATE[...][:K=V,...]``): the oracle's for ``gold``, the default for
+    ``noisy-gold``, overridden by the spec's ``key=value`` pairs. A name not declared, or a
+    value that is not a probability, is :class:`LLMSpecError`.
+
+    >>> p = StandInParameter("judge_accuracy", 0.85, "verdict right", "assumption")
+    >>> stand_in_values("noisy-gold:0.3", [p]), stand_in_values("gold", [p])
+    ({'judge_accuracy': 0.85}, {'judge_accuracy': 1.0})
+    >>> stand_in_values("noisy-gold:0.3:judge_accuracy=1", [p])
+    {'judge_accuracy': 1.0}
+    """
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind not in ("gold", "noisy-gold"):
+        raise LLMSpecError(f"{spec!r} is not a stand-in (gold, noisy-gold:RATE)", spec=spec)
+    positional, pairs = _segments(spec, arg)
+    if kind == "gold" and positional:
+        raise LLMSpecError(f"gold takes only KEY=VALUE parameters, not {arg!r}", spec=spec)
+    by_name = {p.name: p for p in declared}
+    values = {p.name: (p.oracle if kind == "gold" else p.default) for p in declared}
+    for key, text in pairs.items():
+        if key not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise LLMSpecError(f"{spec}: this stand-in has no parameter {key!r} (its parameters: "
+                               f"{known})", spec=spec, parameter=key, value=text)
+        try:
+            value = float(text)
+        except ValueError:
+            raise LLMSpecError(f"{spec}: {key} needs a number, not {text!r}", spec=spec,
+                               parameter=key, value=text) from None
+        if not 0.0 <= value <= 1.0:
+            raise LLMSpecError(f"{spec}: {key} is a probability (0 to 1), not {text}", spec=spec,
+                               parameter=key, value=text)
+        values[key] = value
+    return values
+
+
+#: the built-in strategies' stand-in parameters (a third party's class declares its own as
+#: ``stand_in_parameters``): the class's qualified name -> the module holding ``PARAMETERS``
+_DECLARED = {
+    "pyql.agent.query_agent.QueryAgent": "pyql.agent.evaluation.noisy",
+    "pyql.agent.readi.strategy.Readi": "pyql.agent.readi.standin",
+    "pyql.agent.srp.strategy.SRP": "pyql.agent.srp.stand_in",
+}
+
+
+def declared_parameters(strategy: str | type) -> tuple[StandInParameter, ...]:
+    """The stand-in parameters ``strategy`` (a name or a class) declares (none: ``()``)."""
+    import importlib
+
+    from pyql.agent.strategy import get_strategy
+
+    kind = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    own = getattr(kind, "stand_in_parameters", None)
+    if own is not None:
+        return tuple(own)
+    for cls in getattr(kind, "__mro__", ()):
+        module = _DECLARED.get(f"{cls.__module__}.{cls.__qualname__}")
+        if module is not None:
+            return tuple(importlib.import_module(module).PARAMETERS)
+    return ()
+
+
+def stand_in_assumptions(spec: str | None, strategy: str | type = "queryagent") -> StandIn | None:
+    """The :class:`StandIn` of ``spec`` for ``strategy`` (None when ``spec`` names a model, not
+    a stand-in); a bad parameter is :class:`LLMSpecError`. QueryAgent's ``gold`` replays the
+    gold program and takes no parameter (its values are the oracle's: nothing to fix, no silent
+    mistake); noisy-gold's come from :mod:`pyql.agent.evaluation.noisy`.
+
+    >>> stand_in_assumptions("noisy-gold:0.3", "readi").describe()
+    'noisy-gold (rate=0.3, edit_success=0.8, reader_accuracy=0.9)'
+    >>> stand_in_assumptions("openai:gpt-4o") is None
+    True
+    """
+    if spec is None:
+        return None
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind not in ("gold", "noisy-gold"):
+        return None
+    declared = declared_parameters(strategy)
+    name = strategy if isinstance(strategy, str) else getattr(strategy, "name", str(strategy))
+    if kind == "gold" and arg.strip() and _is_queryagent(strategy):
+        raise LLMSpecError(f"{name}'s gold stand-in replays the gold program and takes no "
+                           f"parameter; use noisy-gold:0:{arg.strip()}", spec=spec)
+    rate = noisy_spec(arg)[0] if kind == "noisy-gold" else 0.0
+    return StandIn(kind, name, {"rate": rate, **stand_in_values(spec, declared)})
+
+
+def _is_queryagent(strategy: str | type) -> bool:
+    from pyql.agent.strategy import get_strategy
+
+    kind = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    return any(f"{c.__module__}.{c.__qualname__}" == "pyql.agent.query_agent.QueryAgent"
+               for c in getattr(kind, "__mro__", ()))
 
 
 class ReplayProvider:
@@ -525,7 +731,8 @@ class ReplayProvider:
 
 # -- parsing ------------------------------------------------------------------------------------
 
-_FORMS = "openai:MODEL, local[:PATH.gguf], replay:PATH, gold, noisy-gold:RATE[:TYPE,...]"
+_FORMS = ("openai:MODEL, local[:PATH.gguf], replay:PATH, gold[:KEY=VALUE,...], "
+          "noisy-gold:RATE[:TYPE,...][:KEY=VALUE,...]")
 
 
 def parse_llm_spec(spec: str) -> tuple[str, str]:
@@ -541,6 +748,9 @@ def parse_llm_spec(spec: str) -> tuple[str, str]:
         return "gold", ""
     if kind == "local" and (not sep or arg.strip()):
         return "local", arg.strip()
+    if kind == "gold" and "=" in arg:  # gold with stand-in parameters
+        _segments(text, arg)
+        return "gold", arg.strip()
     if kind in ("openai", "replay", "noisy-gold") and sep and arg.strip():
         if kind == "noisy-gold":  # checked with the spec, before a run directory is made
             noisy_spec(arg.strip())
@@ -571,8 +781,6 @@ def build_provider(
     """
     kind, arg = parse_llm_spec(spec)
     if kind in ("gold", "noisy-gold"):
-        if kind == "noisy-gold":
-            noisy_spec(arg)
         return StandInProvider(spec, strategy=strategy, seed=seed, llm_cache=llm_cache,
                                preset=preset)
     if kind == "replay":

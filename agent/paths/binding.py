@@ -17,6 +17,7 @@ import gzip
 import os
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -78,6 +79,13 @@ class RelationVocabulary:
         return cls(kb.profile.compact(iri) for iri in names)
 
     @classmethod
+    @classmethod
+    def from_file_shared(cls, path: str | os.PathLike[str]) -> RelationVocabulary:
+        """:meth:`from_file`, read once per file (by resolved path) and shared: strategies are
+        built once per question of a run."""
+        return _vocabulary_file(str(Path(path).resolve()))
+
+    @classmethod
     def of_kb(cls, kb: KB) -> RelationVocabulary:
         """:meth:`from_kb`, asked once per KB and shared (an evaluation's per-question view of
         a KB shares its KB's vocabulary)."""
@@ -108,6 +116,20 @@ class RelationBinder:
         self.top_k = top_k
         self._cache: dict[str, tuple[str, ...]] = {}
 
+    @classmethod
+    def shared(cls, vocabulary: RelationVocabulary, ranker: RelationRanker | str | None = "bm25",
+               *, top_k: int = BINDING_TOP_K) -> RelationBinder:
+        """One binder (and its cache of bindings) per vocabulary, ranker name and ``top_k``:
+        Readi and SRP are built once per question of a run, their bindings outlive it. A
+        ranker object of the caller's gets a binder of its own."""
+        if ranker is not None and not isinstance(ranker, str):
+            return cls(vocabulary, ranker, top_k=top_k)
+        binders = _BINDERS.setdefault(vocabulary, {})
+        key = (str(ranker), top_k)
+        if key not in binders:
+            binders[key] = cls(vocabulary, ranker, top_k=top_k)
+        return binders[key]
+
     def bind(self, relation: str) -> tuple[str, ...]:
         """The candidates of ``relation``, best first."""
         cached = self._cache.get(relation)
@@ -136,3 +158,12 @@ class RelationBinder:
         scores = self.ranker.scores(text, rels)
         order = sorted(range(len(rels)), key=lambda i: (-scores[i], i))
         return [rels[i] for i in order[:limit]]
+
+
+_BINDERS: WeakKeyDictionary[RelationVocabulary, dict[tuple[str, int], RelationBinder]] = (
+    WeakKeyDictionary())
+
+
+@lru_cache(maxsize=8)
+def _vocabulary_file(path: str) -> RelationVocabulary:
+    return RelationVocabulary.from_file(path)

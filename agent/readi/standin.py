@@ -9,15 +9,22 @@
   name (of the vocabulary: MetaQA's relations, else those of the gold program) or dropped, with
   equal odds.
 - **edit**: reads the structured error of the last instantiation (the step record Readi hands to
-  :meth:`ReadiStandIn.observe`: the stuck constraint, its position, the candidate relations)
-  and repairs the stuck relation only if the right one — the gold relation at that position — is
-  among the candidates: the path becomes the instantiated prefix, that relation, then the rest
-  of the gold path, corrupted at the same rate (the model re-plans from where it was told it
-  broke, as noisily as it planned at first). Otherwise it answers the same path (nothing to
-  repair; Readi stops editing).
-- **answer**: a perfect reader: a gold answer among the retrieved instances (the program's
-  answers and the entities of the sampled triples, or the rows' cells) is the answer, else
-  ``{}``.
+  :meth:`ReadiStandIn.observe`: the stuck constraint, its position, the candidate relations).
+  When the right relation — the gold relation at that position — is among the candidates, the
+  edit picks it with probability ``edit_success``, else another candidate (a wrong pick); the
+  path becomes the instantiated prefix, the picked relation, then the rest of the gold path,
+  corrupted at the same rate (the model re-plans from where it was told it broke, as noisily as
+  it planned at first). When the right relation is not offered it answers the same path
+  (nothing to repair; Readi stops editing).
+- **answer**: a reader that can err: when a gold answer is among the retrieved instances (the
+  program's answers and the entities of the sampled triples, or the rows' cells) it answers one
+  with probability ``reader_accuracy``, else another instance (a distractor; ``{}`` when there
+  is none); without a gold answer among them, ``{}``.
+
+The two probabilities are the stand-in's declared :data:`PARAMETERS` (``noisy-gold`` takes their
+defaults, ``gold`` the oracle's 1.0; ``noisy-gold:0.3:edit_success=1`` names the oracle edit).
+Their draws come from a stream of their own, so the corruption of a question is the same
+whatever they are.
 
 Replies carry no token usage (Readi counts the prompt) and cost 0.
 """
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.llm import LLMReply
@@ -36,7 +43,29 @@ from pyql.agent.paths.path import path_from_program
 from pyql.agent.paths.table import TablePath, table_path_from_program
 from pyql.agent.readi.prompts import task_of
 
-__all__ = ["ReadiStandIn", "corrupt_path", "gold_path", "stand_in"]
+if TYPE_CHECKING:
+    from pyql.agent.evaluation.specs import StandInParameter
+
+__all__ = ["PARAMETERS", "ReadiStandIn", "corrupt_path", "gold_path", "stand_in"]
+
+
+def _declare() -> tuple[StandInParameter, ...]:
+    from pyql.agent.evaluation.specs import StandInParameter
+
+    return (
+        StandInParameter(
+            "edit_success", 0.8,
+            "the edit picks the right relation when the candidates offer it (else a wrong one)",
+            "assumption (neither paper reports a per-edit rate)"),
+        StandInParameter(
+            "reader_accuracy", 0.9,
+            "the reader answers a gold answer when the retrieved instances hold one",
+            "Readi Table 3 (CWQ, GPT-3.5/GPT-4): Hit@1 / AC = 0.90-0.94"),
+    )
+
+
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
+PARAMETERS: tuple[StandInParameter, ...] = _declare()
 
 
 def gold_path(item: Any) -> ReasoningPath | TablePath | None:
@@ -87,12 +116,19 @@ class ReadiStandIn:
 
     def __init__(self, gold: ReasoningPath | TablePath | None, *, rate: float = 0.0,
                  seed: int = 0, vocabulary: Sequence[str] = (), answers: Sequence[Any] = (),
-                 model: str = "gold", reason: str = "") -> None:
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"the corruption rate must be between 0 and 1, not {rate}")
+                 model: str = "gold", reason: str = "", edit_success: float = 1.0,
+                 reader_accuracy: float = 1.0) -> None:
+        for name, value in (("corruption rate", rate), ("edit_success", edit_success),
+                            ("reader_accuracy", reader_accuracy)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"the {name} must be between 0 and 1, not {value}")
         self.gold = gold
         self.rate = rate
+        self.edit_success = edit_success
+        self.reader_accuracy = reader_accuracy
         self.rng = random.Random(seed)
+        #: the draws of the accuracies (a stream apart from the corruption's)
+        self.noise = random.Random(f"{seed}:accuracy")
         self.vocabulary = tuple(vocabulary)
         self.answers = tuple(str(a) for a in answers)
         self.model = model
@@ -103,7 +139,16 @@ class ReadiStandIn:
         self._last: dict[str, Any] = {}
 
     def __repr__(self) -> str:
-        return f"ReadiStandIn({self.model!r}, rate={self.rate})"
+        return (f"ReadiStandIn({self.model!r}, rate={self.rate}, edit_success="
+                f"{self.edit_success}, reader_accuracy={self.reader_accuracy})")
+
+    def succeeds(self, probability: float) -> bool:
+        """A draw of the accuracy stream: True with ``probability`` (no draw at 0 or 1)."""
+        if probability >= 1.0:
+            return True
+        if probability <= 0.0:
+            return False
+        return self.noise.random() < probability
 
     def observe(self, step: Any) -> None:
         """Read the record of the step Readi just took (the structured instantiation result
@@ -150,49 +195,84 @@ class ReadiStandIn:
             wanted = gold.constraint(current.entity).relations
         except KeyError:  # the gold path does not start from this entity
             wanted = ()
-        if position < len(wanted) and split_inverse(wanted[position])[0] in stuck["candidates"]:
+        candidates = [str(c) for c in stuck["candidates"]]
+        if position < len(wanted) and split_inverse(wanted[position])[0] in candidates:
+            picked = self.pick(wanted[position], candidates)
             rest, _ = corrupt_path(ReasoningPath.of({current.entity: wanted[position + 1:]}),
                                    self.rate, self.vocabulary, self.rng)
-            fixed = current.with_relations((*current.relations[:position], wanted[position],
+            fixed = current.with_relations((*current.relations[:position], picked,
                                             *rest.constraints[0].relations))
-            return (f'Thought: "{wanted[position]}" is among the candidates.\n'
+            return (f'Thought: "{picked}" is the candidate that fits.\n'
                     f"Final Path: {fixed.chain()}")
         return f"Thought: no candidate fits.\nFinal Path: {current.chain()}"
 
+    def pick(self, right: str, candidates: Sequence[str]) -> str:
+        """The relation an edit writes when ``right`` is among ``candidates``: ``right`` with
+        probability ``edit_success``, else another candidate (``right`` when there is none)."""
+        if self.succeeds(self.edit_success):
+            return right
+        name = split_inverse(right)[0]
+        others = sorted({c for c in candidates if c != name})
+        return self.noise.choice(others) if others else right
+
+    def read(self, found: Sequence[str] | set[str], *, fold: bool = False) -> list[str]:
+        """What the reader answers from the names ``found`` in what it was shown: the gold
+        answers among them with probability ``reader_accuracy``, else one distractor (none:
+        nothing); no gold answer among them: nothing. ``fold`` matches without case."""
+        def key(text: str) -> str:
+            return text.casefold() if fold else text
+
+        shown = {key(str(x)): str(x) for x in found}
+        right = [a for a in self.answers if key(a) in shown]
+        if not right:
+            return []
+        if self.succeeds(self.reader_accuracy):
+            return right
+        gold = {key(a) for a in self.answers}
+        wrong = sorted(v for k, v in shown.items() if k not in gold)
+        return [self.noise.choice(wrong)] if wrong else []
+
     def _answer(self) -> str:
-        found = set(self._last.get("instances", ()))
-        for answer in self.answers:
-            if answer in found:
-                return f"So, the answer is {{{answer}}}."
-        return "So, the answer is {}."
+        read = self.read(set(self._last.get("instances", ())))
+        return f"So, the answer is {{{read[0]}}}." if read else "So, the answer is {}."
 
 
 def _table_json(path: TablePath) -> str:
     return str(path).removeprefix("Path: ")
 
 
-def stand_in(spec: str, item: Any, *, seed: int = 0) -> ReadiStandIn:
-    """The stand-in for ``--llm gold`` / ``--llm noisy-gold:R`` and an evaluation item (an
-    unknown spec, or noisy-gold on a table item, is :class:`LLMSpecError`);
-    ``seed`` is the question's own seed (the runner derives it from the run's seed and the
-    item id)."""
-    from pyql.agent.evaluation.specs import LLMSpecError
+def stand_in(spec: str, item: Any, *, seed: int = 0,
+             parameters: Sequence[StandInParameter] = PARAMETERS) -> ReadiStandIn:
+    """The stand-in for ``--llm gold[:K=V,...]`` / ``--llm noisy-gold:R[:K=V,...]`` and an
+    evaluation item (an unknown spec or parameter, or noisy-gold on a table item, is
+    :class:`LLMSpecError`); ``seed`` is the question's own seed (the runner derives it from the
+    run's seed and the item id). ``parameters`` are the declared ones the spec may set (SRP's
+    stand-in adds its own)."""
+    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, stand_in_values
 
     kind, _, arg = spec.strip().partition(":")
     kind = kind.strip().lower()
-    if kind == "gold" and not arg:
+    if kind == "gold":
         rate = 0.0
     elif kind == "noisy-gold" and arg:
-        try:
-            rate = float(arg)
-        except ValueError:
-            raise LLMSpecError(f"noisy-gold:RATE needs a number, not {arg!r}") from None
+        rate, types = noisy_spec(arg)
+        if types is not None:
+            raise LLMSpecError("injection types are QueryAgent's noisy-gold; Readi's corrupts "
+                               "path relations", spec=spec, parameter="types")
     else:
-        raise LLMSpecError(f"Readi stand-ins are 'gold' and 'noisy-gold:R', not {spec!r}")
+        raise LLMSpecError(f"Readi stand-ins are 'gold' and 'noisy-gold:R', not {spec!r}",
+                           spec=spec)
+    values = stand_in_values(spec, parameters)
     gold = gold_path(item)
     if rate and isinstance(gold, TablePath):
-        raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)")
+        raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)",
+                           spec=spec)
+    if isinstance(gold, TablePath) and values.get("edit_success", 1.0) < 1.0:
+        raise LLMSpecError("the table-path stand-in edits to the gold path: edit_success is "
+                           "for relation paths", spec=spec, parameter="edit_success")
     vocabulary = _vocabulary(item, gold) if isinstance(gold, ReasoningPath) else ()
     return ReadiStandIn(gold, rate=rate, seed=seed,
                         vocabulary=vocabulary, answers=getattr(item, "answers", ()),
-                        model=kind, reason="no gold program" if gold is None else "")
+                        model=kind, reason="no gold program" if gold is None else "",
+                        edit_success=values.get("edit_success", 1.0),
+                        reader_accuracy=values.get("reader_accuracy", 1.0))

@@ -29,10 +29,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal
-from weakref import WeakKeyDictionary
+from typing import Any, ClassVar, Literal
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.llm import LLM, AccountedCall
@@ -58,7 +55,7 @@ from pyql.agent.paths.table import (
 )
 from pyql.agent.readi import prompts
 from pyql.agent.recorder import Recorder
-from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import (
     Constrain,
     ReplyFormat,
@@ -78,25 +75,6 @@ log = logging.getLogger(__name__)
 InitialPath = Literal["generate", "corrupt", "empty"]
 AnswerMode = Literal["auto", "program", "llm"]
 
-# one binder (and its cache of bindings) per vocabulary, ranker and top_k: a run builds Readi
-# once per question
-_BINDERS: WeakKeyDictionary[RelationVocabulary, dict[tuple[str, int], RelationBinder]] = (
-    WeakKeyDictionary())
-
-
-@lru_cache(maxsize=8)
-def _vocabulary_file(path: str) -> RelationVocabulary:
-    return RelationVocabulary.from_file(path)
-
-
-def _binder(vocabulary: RelationVocabulary, ranker: Any, top_k: int) -> RelationBinder:
-    if ranker is not None and not isinstance(ranker, str):
-        return RelationBinder(vocabulary, ranker, top_k=top_k)  # a caller's own ranker object
-    binders = _BINDERS.setdefault(vocabulary, {})
-    key = (str(ranker), top_k)
-    if key not in binders:
-        binders[key] = RelationBinder(vocabulary, ranker, top_k=top_k)
-    return binders[key]
 
 
 class Readi:
@@ -124,6 +102,23 @@ class Readi:
     name = "readi"
     #: a whole reasoning path (or a table path) with its thought
     max_reply_tokens = 512
+    #: what ``--option`` may set: constructor keywords (see the class docstring)
+    declared_options: ClassVar[Mapping[str, StrategyOption]] = {
+        "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
+        "top_k": StrategyOption(int, "binding candidates per NL relation"),
+        "max_edits": StrategyOption(int, "edits of a stuck path"),
+        "relations": StrategyOption(str, "a relation vocabulary file"),
+        "profile": StrategyOption(str, "prompt profile"),
+        "initial_path": StrategyOption(Literal["generate", "corrupt", "empty"],
+                                       "where the first path comes from"),
+        "corrupt_length": StrategyOption(int, "relations of a corrupted initial path"),
+        "answer": StrategyOption(Literal["auto", "program", "llm"], "who gives the answer"),
+        "max_frontier": StrategyOption(int, "most values kept per hop"),
+        "max_candidates": StrategyOption(int, "most candidates per hop"),
+        "exclude_topic": StrategyOption(bool, "drop the topic entity from the answers"),
+        "seed": StrategyOption(int, "seed"),
+        "table": StrategyOption(str, "the SQL table"),
+    }
 
     def __init__(
         self,
@@ -180,14 +175,14 @@ class Readi:
             if self.profile not in prompts.PROFILES:
                 self.profile = "freebase"
             if isinstance(relations, str):
-                vocabulary = _vocabulary_file(str(Path(relations).resolve()))
+                vocabulary = RelationVocabulary.from_file_shared(relations)
             elif isinstance(relations, RelationVocabulary):
                 vocabulary = relations
             elif relations is not None:
                 vocabulary = RelationVocabulary(relations)
             else:
                 vocabulary = RelationVocabulary.of_kb(backend)
-            self.binder = _binder(vocabulary, ranker, top_k)
+            self.binder = RelationBinder.shared(vocabulary, ranker, top_k=top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
                 exclude_topic=exclude_topic)

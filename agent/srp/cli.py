@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from pyql.cli.errors import fail
+from pyql.cli.output import make_console, print_json
 
 __all__ = ["register", "references_app"]
 
@@ -73,9 +73,9 @@ def build_command(
         fail(str(exc), hint)
     m = base.manifest
     if as_json:
-        typer.echo(json.dumps(m.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print_json(m.model_dump(mode="json"))
         return
-    Console(highlight=False).print(
+    make_console(highlight=False).print(
         f"{m.size} references ({m.clusters} clusters x {m.per_cluster}) from {m.pool} of "
         f"{m.source_size} labelled questions of {m.source}; {m.embedding}:{m.model} -> {out}")
 
@@ -96,7 +96,7 @@ def show_command(
 
     try:
         base = ReferenceBase.open(directory)
-        console = Console(highlight=False, soft_wrap=True)
+        console = make_console(highlight=False, soft_wrap=True)
         if question is None:
             console.print(json.dumps(base.manifest.model_dump(mode="json"), indent=2,
                                      ensure_ascii=False))

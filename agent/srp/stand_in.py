@@ -8,20 +8,28 @@ repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SR
 the same noise:
 
 - **relation check**: rates the gold path's first relation highest when it is among the
-  candidates shown (then two more candidates, lower);
+  candidates shown, with probability ``check_accuracy`` (else it leaves it out: three other
+  candidates are rated, so the plan's first relation is mended to a wrong checked one); then two
+  more candidates, lower;
 - **plan**: the gold path; with ``noisy-gold:RATE`` corrupted by
   :func:`~pyql.agent.readi.standin.corrupt_path` (each relation, with probability ``RATE``,
   replaced by another relation of the vocabulary or dropped);
-- **judge**: ``<HAVE_ANSWER>`` when a gold answer is among the triples shown, else
-  ``<NO_ANSWER>``; it retains the triples that follow the gold path from the gold topic
-  (:func:`~pyql.agent.srp.pruning.follow`);
+- **judge**: the right verdict (``<HAVE_ANSWER>`` when a gold answer is among the triples shown,
+  else ``<NO_ANSWER>``) with probability ``judge_accuracy``, else the other one; it retains the
+  triples that follow the gold path from the gold topic (:func:`~pyql.agent.srp.pruning.follow`);
 - **edit**: repairs only from the candidates shown: if the gold relation at the position of the
-  candidates (the tail of the pruned sequence, or the stuck point) is among them, the path
-  becomes the prefix up to there, that relation, then the rest of the gold path corrupted at the
-  same rate (Readi's rule: the model re-plans as noisily as it planned); otherwise the path is
-  written back unchanged (SRP then stops editing);
-- **answer**: the gold answers that occur in the triples shown, in braces (none: ``{}``, no
-  answer).
+  candidates (the tail of the pruned sequence, or the stuck point) is among them, the edit picks
+  it with probability ``edit_success`` (else another candidate), and the path becomes the prefix
+  up to there, the picked relation, then the rest of the gold path corrupted at the same rate
+  (Readi's rule: the model re-plans as noisily as it planned); otherwise the path is written
+  back unchanged (SRP then stops editing);
+- **answer**: Readi's reader over the kept triples: the gold answers that occur in them with
+  probability ``reader_accuracy``, else a distractor among their entities (none: ``{}``).
+
+The probabilities are the declared :data:`PARAMETERS` (Readi's ``edit_success`` and
+``reader_accuracy``, plus ``judge_accuracy`` and ``check_accuracy``): ``noisy-gold`` takes their
+defaults, ``gold`` names the oracle (all 1.0); ``noisy-gold:0.3:judge_accuracy=1.0`` is the
+oracle judge of the measurements before these parameters existed.
 
 Replies carry no token usage (the strategy counts the prompt) and cost 0.
 """
@@ -36,11 +44,33 @@ from typing import Any
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.llm import LLMReply, Message
 from pyql.agent.paths import ReasoningPath, split_inverse
+from pyql.agent.readi.standin import PARAMETERS as READI_PARAMETERS
 from pyql.agent.readi.standin import ReadiStandIn, corrupt_path
 from pyql.agent.srp.prompts import stage_of
 from pyql.agent.srp.pruning import follow
 
-__all__ = ["SRPStandIn", "stand_in"]
+__all__ = ["PARAMETERS", "SRPStandIn", "stand_in"]
+
+
+def _declare() -> tuple[Any, ...]:
+    from pyql.agent.evaluation.specs import StandInParameter
+
+    return (
+        *READI_PARAMETERS,
+        StandInParameter(
+            "judge_accuracy", 0.85,
+            "the sequence judge's verdict is right (HAVE_ANSWER exactly when a gold answer is "
+            "among the triples shown)",
+            "assumption (the SRP paper reports no judge accuracy)"),
+        StandInParameter(
+            "check_accuracy", 0.85,
+            "the relation check keeps the gold first relation (rated highest) when it is shown",
+            "assumption (the SRP paper reports the check's ablation, not its accuracy)"),
+    )
+
+
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
+PARAMETERS: tuple[Any, ...] = _declare()
 
 class SRPStandIn:
     """Plays SRP's stages for one question (module docstring) over Readi's stand-in ``readi``,
@@ -50,8 +80,15 @@ class SRPStandIn:
     candidates, the triplet sequences, the kept triples), never from the prompt's wording; the
     prompt only says which stage is asked (:func:`~pyql.agent.srp.prompts.stage_of`)."""
 
-    def __init__(self, readi: ReadiStandIn) -> None:
+    def __init__(self, readi: ReadiStandIn, *, judge_accuracy: float = 1.0,
+                 check_accuracy: float = 1.0) -> None:
+        for name, value in (("judge_accuracy", judge_accuracy),
+                            ("check_accuracy", check_accuracy)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, not {value}")
         self.readi = readi
+        self.judge_accuracy = judge_accuracy
+        self.check_accuracy = check_accuracy
         gold = readi.gold if isinstance(readi.gold, ReasoningPath) else None
         first = next((c for c in gold.constraints if c.relations), None) if gold else None
         self.topic = first.entity if first is not None else None
@@ -96,6 +133,11 @@ class SRPStandIn:
         first = (split_inverse(self.relations[0])[0]
                  if self.relations and self._is_topic(str(shown.get("entity", ""))) else None)
         rated = ([first] if first in candidates else [])
+        if rated and not self.readi.succeeds(self.check_accuracy):
+            others = [c for c in candidates if c != first]
+            if others:  # the gold relation left out of the rated ones
+                rated = [self.readi.noise.choice(others)]
+                candidates = others
         rated += [c for c in candidates if c not in rated][:3 - len(rated)]
         scores = [0.6, 0.3, 0.1] if first in candidates else [0.4, 0.3, 0.3]
         return "\n".join(f"{i}. ('{r}', {s}): {'on the path' if r == first else 'related'}."
@@ -116,7 +158,8 @@ class SRPStandIn:
         sequences = [[tuple(t) for t in seq]
                      for seq in self._seen("retrieve").get("sequences", ()) if seq]
         found = self._found(t for seq in sequences for t in seq)
-        verdict = "<HAVE_ANSWER>" if found else "<NO_ANSWER>"
+        have = bool(found) == self.readi.succeeds(self.judge_accuracy)
+        verdict = "<HAVE_ANSWER>" if have else "<NO_ANSWER>"
         assert self.topic is not None
         steps = [(name, False if inverse else None)
                  for name, inverse in map(split_inverse, self.relations)]
@@ -124,7 +167,8 @@ class SRPStandIn:
         retained = "\n".join(
             f"{i}. [{', '.join(_triple(t) for t in seq if t in keep)}]"
             for i, (seq, keep) in enumerate(zip(sequences, kept, strict=True), 1))
-        why = (f"The triplets contain {found[0]}." if found
+        why = (f"The triplets contain {found[0]}." if found and have
+               else "The triplets answer the question." if have
                else "No triplet contains the answer.")
         return f"Thinking Process: {why} {verdict}\nRetained sequences:\n{retained}"
 
@@ -143,12 +187,14 @@ class SRPStandIn:
                 continue
             position = int(at.get("position", 0))
             wanted = self.relations
-            if position < len(wanted) and split_inverse(wanted[position])[0] in at["relations"]:
+            offered = [str(r) for r in at["relations"]]
+            if position < len(wanted) and split_inverse(wanted[position])[0] in offered:
                 # Readi's rule: the rest re-planned as noisily as the plan was
                 readi = self.readi
+                picked = readi.pick(wanted[position], offered)
                 rest, _ = corrupt_path(ReasoningPath.of({self.topic: wanted[position + 1:]}),
                                        readi.rate, readi.vocabulary, readi.rng)
-                fixed = [*current[:position], wanted[position], *rest.constraints[0].relations]
+                fixed = [*current[:position], picked, *rest.constraints[0].relations]
                 break
         return ("Goal: the path should reach the answer of the question.\n"
                 "Thought: I correct the relation the candidates show.\n"
@@ -156,7 +202,7 @@ class SRPStandIn:
 
     def _answer(self) -> str:
         kept = self._seen("knowledge").get("kept", ())
-        found = self._found(kept)
+        found = self.readi.read({str(x) for t in kept for x in (t[0], t[2])}, fold=True)
         if not found:
             return "No triplet gives the answer. So, the answer is {}."
         return "Based on the triplets, the answer is " + ", ".join(f"{{{a}}}" for a in found) + "."
@@ -167,9 +213,13 @@ def _triple(t: tuple[str, str, str]) -> str:
 
 
 def stand_in(spec: str, item: Any, *, seed: int = 0) -> SRPStandIn:
-    """The stand-in of ``spec`` (``gold`` or ``noisy-gold:RATE``) for an
+    """The stand-in of ``spec`` (``gold[:K=V,...]`` or ``noisy-gold:RATE[:K=V,...]``) for an
     :class:`~pyql.agent.evaluation.records.EvalItem`, over Readi's stand-in for the same item and
     seed (the same gold path and the same corruption)."""
+    from pyql.agent.evaluation.specs import stand_in_values
     from pyql.agent.readi.standin import stand_in as readi_stand_in
 
-    return SRPStandIn(readi_stand_in(spec, item, seed=seed))
+    values = stand_in_values(spec, PARAMETERS)
+    return SRPStandIn(readi_stand_in(spec, item, seed=seed, parameters=PARAMETERS),
+                      judge_accuracy=values["judge_accuracy"],
+                      check_accuracy=values["check_accuracy"])

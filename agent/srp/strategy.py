@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.llm import LLM
@@ -77,7 +77,7 @@ from pyql.agent.srp import prompts as P
 from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.srp.pruning import follow
 from pyql.agent.srp.references import DEFAULT_K, ReferenceBase, Retrieved
-from pyql.agent.strategy import Result, StrategyConfig
+from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import (
     Constrain,
     ReplyFormat,
@@ -173,6 +173,21 @@ class SRP:
     name = "srp"
     #: a plan of several paths, or a judge's verdict with the triples it keeps
     max_reply_tokens = 512
+    #: what ``--option`` may set: constructor keywords (see the class docstring)
+    declared_options: ClassVar[Mapping[str, StrategyOption]] = {
+        "references": StrategyOption(str, "a reference base directory"),
+        "top_k_references": StrategyOption(int, "references per question"),
+        "max_rounds": StrategyOption(int, "judge/edit rounds"),
+        "check_count": StrategyOption(int, "relation checks"),
+        "check_candidates": StrategyOption(int, "candidates per relation check"),
+        "reflection": StrategyOption(bool, "the judge and edit stages on or off"),
+        "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
+        "binding_top_k": StrategyOption(int, "binding candidates per NL relation"),
+        "vocabulary": StrategyOption(str, "a relation vocabulary file"),
+        "profile": StrategyOption(str, "prompt profile"),
+        "max_frontier": StrategyOption(int, "most values kept per hop"),
+        "max_triples": StrategyOption(int, "most triples shown to the judge"),
+    }
 
     def __init__(
         self,
@@ -217,8 +232,9 @@ class SRP:
         elif isinstance(vocabulary, RelationVocabulary):
             vocab = vocabulary
         else:
-            vocab = RelationVocabulary.from_file(vocabulary)
-        self.binder = RelationBinder(vocab, ranker, top_k=binding_top_k)
+            vocab = RelationVocabulary.from_file_shared(vocabulary)
+        # shared across questions, as Readi's: the bindings' cache outlives one question
+        self.binder = RelationBinder.shared(vocab, ranker, top_k=binding_top_k)
         self.instantiator = PathInstantiator(kb, self.binder, max_frontier=max_frontier,
                                              max_triples=max_triples)
         name = profile or kb.profile.name

@@ -17,7 +17,7 @@ from pyql.errors import InputError, LocationError, ProfileError
 from pyql.kb.base import KB
 
 __all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
-           "sql_function"]
+           "sql_function", "driver_hint"]
 
 #: the ``--kb`` values every command accepts
 KB_HELP = "RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA's kb.txt."
@@ -34,7 +34,8 @@ def is_metaqa_kb(location: str) -> bool:
 
 
 def open_kb(
-    location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None
+    location: str, profile: str | None = None, prefixes: Mapping[str, str] | None = None,
+    timeout: float | None = None,
 ) -> KB:
     """The KB at ``location`` (:func:`pyql.kb.open_kb`: an http(s) SPARQL endpoint, an Oxigraph
     store directory, MetaQA's ``kb.txt`` or an RDF file loaded in memory), its failures as one
@@ -42,7 +43,7 @@ def open_kb(
 
     ``profile`` defaults to :data:`~pyql.cli.inputs.DEFAULT_PROFILE` (``metaqa`` for a kb.txt);
     a Turtle file's ``@prefix`` lines and ``prefixes`` (``--prefix``) are added to it. The
-    profile is ``kb.profile``.
+    profile is ``kb.profile``. ``timeout``: an endpoint's seconds per query (``--kb-timeout``).
     """
     url = is_url(location)
     if not url and not Path(location).expanduser().exists():
@@ -57,7 +58,7 @@ def open_kb(
     from pyql.kb import open_kb as open_location
 
     try:
-        kb = open_location(location, profile=built.name)
+        kb = open_location(location, profile=built.name, timeout=timeout)
     except ProfileError as exc:
         raise typer.BadParameter(str(exc), param_hint="--profile") from None
     except SyntaxError as exc:  # pyoxigraph reports malformed RDF as SyntaxError
@@ -114,12 +115,27 @@ def open_db(url: str, timeout: float | None = None) -> Any:
                        hint="give a SQLite file or a URL such as sqlite:///path.db, "
                        "postgresql://user@host/db or duckdb:///file.duckdb") from None
     except ImportError as exc:  # a SQLAlchemy dialect whose driver is not installed
-        raise CliError(f"cannot open {url}: {exc}",
-                       hint="install the database driver (pip install 'pyql-kbqa[postgres]' "
-                       "or 'pyql-kbqa[duckdb]')") from None
+        raise CliError(f"cannot open {url}: {exc}", hint=driver_hint(url, exc)) from None
     except SQLAlchemyError as exc:  # not a URL SQLAlchemy understands
         raise CliError(f"cannot open {url}: {exc}",
                        hint="give a SQLite file or a SQLAlchemy URL") from None
+
+
+#: the extra that installs the driver of a SQLAlchemy dialect pyql ships one for
+_DRIVER_EXTRAS = {"postgresql": "postgres", "duckdb": "duckdb"}
+
+
+def driver_hint(url: str, exc: ImportError) -> str:
+    """How to install the driver a database URL needs: pyql's extra for PostgreSQL and
+    DuckDB, else the missing module by name (``mysql://`` needs ``mysqlclient``, whose module
+    is MySQLdb: SQLAlchemy's dialect docs name each driver)."""
+    dialect = url.split("://", 1)[0].split("+", 1)[0].lower()
+    extra = _DRIVER_EXTRAS.get(dialect)
+    if extra is not None:
+        return f"install the driver: pip install 'pyql-kbqa[{extra}]'"
+    missing = getattr(exc, "name", None) or "its driver"
+    return (f"install the {dialect} driver that provides the module {missing} (pyql ships "
+            "extras for PostgreSQL and DuckDB only; see SQLAlchemy's dialect docs)")
 
 
 def open_sql_session(url: str, table: str | None, max_values: int = 10,

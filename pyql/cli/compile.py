@@ -27,7 +27,7 @@ from pyql.cli.options import (
     ProgramArg,
     TableOpt,
 )
-from pyql.cli.output import print_json
+from pyql.cli.output import print_json, printable
 from pyql.errors import InputError
 from pyql.profiles import Profile
 from pyql.program import Program
@@ -55,8 +55,8 @@ def compile_command(
     (a = PyQL() then a.add_fact('m.0x', 'rel', 'x0')). Freebase ids (m.0x, a.b.c) need
     --profile freebase.
     """
-    check_extremum(extremum)
-    with reported():
+    with reported(as_json=as_json):
+        check_extremum(extremum)
         text, source = read_program(program)
         if sql:
             _compile_sql(text, source, dialect, table, as_json)
@@ -68,7 +68,7 @@ def compile_command(
     if as_json:
         print_json({"program": str(prog), "profile": built.name, "sparql": query_text})
     else:
-        typer.echo(query_text)
+        typer.echo(printable(query_text))
 
 
 def compile_sparql(
@@ -120,7 +120,7 @@ def _compile_sql(
     if as_json:
         print_json({"program": str(prog), "dialect": dialect, "sql": query_text})
     else:
-        typer.echo(query_text)
+        typer.echo(printable(query_text))
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,10 @@ def demo_command(
     kb_path: Annotated[
         bool, typer.Option("--kb-path", help="Print the path of the bundled movie KB and exit.")
     ] = False,
+    db_path: Annotated[
+        bool, typer.Option("--db-path", help="Print the path of the bundled SQLite database "
+                           "and exit.")
+    ] = False,
 ) -> None:
     """An offline tour: questions answered one call at a time, with the query growing.
 
@@ -36,6 +40,9 @@ def demo_command(
 
     if kb_path:
         typer.echo(str(demos.movies_path()))
+        return
+    if db_path:
+        typer.echo(str(_demo_db_path()))
         return
     with reported():
         try:
@@ -72,31 +79,26 @@ def demo_command(
         )
         if not sql:
             out.print(Text("Next: run your own program on the same KB:", style="dim"))
-            out.print(
-                Text(
-                    '  pyql run --kb "$(pyql demo --kb-path)" '
-                    "-e 'Inception=ex:Inception' 'add_fact(Inception, ex:directed_by, ?d)'",
-                    style="dim",
-                )
-            )
+            _command(out, 'pyql run --kb "$(pyql demo --kb-path)" \\',
+                     "  'add_fact(Inception, ex:directed_by, ?d)'")
             out.print(Text("or tour SQL on a small database: pyql demo --sql", style="dim"))
         else:
-            _sql_demo_next(out)
+            out.print(Text("Next: run your own program on the same database:", style="dim"))
+            _command(out, 'pyql run --db "$(pyql demo --db-path)" --table players \\',
+                     "  'add_condition(position, =, Center); set_answer(height_cm, MAX)'")
 
 
-def _sql_demo_next(out: Console) -> None:
-    """After the SQL tours: how to run a program of one's own on the demo database."""
+def _command(out: Console, *lines: str) -> None:
+    """A shell command to copy: each line whole (shorter than 80 columns; a long one is
+    continued with a backslash), never wrapped by the console."""
+    for line in lines:
+        out.print(Text("  " + line, style="dim"), soft_wrap=True)
+
+
+def _demo_db_path() -> Path:
     from importlib import resources
 
-    path = Path(str(resources.files("pyql").joinpath("data/demo.sqlite")))
-    if not path.is_file():  # pragma: no cover - shipped with pyql
-        return
-    out.print(Text("Next: run your own program on the same database:", style="dim"))
-    out.print(Text(
-        f"  pyql run --db {path} --table players "
-        "'add_condition(position, =, Center); set_answer(height_cm, MAX)'",
-        style="dim",
-    ))
+    return Path(str(resources.files("pyql").joinpath("data/demo.sqlite")))
 
 
 def _show_tour(out: Console, number: int, total: int, result: Any, language: str) -> None:

@@ -1,18 +1,22 @@
 """Errors on the command line: one red ``error:`` line on stderr, an optional ``hint:``, an exit
 code. Every command reports through :func:`reported` / :func:`fail`, so the format is the same
-everywhere and never a traceback for an error pyql raises on purpose."""
+everywhere and never a traceback for an error pyql raises on purpose.
+
+With ``--json`` (``reported(as_json=True)``) stdout carries one JSON object whatever happens:
+``{"ok": false, "error": {...}}`` (:func:`error_json`) for an error, a usage error or a bug, as
+well as the ``error:`` line on stderr."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
 
-from pyql.cli.output import stderr
+from pyql.cli.output import print_json, stderr
 from pyql.errors import (
     BackendTimeoutError,
     BackendUnavailableError,
@@ -27,10 +31,12 @@ from pyql.profiles import Profile
 __all__ = [
     "CliError",
     "as_cli_error",
+    "error_json",
     "fail",
     "hint_for",
     "one_line",
     "prefix_hint",
+    "unavailable_hint",
     "reported",
     "ENTITY_HINT",
     "TIMEOUT_HINT",
@@ -62,10 +68,21 @@ def one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
-def fail(error: CliError | str, hint: str | None = None) -> NoReturn:
-    """Print ``error`` (and its hint) on stderr and exit with its code (1 for a string)."""
+def error_json(error: CliError, kind: str = "error") -> dict[str, Any]:
+    """What ``--json`` prints for ``error``: ``ok`` false and the error's fields (``kind`` is
+    ``error``, ``usage`` for a bad option, ``internal`` for a bug)."""
+    return {"ok": False, "error": {"kind": kind, "message": one_line(error.message),
+                                   "hint": error.hint, "detail": error.detail,
+                                   "exit_code": error.code}}
+
+
+def fail(error: CliError | str, hint: str | None = None, *, as_json: bool = False) -> NoReturn:
+    """Print ``error`` (and its hint) on stderr and exit with its code (1 for a string);
+    ``as_json`` also prints it as the JSON object of ``--json`` on stdout."""
     if isinstance(error, str):
         error = CliError(error, hint=hint)
+    if as_json:
+        print_json(error_json(error))
     console = stderr()
     console.print(Text.assemble(("error: ", "bold red"), one_line(error.message)))
     if error.detail:
@@ -107,8 +124,21 @@ def hint_for(exc: Exception, profile: Profile | None = None) -> str | None:
     if isinstance(exc, BackendTimeoutError):
         return TIMEOUT_HINT
     if isinstance(exc, BackendUnavailableError):
-        return "is the endpoint up and the URL right?"
+        return unavailable_hint(exc.backend)
     return None
+
+
+#: database engines that are files, not servers
+_FILE_ENGINES = frozenset({"sqlite", "duckdb"})
+
+
+def unavailable_hint(backend: str) -> str:
+    """What to check when ``backend`` (an endpoint URL or a database engine) cannot be used."""
+    if backend in _FILE_ENGINES:
+        return f"is it a {'SQLite' if backend == 'sqlite' else 'DuckDB'} database file, readable?"
+    if backend.startswith(("http://", "https://")):
+        return "is the endpoint up and the URL right?"
+    return "is the database server up and the URL right?"
 
 
 def as_cli_error(exc: Exception, profile: Profile | None = None, where: str = "") -> CliError:
@@ -122,12 +152,27 @@ def as_cli_error(exc: Exception, profile: Profile | None = None, where: str = ""
 
 
 @contextmanager
-def reported() -> Iterator[None]:
-    """Turn the errors pyql raises on purpose (and OS errors) into one ``error:`` line."""
+def reported(*, as_json: bool = False) -> Iterator[None]:
+    """Turn the errors pyql raises on purpose (and OS errors) into one ``error:`` line.
+
+    ``as_json`` (a command's ``--json``): each of them, a usage error raised in the block and any
+    other exception is also one JSON object on stdout (:func:`error_json`); usage errors and bugs
+    then go on as they would without it (the usage text, the traceback)."""
     try:
         yield
     except PyqlError as exc:
-        fail(as_cli_error(exc))
+        fail(as_cli_error(exc), as_json=as_json)
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        fail(CliError(f"{where}{exc.strerror or exc}"))
+        fail(CliError(f"{where}{exc.strerror or exc}"), as_json=as_json)
+    except (typer.Exit, typer.Abort):
+        raise
+    except typer.TyperException as exc:  # typer.BadParameter: a usage error, exit code 2
+        if as_json:
+            print_json(error_json(CliError(exc.format_message(), code=exc.exit_code), "usage"))
+        raise
+    except Exception as exc:
+        if as_json:
+            message = f"{type(exc).__name__}: {exc}"
+            print_json(error_json(CliError(message), "internal"))
+        raise

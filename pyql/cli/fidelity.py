@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 
 from pyql.cli.errors import CliError, reported
-from pyql.cli.output import print_json, stderr
+from pyql.cli.output import print_json, printable, stderr
 from pyql.cli.plugins import group
 
 __all__ = ["FIDELITY_HELP", "gold_command", "register", "sql_command"]
@@ -104,13 +104,13 @@ def gold_command(
     if as_json:
         print_json(report)
         return
-    typer.echo(format_table(report))
+    typer.echo(printable(format_table(report)))
     if failures:
         for hop, h in report["hops"].items():
             for f in h["failures"]:
-                typer.echo(f"{hop}-hop {f['id']} {f['qtype']} f1={f['f1']} "
-                           f"missing={f['missing']} extra={f['extra']}"
-                           + (f" error={f['error']}" if f["error"] else ""))
+                typer.echo(printable(f"{hop}-hop {f['id']} {f['qtype']} f1={f['f1']} "
+                                     f"missing={f['missing']} extra={f['extra']}"
+                                     + (f" error={f['error']}" if f["error"] else "")))
 
 
 def sql_command(
@@ -146,7 +146,7 @@ def sql_command(
     if as_json:
         print_json(report.to_dict())
     else:
-        typer.echo(report.render())
+        typer.echo(printable(report.render()))
 
 
 def _logging(verbose: bool) -> None:

@@ -37,12 +37,12 @@ DEFAULT_PROFILE = "generic"
 def read_program(arg: str) -> tuple[str, str | None]:
     """The program text and the file it came from (``None`` for inline text or stdin)."""
     if arg == "-":
-        return sys.stdin.read(), None
+        return sys.stdin.read().removeprefix(_BOM), None
     if arg.startswith("@"):
         return read_file(Path(arg[1:]), "program"), arg[1:]
     path = Path(arg)
-    if "(" not in arg or path.is_file():
-        if not path.is_file():
+    if "(" not in arg or _is_file(path):
+        if not _is_file(path):
             raise CliError(
                 f"no such program file: {arg}",
                 hint="pass the program text in quotes, a file path, @FILE, or - to read stdin",
@@ -51,12 +51,25 @@ def read_program(arg: str) -> tuple[str, str | None]:
     return arg, None
 
 
+#: the byte-order mark some editors (Notepad, Excel) write at the start of UTF-8 files
+_BOM = "\ufeff"
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, false for text no file can be named (a long inline program)."""
+    try:
+        return path.is_file()
+    except OSError:  # ENAMETOOLONG
+        return False
+
+
 def read_file(path: Path, what: str) -> str:
-    """A UTF-8 text file, or a :class:`CliError` saying which ``what`` file is wrong."""
+    """A UTF-8 text file (a leading byte-order mark dropped), or a :class:`CliError` saying
+    which ``what`` file is wrong."""
     if not path.is_file():
         raise CliError(f"{what} file not found: {path}")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise CliError(f"{what} file is not UTF-8 text: {path}") from None
     except OSError as exc:

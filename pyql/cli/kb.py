@@ -27,8 +27,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from pyql.cli.errors import reported
-from pyql.cli.output import print_json, stderr
+from pyql.cli.errors import CliError, reported
+from pyql.cli.output import print_json, printable, stderr
 from pyql.cli.plugins import group
 
 __all__ = ["register", "register_fidelity"]
@@ -42,22 +42,32 @@ def load_command(
                                                   "(.nt, .nq, .ttl; optionally .gz).")],
     store: Annotated[Path, typer.Option("--store", help="The store directory (created, or "
                                         "added to).")],
+    force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
+                                        "holds it already (same content).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest."""
-    from pyql.kb.loader import load_store
+    """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest.
+
+    A file whose content the store holds already is refused (loading it again would copy its
+    blank nodes and list it twice), unless --force."""
+    from pyql.kb.loader import SourceAlreadyLoadedError, load_store
 
     console = stderr()
-    with reported():
-        if console.is_terminal and not as_json:
-            columns = (TextColumn("loading"), BarColumn(), DownloadColumn(),
-                       TransferSpeedColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as bar:
-                task = bar.add_task("load", total=None)
-                manifest = load_store(sources, store, progress=lambda done, total: bar.update(
-                    task, completed=done, total=total))
-        else:
-            manifest = load_store(sources, store)
+    with reported(as_json=as_json):
+        try:
+            if console.is_terminal and not as_json:
+                columns = (TextColumn("loading"), BarColumn(), DownloadColumn(),
+                           TransferSpeedColumn(), TimeElapsedColumn())
+                with Progress(*columns, console=console, transient=True) as bar:
+                    task = bar.add_task("load", total=None)
+                    manifest = load_store(sources, store, force=force,
+                                          progress=lambda done, total: bar.update(
+                                              task, completed=done, total=total))
+            else:
+                manifest = load_store(sources, store, force=force)
+        except SourceAlreadyLoadedError as exc:
+            raise CliError(str(exc), hint="nothing was loaded; drop the file, or pass --force "
+                           "to load it again") from None
     if as_json:
         print_json(manifest.model_dump())
         return
@@ -74,15 +84,16 @@ def info_command(
     """Show a store's manifest: its sources, sizes and triple count."""
     from pyql.kb.loader import store_info
 
-    with reported():
+    with reported(as_json=as_json):
         manifest = store_info(store)
     if as_json:
         print_json(manifest.model_dump())
         return
     typer.echo(f"{store}: {manifest.triples:,} triples (pyoxigraph {manifest.pyoxigraph}, "
                f"built {manifest.created}, {manifest.seconds:.1f} s)")
-    for s in manifest.sources:
-        typer.echo(f"  {s.path}  {s.bytes:,} bytes  {s.format}{' gzip' if s.compressed else ''}"
+    for s in manifest.sources:  # a path may hold anything a file name can
+        typer.echo(f"  {printable(s.path)}  {s.bytes:,} bytes  {s.format}"
+                   f"{' gzip' if s.compressed else ''}"
                    f"  {s.triples:,} triples  {s.seconds:.1f} s")
 
 
@@ -184,7 +195,7 @@ def sparql_fidelity_command(
     if as_json:
         print_json(report.summary())
     else:
-        typer.echo(report.format())
+        typer.echo(printable(report.format()))
 
 
 def register(app: typer.Typer) -> None:

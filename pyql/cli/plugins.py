@@ -139,7 +139,25 @@ class PluginGroup(TyperGroup):
         if command is None or isinstance(command, TyperGroup):
             self._load_plugins()
             command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_flags(command, ctx)
         return command
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        _plain_flags(self, ctx)
+        return params
+
+
+def _plain_flags(command: Any, ctx: Any) -> None:
+    """Flags (``--json``, ``--help``) take no value: help shows no ``<bool>`` type beside them,
+    in ``command`` and the commands of a group under it."""
+    options = [*command.params, command.get_help_option(ctx)]
+    for param in options:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _plain_flags(sub, ctx)
 
 
 def _own(command: Any, plugin: Plugin) -> None:

@@ -31,12 +31,16 @@ from pyql.cli.options import (
     ProgramArg,
     TableOpt,
 )
-from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
+from pyql.cli.output import print_json, print_query, shared_stderr, stdout, warnings_shown
+from pyql.echo import clip, clip_echoes, echoed_inputs
 from pyql.profiles import Profile
 from pyql.program import Call, Program
 from pyql.session import Observation
 
-__all__ = ["run_command", "run_calls", "register"]
+__all__ = ["run_command", "run_calls", "register", "shown_answers"]
+
+#: characters of an action shown on the terminal (the JSON has it whole)
+SHOWN_ACTION = 300
 
 #: one step: its observation and whether pyql added the call (an execute() at the end)
 StepRecord = tuple[Observation, bool]
@@ -66,20 +70,23 @@ def run_command(
     """Run a program call by call against a KB (or a DB) and print what each step observed.
 
     The Session rolls back a failed call; the run stops there unless --keep-going. A program
-    without execute() is executed at the end. Files with @prefix lines (.ttl) declare their
+    without execute() is executed at the end. A mention that is neither an id nor given with
+    --entity is linked when it is the exact label of one KB entity (Kismet on MetaQA). Files with @prefix lines (.ttl) declare their
     prefixes, so ex:Film works as written. Steps are printed as they run; the final query is
     printed whole (never wrapped or cut), ready to copy.
     """
-    check_extremum(extremum)
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb"
-        )
-    with warnings_shown(), reported():
+    with warnings_shown(), reported(as_json=as_json):
+        check_extremum(extremum)
+        if (kb is None) == (db is None):
+            raise typer.BadParameter(
+                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
+                param_hint="--kb",
+            )
         text, source = read_program(program)
         linked = entities(entity, entities_file)
         explicit = pairs(prefix, "--prefix", "NAME=IRI")
         session: Any
+        by_label: dict[str, str] = {}
         if db is not None:
             prog = parse_program(text, "sql", source)
             session = open_sql_session(db, table, max_values, timeout)
@@ -88,10 +95,13 @@ def run_command(
             assert kb is not None
             prog = parse_program(text, "sparql", source)
             backend = open_kb(kb, profile, explicit)
+            from pyql.mentions import link_by_label, unlinked_mentions
             from pyql.session import Session
 
-            session = Session(backend, entities=linked, max_values=max_values, timeout=timeout,
-                              extremum_mode=extremum)
+            by_label = link_by_label(backend, unlinked_mentions(prog, backend.profile, linked),
+                                     timeout=timeout)
+            session = Session(backend, entities={**by_label, **linked}, max_values=max_values,
+                              timeout=timeout, extremum_mode=extremum)
             location, language, profile_name = kb, "sparql", backend.profile.name
         if as_json:
             added = 0 if any(call.name == "execute" for call in prog) else 1
@@ -99,9 +109,12 @@ def run_command(
                 steps = run_calls(session, prog, keep_going, advance)
         else:
             out = stdout()
+            for mention, kb_id in by_label.items():
+                out.print(Text.assemble(("linked ", "dim"), mention, " → ", (kb_id, "cyan"),
+                                        ("  (KB label)", "dim")))
             steps = run_calls(session, prog, keep_going, lambda obs, implicit: _show_step(
                 out, obs, implicit))
-    _show_run(steps, location, language, profile_name, session, as_json)
+    _show_run(steps, location, language, profile_name, session, as_json, by_label)
 
 
 def run_calls(
@@ -134,7 +147,7 @@ def run_calls(
 def _progress(total: int) -> Iterator[Callable[[Observation, bool], None]]:
     """A progress bar of the calls on stderr when it is a terminal (``--json`` keeps stdout for
     the JSON); elsewhere nothing."""
-    console = stderr()
+    console = shared_stderr()  # the warnings' console: a warning prints above the bar
     if not console.is_terminal:
         yield lambda obs, implicit: None
         return
@@ -148,7 +161,7 @@ def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
     out.print(
         Text.assemble(
             (f"{obs.step:>2}  ", "bold"),
-            (obs.action, "cyan"),
+            (clip(obs.action, SHOWN_ACTION), "cyan"),
             (" (added: the program has no execute())" if implicit else "", "dim"),
         )
     )
@@ -161,6 +174,15 @@ def _answer_labels(observations: Sequence[Observation]) -> tuple[list[Any] | Non
             labels = [str(v) for vv in obs.values.values() for v in vv.values]
             return list(obs.answers or ()), labels
     return None, []
+
+
+def shown_answers(answers: Sequence[Any], labels: Sequence[str], unnamed: str | None) -> list[str]:
+    """The answers as people read them: each label, and beside a nameless node's placeholder
+    (``UnName_Entity``) its id, which is all that tells two of them apart. ``labels`` are the
+    first answers' labels, in the answers' order."""
+    placeholders = {"UnName_Entity", unnamed} - {None}
+    return [f"{label} ({answer})" if label in placeholders and str(answer) != label else label
+            for label, answer in zip(labels, answers)]
 
 
 def _failure_hint(obs: Observation, profile: Profile | None) -> str | None:
@@ -187,14 +209,15 @@ def _show_run(
     profile_name: str | None,
     session: Any,
     as_json: bool,
+    by_label: Mapping[str, str],
 ) -> None:
     observations = [obs for obs, _ in steps]
     query_text = next((obs.query for obs in reversed(observations) if obs.query), "")
     answers, labels = _answer_labels(observations)
     failed = next((obs for obs in observations if not obs.ok), None)
     if as_json:
-        print_json(_as_json(steps, location, profile_name, session, language, query_text,
-                            answers, labels, failed is None))
+        print_json({**_as_json(steps, location, profile_name, session, language, query_text,
+                               answers, labels, failed is None), "linked": dict(by_label)})
     else:
         out = stdout()
         if query_text:
@@ -207,13 +230,17 @@ def _show_run(
             out.print(Text("No answers: the query result is empty.", style="yellow"))
         else:
             more = f" ({len(answers)} in total)" if len(answers) > len(labels) else ""
-            out.print(Text.assemble(("Answers: ", "bold"), ", ".join(labels) + more))
+            profile = getattr(session, "profile", None)
+            unnamed = profile.unnamed_label if isinstance(profile, Profile) else None
+            shown = shown_answers(answers, labels, unnamed)
+            out.print(Text.assemble(("Answers: ", "bold"), ", ".join(shown) + more))
     if failed is not None:
         profile = getattr(session, "profile", None)
-        reason = failed.error or failed.text
+        args = failed.call.args if failed.call is not None else ()
+        reason = clip_echoes(failed.error or failed.text, echoed_inputs(failed.action, args))
         fail(
             CliError(
-                f"step {failed.step} failed: {failed.action}: {reason}",
+                f"step {failed.step} failed: {clip(failed.action, SHOWN_ACTION)}: {reason}",
                 hint=_failure_hint(failed, profile if isinstance(profile, Profile) else None),
             )
         )

@@ -24,8 +24,10 @@ execute()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -37,7 +39,7 @@ import pyoxigraph as ox
 from pydantic import BaseModel, ConfigDict
 
 from pyql.datasets.paths import default_data_dir
-from pyql.errors import ParseError
+from pyql.errors import DatasetFileError, ParseError
 from pyql.kb.oxigraph import OxigraphKB
 from pyql.profiles import METAQA, RDFS
 from pyql.program import Call, Program
@@ -50,6 +52,8 @@ __all__ = [
     "TopicExclusion",
     "RELATIONS",
     "metaqa_dir",
+    "cache_store_dir",
+    "CACHE_ENV",
     "paths",
     "kb_path",
     "load_kb",
@@ -122,19 +126,29 @@ def kb_path(data_dir: str | Path | None = None) -> Path:
 
 # -- KB -----------------------------------------------------------------------------------------
 def read_triples(kb_txt: str | Path) -> list[tuple[str, str, str]]:
-    """The ``(subject, relation, object)`` names of every line of ``kb.txt``."""
+    """The ``(subject, relation, object)`` names of every line of ``kb.txt``; a line that is
+    not ``subject|relation|object`` in UTF-8 is a :class:`~pyql.errors.DatasetFileError`."""
     kb_txt = Path(kb_txt)
     triples = []
-    with kb_txt.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\r\n")
+    with kb_txt.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = _decoded(raw, kb_txt, number).rstrip("\r\n")
             if not line:
                 continue
             parts = line.split("|")
             if len(parts) != 3:
-                raise ValueError(f"{kb_txt}:{number}: expected subject|relation|object, got {line!r}")
+                raise DatasetFileError(kb_txt, number,
+                                       f"expected subject|relation|object, got {line[:200]!r}")
             triples.append((parts[0], parts[1], parts[2]))
     return triples
+
+
+def _decoded(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetFileError(path, number, f"not UTF-8 (byte {raw[exc.start]:#04x} at "
+                                             f"column {exc.start + 1})") from None
 
 
 def _quads(triples: Iterable[tuple[str, str, str]]) -> list[ox.Quad]:
@@ -163,6 +177,21 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
     stat = kb_txt.stat()
     return {"source": str(kb_txt.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
+
+
+#: where commands keep the stores they build: ``$PYQL_CACHE``, else ``~/.cache/pyql`` (the
+#: directory ``pyql eval`` keeps its MetaQA store in: both use the same store)
+CACHE_ENV = "PYQL_CACHE"
+
+
+def cache_store_dir(kb_txt_path: str | Path) -> Path:
+    """The directory of the cached on-disk store of one kb.txt (see :func:`load_kb`):
+    ``<cache>/metaqa/<the first 12 hex digits of the SHA-256 of its resolved path>``, the one
+    ``pyql eval`` builds too."""
+    root = os.environ.get(CACHE_ENV)
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "pyql"
+    source = str(Path(kb_txt_path).resolve())
+    return base / "metaqa" / hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> OxigraphKB:
@@ -267,16 +296,31 @@ def load_questions(
     """Read ``question-with-[topic]<TAB>a1|a2|...`` lines with their aligned question types.
 
     Ids are ``{prefix}-{line index}``; the prefix defaults to ``{hop}hop-{split}`` (the split
-    from a ``qa_{split}.txt`` file name, ``-ntm`` added for the paraphrased questions).
+    from a ``qa_{split}.txt`` file name, ``-ntm`` added for the paraphrased questions). A line
+    that is not so — no tab or more than one, not exactly one ``[topic]``, not UTF-8, a
+    question type that is not a MetaQA path — or files of different lengths are a
+    :class:`~pyql.errors.DatasetFileError` naming the file and the line.
     """
     qa_path, qtype_path = Path(qa_file), Path(qtype_file)
-    with qa_path.open(encoding="utf-8") as qa, qtype_path.open(encoding="utf-8") as qt:
-        for index, (line, qtype_line) in enumerate(_zip_strict(qa, qt, qa_path, qtype_path)):
-            text, sep, answers = line.rstrip("\r\n").partition("\t")
-            qtype = qtype_line.strip()
+    with qa_path.open("rb") as qa, qtype_path.open("rb") as qt:
+        for index, (raw, raw_type) in enumerate(_zip_strict(qa, qt, qa_path, qtype_path)):
+            number = index + 1
+            fields = _decoded(raw, qa_path, number).rstrip("\r\n").split("\t")
+            qtype = _decoded(raw_type, qtype_path, number).strip()
+            if len(fields) != 2:
+                found = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
+                raise DatasetFileError(qa_path, number, "expected 'question with [topic]<TAB>"
+                                       f"answer|answer|...', found {found}")
+            text, answers = fields
             m = _TOPIC.search(text)
-            if not sep or m is None:
-                raise ValueError(f"{qa_path}:{index + 1}: expected 'question with [topic]<TAB>answers'")
+            if m is None or text.count("[") != 1 or text.count("]") != 1:
+                raise DatasetFileError(qa_path, number, "expected one [topic] in the question, "
+                                       f"got {text[:200]!r}")
+            try:
+                relation_path(qtype)
+            except ValueError:
+                raise DatasetFileError(qtype_path, number,
+                                       f"not a MetaQA question type: {qtype[:200]!r}") from None
             hops = len(qtype.split("_to_")) - 1
             prefix = id_prefix if id_prefix is not None else _id_prefix(qa_path, hops)
             yield MetaQAItem(
@@ -289,15 +333,20 @@ def load_questions(
             )
 
 
-def _zip_strict(a: Iterable[str], b: Iterable[str], pa: Path, pb: Path) -> Iterator[tuple[str, str]]:
+def _zip_strict(a: Iterable[bytes], b: Iterable[bytes], pa: Path, pb: Path
+                ) -> Iterator[tuple[bytes, bytes]]:
     ia, ib = iter(a), iter(b)
     sentinel = object()
+    number = 0
     while True:
         x, y = next(ia, sentinel), next(ib, sentinel)
+        number += 1
         if x is sentinel and y is sentinel:
             return
         if x is sentinel or y is sentinel:
-            raise ValueError(f"{pa} and {pb} do not have the same number of lines")
+            ended, other = (pa, pb) if x is sentinel else (pb, pa)
+            raise DatasetFileError(other, number, f"{ended.name} has only {number - 1} lines: "
+                                   "the question and question-type files must be aligned")
         yield x, y  # type: ignore[misc]
 
 

@@ -15,7 +15,6 @@ queries with ``= "APG"``-style literals return nothing. Empty is not an error.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,8 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pyql.datasets.files import field, json_file
 from pyql.datasets.paths import default_data_dir
 from pyql.db import SqlDB
+from pyql.errors import DatasetFileError
 from pyql.sql.schema import ColumnInfo, ForeignKey, Schema, TableInfo
 
 __all__ = [
@@ -124,9 +125,18 @@ def schema_from_entry(entry: Mapping[str, Any]) -> Schema:
 
 def load_schemas(tables_json: str | Path) -> dict[str, Schema]:
     """Every schema in a Spider ``tables.json``, by ``db_id``."""
-    with open(tables_json, encoding="utf-8") as fh:
-        entries = json.load(fh)
-    return {entry["db_id"]: schema_from_entry(entry) for entry in entries}
+    path = Path(tables_json)
+    entries = json_file(path)
+    if not isinstance(entries, list):
+        raise DatasetFileError(path, None, "expected a JSON list of database schemas")
+    schemas = {}
+    for index, entry in enumerate(entries):
+        try:
+            schemas[field(entry, "db_id", path, None, f"schema {index}")] = schema_from_entry(
+                entry)
+        except (KeyError, TypeError, IndexError) as exc:
+            raise DatasetFileError(path, None, f"schema {index} is malformed: {exc!r}") from None
+    return schemas
 
 
 def load_items(
@@ -138,8 +148,9 @@ def load_items(
     database's schema, and an unknown ``db_id`` raises :class:`KeyError`.
     """
     source = Path(dev_json)
-    with open(source, encoding="utf-8") as fh:
-        raw_items = json.load(fh)
+    raw_items = json_file(source)
+    if not isinstance(raw_items, list):
+        raise DatasetFileError(source, None, "expected a JSON list of questions")
     schemas: Mapping[str, Schema] | None
     if tables_json is None or isinstance(tables_json, Mapping):
         schemas = tables_json
@@ -147,7 +158,8 @@ def load_items(
         schemas = load_schemas(tables_json)
     split = source.name.split(".")[0]
     for index, raw in enumerate(raw_items):
-        db_id = raw["db_id"]
+        what = f"question {index}"
+        db_id = field(raw, "db_id", source, None, what)
         schema = None
         if schemas is not None:
             if db_id not in schemas:
@@ -156,8 +168,8 @@ def load_items(
         yield SpiderItem(
             id=f"{split}-{index}",
             db_id=db_id,
-            question=raw["question"],
-            query=raw["query"],
+            question=field(raw, "question", source, None, what),
+            query=field(raw, "query", source, None, what),
             db_schema=schema,
         )
 

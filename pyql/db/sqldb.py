@@ -39,6 +39,7 @@ pyql.db.guard.GuardError: refused: DROP is not a read query; pyql databases are 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sqlite3
@@ -272,6 +273,10 @@ class SqlDB(DB):
         backend = parsed.get_backend_name()
         if backend == "sqlite":
             return self._sqlite_engine(_sqlite_path(parsed.database))
+        if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg") is not None:
+            # psycopg 3 (the [postgres] extra) for a bare postgresql:// URL: SQLAlchemy 2.0 (the
+            # one pip picks on Python 3.10) would ask for psycopg2, 2.1 asks for psycopg
+            parsed = parsed.set(drivername="postgresql+psycopg")
         kwargs: dict[str, Any] = {"pool_pre_ping": True}
         connect_args: dict[str, Any] = {}
         if backend == "postgresql" and parsed.get_driver_name() in ("psycopg", "psycopg2"):

@@ -15,21 +15,23 @@ def __getattr__(name: str):  # httpx2 is imported only when an endpoint is used
     raise AttributeError(name)
 
 
-def open_kb(location: str, *, profile: str | None = None) -> KB:
+def open_kb(location: str, *, profile: str | None = None, timeout: float | None = None) -> KB:
     """A KB from a location: an http(s) URL is an endpoint, a directory an on-disk store,
     MetaQA's ``kb.txt`` (a ``.txt`` file of ``head|relation|tail`` lines) the MetaQA KB, and any
     other file RDF loaded into memory (its format told by its extension).
 
     ``profile`` defaults to ``metaqa`` for a kb.txt and ``generic`` for anything else; a kb.txt
     takes no other profile (:class:`~pyql.errors.ProfileError`). Anything else is a
-    :class:`~pyql.errors.LocationError`. Every ``--kb`` goes through here (``pyql run``,
-    ``pyql ask``, ``pyql eval``, ``pyql mcp``)."""
+    :class:`~pyql.errors.LocationError`. ``timeout`` is an endpoint's wall-clock seconds per
+    query (None: its default; the embedded store has no time limit). Every ``--kb`` goes
+    through here (``pyql run``, ``pyql ask``, ``pyql eval``, ``pyql mcp``)."""
     from pathlib import Path
 
     if location.startswith(("http://", "https://")):
         from pyql.kb.endpoint import SparqlEndpointKB
 
-        return SparqlEndpointKB(location, profile=profile or "generic")
+        options = {} if timeout is None else {"timeout": timeout}
+        return SparqlEndpointKB(location, profile=profile or "generic", **options)
     path = Path(location).expanduser()
     if not path.exists():
         raise LocationError(location, kind="kb")
@@ -40,7 +42,8 @@ def open_kb(location: str, *, profile: str | None = None) -> KB:
             raise ProfileError(
                 f"a .txt KB is read as MetaQA's kb.txt (profile metaqa), not {profile!r}"
             )
-        from pyql.datasets.metaqa import load_kb
+        from pyql.datasets.metaqa import cache_store_dir, load_kb
 
-        return load_kb(path)
+        # parsed once into a cached store, then reopened (pyql.datasets.metaqa.cache_store_dir)
+        return load_kb(path, store_dir=cache_store_dir(path))
     return OxigraphKB.from_file(path, profile=profile or "generic")

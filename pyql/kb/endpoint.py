@@ -23,6 +23,7 @@ HTTP 429, 502, 503 and other 5xx *                     ``BackendUnavailableError
 HTTP 500 with an engine error message (Virtuoso)       ``BackendQueryError`` (not retried)
 HTTP 500 without one *                                 ``BackendQueryError``
 a body that is not SPARQL JSON results                 ``BackendQueryError``
+a result without a column the query selects            ``BackendQueryError``
 =====================================================  ========================================
 
 Retries (:func:`pyql.retrying.retry_call`) use exponential backoff, ``backoff * 2**n``
@@ -56,7 +57,7 @@ from pyql.errors import (
     BackendUnavailableError,
     TermError,
 )
-from pyql.kb.base import KB
+from pyql.kb.base import KB, _strip_literals
 from pyql.profiles import Profile
 from pyql.results import ResultSet
 from pyql.retrying import RetryPolicy, Transient, retry_call
@@ -179,15 +180,22 @@ class SparqlEndpointKB(KB):
         deadline = self._deadline(query, timeout)
         data = self._run(query, deadline)
         try:
-            columns = tuple(str(v) for v in data["head"]["vars"])
+            head = tuple(str(v) for v in data["head"]["vars"])
             bindings = data["results"]["bindings"]
         except (KeyError, TypeError):
             raise self._error(
                 BackendQueryError, "the endpoint did not return SPARQL SELECT results", query
             ) from None
-        rows = tuple(
-            tuple(self._term(binding.get(name), query) for name in columns) for binding in bindings
-        )
+        columns = self._columns(head, query)
+        try:
+            rows = tuple(
+                tuple(self._term(binding.get(name), query) for name in columns)
+                for binding in bindings
+            )
+        except (AttributeError, TypeError):  # bindings that are not objects
+            raise self._error(
+                BackendQueryError, "the endpoint returned malformed SPARQL JSON bindings", query
+            ) from None
         elapsed = deadline.elapsed()
         logger.debug("%s: %d rows in %.3fs", self.url, len(rows), elapsed)
         return ResultSet(columns=columns, rows=rows, elapsed=elapsed, query=query)
@@ -211,6 +219,23 @@ class SparqlEndpointKB(KB):
         except (KeyError, TypeError, IndexError):
             pass
         raise self._error(BackendQueryError, "the endpoint did not return an ASK result", query)
+
+    def _columns(self, head: tuple[str, ...], query: str) -> tuple[str, ...]:
+        """The result's columns: the variables the query selects, in its order, when it names
+        them (``head`` must hold each: a result without a selected column is malformed, and
+        callers read rows by position); else the endpoint's ``head``."""
+        selected = projection(query)
+        if selected is None:
+            return head
+        missing = [name for name in selected if name not in head]
+        if missing:
+            raise self._error(
+                BackendQueryError,
+                "the endpoint returned a malformed result: the query selects "
+                f"{_vars(selected)} but the result has {_vars(head) or 'no columns'}",
+                query,
+            )
+        return selected
 
     # -- HTTP --------------------------------------------------------------------------------
     def _deadline(self, query: str, timeout: float | None) -> Deadline:
@@ -297,7 +322,7 @@ class SparqlEndpointKB(KB):
     ) -> BackendError | Transient:
         if isinstance(exc, httpx2.TimeoutException):
             return self._error(
-                BackendTimeoutError, f"no answer within {budget:g}s (timed out)", query
+                BackendTimeoutError, f"no answer within {budget:.3g}s (timed out)", query
             )
         reason = next((c for c in _causes(exc) if isinstance(c, OSError)), None)
         if isinstance(reason, socket.gaierror):
@@ -401,6 +426,55 @@ class SparqlEndpointKB(KB):
         raise self._error(
             BackendQueryError, f"the endpoint returned an unsupported term type {kind!r}", query
         )
+
+
+#: what the projection scan looks at: parentheses, the end of the projection, AS, variables, *
+_PROJECTION_TOKEN = re.compile(r"[(){*]|\b(?:WHERE|FROM|AS)\b|[?$](\w+)", re.IGNORECASE)
+_SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
+
+
+def projection(query: str) -> tuple[str, ...] | None:
+    """The variables the (outer) SELECT of ``query`` projects, in order: ``?x`` at the top
+    level and ``(expression AS ?x)``; None when it does not name them (``SELECT *``, no
+    SELECT). Strings, IRIs and comments are blanked first, so text in them does not count.
+
+    >>> projection('SELECT DISTINCT ?e ?l WHERE { ?e ?p ?l }')
+    ('e', 'l')
+    >>> projection('SELECT (COUNT(DISTINCT ?x) AS ?n) ?y WHERE { ?x <p> ?y }')
+    ('n', 'y')
+    >>> projection('SELECT * WHERE { ?s ?p ?o }') is None
+    True
+    """
+    bare = _strip_literals(query)
+    select = _SELECT.search(bare)
+    if select is None:
+        return None
+    names: list[str] = []
+    depth = 0
+    after_as = False
+    for token in _PROJECTION_TOKEN.finditer(bare, select.end()):
+        text = token.group(0)
+        word = text.upper()
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+        elif depth <= 0 and (text == "{" or word in ("WHERE", "FROM")):
+            break
+        elif text == "*":
+            if depth <= 0:
+                return None
+        elif word == "AS":
+            after_as = True
+            continue
+        elif token.group(1) is not None and (depth <= 0 or after_as):
+            names.append(token.group(1))
+        after_as = False
+    return tuple(dict.fromkeys(names)) or None
+
+
+def _vars(names: tuple[str, ...] | list[str]) -> str:
+    return " ".join(f"?{name}" for name in names)
 
 
 def _snippet(body: bytes) -> str:

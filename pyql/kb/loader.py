@@ -7,8 +7,13 @@ runs to disk: memory stays bounded by the loader's buffers whatever the size of 
 (measured in ``benchmarks/kb_load.py``). A progress callback gets the bytes read so far (of
 the files as stored, compressed or not) and the total.
 
+A source already in the store (the same content: its SHA-256, or for a manifest written before
+checksums, the same path and size) is refused with :class:`SourceAlreadyLoadedError` before
+anything is loaded, unless ``force``: loading a file twice would copy its blank-node subgraphs
+again and list it twice.
+
 The store directory gets a manifest, ``pyql-manifest.json`` (:class:`Manifest`): each source's
-path, size, format and the triples it added, the store's triple count, the time taken and the
+path, size, SHA-256, format and the triples it added, the store's triple count, the time taken and the
 pyoxigraph version. :func:`store_info` reads it back; :func:`open_store` reopens the store
 read-only as an :class:`~pyql.kb.oxigraph.OxigraphKB` (any profile), so several processes can
 query it at once.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gzip
+import hashlib
 import io
 import json
 import time
@@ -45,6 +51,7 @@ __all__ = [
     "MANIFEST",
     "Manifest",
     "SourceInfo",
+    "SourceAlreadyLoadedError",
     "StoreError",
     "rdf_format",
     "load_store",
@@ -75,11 +82,23 @@ class StoreError(InputError):
         super().__init__(message)
 
 
+class SourceAlreadyLoadedError(StoreError):
+    """A source whose content the store holds already: ``path`` the file given, ``loaded_as``
+    the source of the manifest (or of the same command) with that content."""
+
+    def __init__(self, path: str, loaded_as: str) -> None:
+        self.loaded_as = loaded_as
+        same = "" if Path(path).resolve() == Path(loaded_as) else f" (as {loaded_as})"
+        super().__init__(f"{path} is already loaded in this store{same}", path=path)
+
+
 class SourceInfo(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     path: str
     bytes: int
+    #: SHA-256 of the file as stored (compressed or not); empty in manifests made before it
+    sha256: str = ""
     format: str
     compressed: bool
     triples: int
@@ -121,7 +140,7 @@ def rdf_format(path: str | Path) -> tuple[ox.RdfFormat, bool]:
 class _Counting(io.RawIOBase):
     """A readable file that reports how many bytes were read from it."""
 
-    def __init__(self, handle: Any, on_read: Callable[[int], None]) -> None:
+    def __init__(self, handle: Any, on_read: Callable[[int, memoryview], None]) -> None:
         self._handle = handle
         self._on_read = on_read
 
@@ -131,8 +150,38 @@ class _Counting(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         n = self._handle.readinto(buffer)
         if n:
-            self._on_read(n)
+            self._on_read(n, memoryview(buffer)[:n])
         return n or 0
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_new(plan: list[tuple[Path, Any, bool, int]], previous: Manifest) -> None:
+    """Raise :class:`SourceAlreadyLoadedError` for a source of ``plan`` whose content is in
+    ``previous`` or earlier in ``plan``. A file is hashed only when a source of its size is
+    there already: a new dump is read once, by the loader."""
+    # (resolved path, size, SHA-256 or "" when unknown, the file to hash for it, if any)
+    seen: list[tuple[str, int, str, Path | None]] = [
+        (s.path, s.bytes, s.sha256, None) for s in previous.sources]
+    for path, _fmt, _compressed, size in plan:
+        resolved = str(path.resolve())
+        digest = ""
+        for i, (loaded_as, other_size, known, other) in enumerate(seen):
+            if other_size != size:
+                continue
+            if not known and other is not None:
+                known = _sha256(other)
+                seen[i] = (loaded_as, other_size, known, other)
+            digest = digest or _sha256(path)
+            if (known and known == digest) or (not known and loaded_as == resolved):
+                raise SourceAlreadyLoadedError(str(path), loaded_as)
+        seen.append((resolved, size, digest, path))
 
 
 def load_store(
@@ -141,10 +190,13 @@ def load_store(
     *,
     progress: Progress | None = None,
     base_iri: str | None = None,
+    force: bool = False,
 ) -> Manifest:
     """Bulk-load ``sources`` into the store at ``store_dir`` (created if missing; an existing
     store is added to) and write its manifest. Raises :class:`StoreError` for a missing or
-    unknown source (before anything is loaded) and for a syntax error (naming the file)."""
+    unknown source and :class:`SourceAlreadyLoadedError` for one the store holds already
+    (unless ``force``), both before anything is loaded, and for a syntax error (naming the
+    file)."""
     paths = [Path(s) for s in sources]
     if not paths:
         raise StoreError("no source to load")
@@ -155,8 +207,10 @@ def load_store(
         plan.append((path, *rdf_format(path), path.stat().st_size))
     total = sum(size for *_, size in plan)
     target = Path(store_dir)
-    target.mkdir(parents=True, exist_ok=True)
     previous = store_info(target) if (target / MANIFEST).exists() else Manifest()
+    if not force:
+        _check_new(plan, previous)
+    target.mkdir(parents=True, exist_ok=True)
     store = ox.Store(str(target))
     done = 0
 
@@ -172,8 +226,14 @@ def load_store(
     try:
         for path, fmt, compressed, size in plan:
             t0 = time.perf_counter()
+            digest = hashlib.sha256()
+
+            def read(n: int, chunk: memoryview, digest: Any = digest) -> None:
+                digest.update(chunk)
+                advance(n)
+
             with open(path, "rb") as raw:
-                counted = io.BufferedReader(_Counting(raw, advance), buffer_size=1 << 20)
+                counted = io.BufferedReader(_Counting(raw, read), buffer_size=1 << 20)
                 stream = gzip.GzipFile(fileobj=counted) if compressed else counted
                 try:
                     store.bulk_load(stream, fmt, base_iri=base_iri)
@@ -181,7 +241,8 @@ def load_store(
                     raise StoreError(f"{path}: {exc}", path=str(path)) from None
             store.flush()
             after = len(store)
-            infos.append(SourceInfo(path=str(path.resolve()), bytes=size, format=fmt.name,
+            infos.append(SourceInfo(path=str(path.resolve()), bytes=size,
+                                    sha256=digest.hexdigest(), format=fmt.name,
                                     compressed=compressed, triples=after - count,
                                     seconds=round(time.perf_counter() - t0, 3)))
             count = after

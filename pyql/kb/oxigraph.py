@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pyoxigraph as ox
 
@@ -103,10 +105,35 @@ class OxigraphKB(KB):
 
     @classmethod
     def from_file(cls, path: str | Path, *, profile: str | Profile = "generic") -> OxigraphKB:
-        """A fresh in-memory KB holding the triples of one RDF file."""
+        """A fresh in-memory KB holding the triples of one RDF file.
+
+        Blank nodes get ids by their order in the file (``_:b0``, ``_:b1``, ...), the same on
+        every load, so a nameless answer has one id across runs (pyoxigraph's loader draws
+        random ones). Only a file that has blank nodes pays for it: it is read once more."""
         kb = cls(profile=profile)
         kb.load(path)
+        if kb.store.query("ASK { ?s ?p ?o FILTER(isBlank(?s) || isBlank(?o)) }"):
+            kb._reload_with_stable_blank_ids(Path(path))
         return kb
+
+    def _reload_with_stable_blank_ids(self, path: Path) -> None:
+        ids: dict[str, ox.BlankNode] = {}
+
+        def stable(term: Any) -> Any:
+            if not isinstance(term, ox.BlankNode):
+                return term
+            node = ids.get(term.value)
+            if node is None:
+                node = ids[term.value] = ox.BlankNode(f"b{len(ids)}")
+            return node
+
+        fmt = _format_of(path)
+        store = ox.Store()
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as handle:
+            store.bulk_extend(ox.Quad(stable(q.subject), q.predicate, stable(q.object),
+                                      q.graph_name) for q in ox.parse(handle, fmt))
+        self.store = store
+        self._terms = _TermCache(self.profile)
 
     def load(self, path: str | Path, *, graph: str | None = None) -> None:
         """Bulk-load an RDF file (format from the extension, ``.gz`` allowed) into the store."""

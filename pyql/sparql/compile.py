@@ -36,6 +36,7 @@ __all__ = [
     "compile_relations",
     "compile_counts",
     "compile_labels",
+    "compile_label_lookup",
     "compile_label_scan",
     "compile_entity_scan",
     "prologue",
@@ -343,6 +344,28 @@ def compile_labels(entities: Sequence[Entity], profile: Profile) -> CompiledSpar
     preds = _values("?p", [str(Relation(p)) for p in profile.label_predicates])
     return CompiledSparql("\n".join([*prologue(profile),
                                       f"SELECT ?e ?l WHERE {{ {values} {preds} ?e ?p ?l . }}"]))
+
+
+def compile_label_lookup(labels: Sequence[str], profile: Profile, *,
+                         any_language: bool = False) -> CompiledSparql:
+    """``SELECT ?l ?e``: the entities whose label (``profile.label_predicates``) is one of
+    ``labels``, in one query (the inverse of :func:`compile_labels`): a plain literal or one in
+    the profile's language, read from the index; with ``any_language``, a label in any language
+    (a scan of the labels: for embedded stores). ``?l`` is the label as given. Raises
+    ValueError when there is nothing to ask."""
+    if not labels or not profile.label_predicates:
+        raise ValueError("compile_label_lookup needs labels and a profile with label predicates")
+    texts = list(dict.fromkeys(labels))
+    preds = _values("?p", [str(Relation(p)) for p in profile.label_predicates])
+    if any_language:
+        values = _values("?l", [str(Literal(text)) for text in texts])
+        where = f"{values} {preds} ?e ?p ?label . FILTER(STR(?label) = ?l)"
+    else:
+        literals = [Literal(text) for text in texts]
+        if profile.label_lang:
+            literals += [Literal(text, lang=profile.label_lang) for text in texts]
+        where = f"{_values('?l', [str(lit) for lit in literals])} {preds} ?e ?p ?l ."
+    return CompiledSparql("\n".join([*prologue(profile), f"SELECT ?l ?e WHERE {{ {where} }}"]))
 
 
 def _page(order: str, limit: int | None, offset: int | None) -> str:

@@ -173,7 +173,11 @@ def test_an_unknown_strategy_is_one_line_before_any_llm_call(fake_openai):
     assert bad.exit_code == 2
     unknown = ask(QUESTION, "--kb", str(movies_path()), "--option", "frobnicate=1",
                   env=env_for(fake_openai))
-    assert "does not take --option frobnicate" in assert_one_line_error(unknown)
+    line = assert_one_line_error(unknown, code=2)
+    assert "does not take --option frobnicate" in line and "max_observation_chars" in line
+    ill_typed = ask(QUESTION, "--kb", str(movies_path()), "--option", "max_steps=many",
+                    env=env_for(fake_openai))
+    assert "--option max_steps='many'" in assert_one_line_error(ill_typed, code=2)
     assert fake_openai.chat_requests == []
 
 

@@ -39,8 +39,10 @@ def comparable(result: QuestionResult) -> dict[str, Any]:
 
 
 def comparable_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Metrics without timing and the per-session ``run`` section."""
-    return {k: v for k, v in metrics.items() if k not in ("tpq", "seconds", "run")}
+    """Metrics without timing, the per-session ``run`` section and ``stand_in`` (what answered,
+    not what was measured: a replay of a stand-in's run has none)."""
+    return {k: v for k, v in metrics.items()
+            if k not in ("tpq", "seconds", "run", "stand_in")}
 
 
 class FakeClock:

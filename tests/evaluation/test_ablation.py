@@ -15,7 +15,9 @@ from pyql.agent.evaluation.records import CONFIG, METRICS, RunConfig
 from pyql.agent.evaluation.runner import evaluate, load_config, read_results, resume
 from pyql.plugins import PluginConflictError
 
-NOISY = "noisy-gold:1.0:reversed_direction,invalid_action"
+# the fixes named as the oracle: the test is about the bookkeeping, not the fix rates
+NOISY = ("noisy-gold:1.0:reversed_direction,invalid_action:"
+         "fix_on_hint=1,fix_on_error=1,silent=0")
 
 
 def test_ablation_mode_runs_eraser_on_and_off(tmp_path: Path, mini_metaqa: Path) -> None:

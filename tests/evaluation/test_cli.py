@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,10 @@ def test_a_stopped_run_says_how_to_resume(tmp_path: Path, mini_metaqa: Path) -> 
 
 
 @pytest.mark.parametrize(("llm", "message"), [
-    ("noisy-gold:7", "between 0 and 1, not 7.0"), ("noisy-gold:lots", "needs a number")])
+    ("noisy-gold:7", "between 0 and 1, not 7.0"), ("noisy-gold:lots", "needs a number"),
+    ("noisy-gold:0.3:judge_accuracy=1", "no parameter 'judge_accuracy'"),
+    ("noisy-gold:0.3:fix_on_hint=2", "is a probability"),
+    ("gold:silent=0.1", "takes no parameter")])
 def test_a_bad_llm_spec_fails_before_the_run_directory_is_made(
         tmp_path: Path, mini_metaqa: Path, llm: str, message: str) -> None:
     """Issue 15 item 6: a bad noisy-gold rate left an empty run directory and a hint to
@@ -156,3 +160,19 @@ def test_a_run_that_never_starts_leaves_no_directory(tmp_path: Path, mini_metaqa
     one_line_error(invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa),
                           "--split", "nope", "--llm", "gold", "--out", str(kept)))
     assert kept.is_dir() and list(kept.iterdir()) == []
+
+
+def test_metrics_and_the_table_state_the_stand_ins_assumptions(
+        tmp_path: Path, mini_metaqa: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm",
+                    "noisy-gold:0.3:fix_on_hint=1", "--limit", "3", "--out", str(out),
+                    "--no-progress")
+    assert result.exit_code == 0, result.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stand_in"] == {
+        "name": "noisy-gold", "strategy": "queryagent",
+        "parameters": {"rate": 0.3, "fix_on_hint": 1.0, "fix_on_error": 0.6, "silent": 0.05}}
+    assert "stand-in assumptions" in result.stdout
+    assert re.search(r"stand-in\s*│\s*noisy-gold", result.stdout)
+    assert re.search(r"fix_on_error\s*│\s*0\.600", result.stdout)

@@ -159,3 +159,56 @@ def test_shared_provider_gates_the_client() -> None:
     item = EvalItem(id="x", question="q")
     assert provider.for_item(item) is provider.for_item(item)
     assert provider.for_item(item).gate is gate  # type: ignore[attr-defined]
+
+
+# -- stand-in assumptions (issue 20 item 6) -----------------------------------------------------
+
+
+def test_stand_in_values_errors_name_the_parameter() -> None:
+    from pyql.agent.evaluation.specs import StandInParameter, stand_in_values
+
+    declared = [StandInParameter("judge_accuracy", 0.85, "right verdict", "assumption")]
+    for spec, parameter in (("noisy-gold:0.3:judge_accuracy=1,judge_accuracy=0", "judge_accuracy"),
+                            ("noisy-gold:0.3:=1", None),
+                            ("noisy-gold:0.3:judge_accuracy=-0.1", "judge_accuracy"),
+                            ("gold:edit_success=1", "edit_success")):
+        with pytest.raises(LLMSpecError) as info:
+            stand_in_values(spec, declared)
+        assert info.value.spec == spec and info.value.parameter == parameter
+    with pytest.raises(LLMSpecError):
+        stand_in_values("gold:0.3", declared)  # gold has no rate
+
+
+def test_specs_with_parameters_parse() -> None:
+    from pyql.agent.evaluation.specs import noisy_spec, stand_in_assumptions
+
+    assert parse_llm_spec("gold:judge_accuracy=1") == ("gold", "judge_accuracy=1")
+    assert noisy_spec("0.3:wrong_arity:fix_on_hint=1") == (0.3, ("wrong_arity",))
+    with pytest.raises(LLMSpecError):
+        noisy_spec("0.3:wrong_arity:invalid_action:fix_on_hint=1")  # two type lists
+    assert stand_in_assumptions("replay:runs/x") is None
+    gold = stand_in_assumptions("gold", "readi")
+    assert gold is not None and dict(gold.parameters) == {
+        "rate": 0.0, "edit_success": 1.0, "reader_accuracy": 1.0}
+    with pytest.raises(TypeError):
+        gold.parameters["rate"] = 1.0  # type: ignore[index]
+
+
+def test_a_strategy_without_declarations_has_only_the_rate() -> None:
+    from pyql.agent.evaluation.specs import (
+        StandInParameter,
+        declared_parameters,
+        stand_in_assumptions,
+    )
+
+    class Plain:
+        name = "plain"
+
+    class Declares:
+        name = "declares"
+        stand_in_parameters = (StandInParameter("care", 0.5, "careful", "assumption"),)
+
+    assert declared_parameters(Plain) == ()
+    assert dict(stand_in_assumptions("noisy-gold:0.2", Plain).parameters) == {"rate": 0.2}
+    assert dict(stand_in_assumptions("noisy-gold:0.2", Declares).parameters) == {
+        "rate": 0.2, "care": 0.5}

@@ -11,6 +11,7 @@ from pyql.agent import QueryAgent
 from pyql.agent.evaluation.noisy import (
     ADDRESSED_BY,
     INJECTION_TYPES,
+    SILENT_TYPES,
     Injection,
     NoisyGoldLLM,
     summarise,
@@ -268,7 +269,8 @@ def test_summarise_rates() -> None:
 
 
 def test_every_type_is_mapped() -> None:
-    assert set(ADDRESSED_BY) == set(INJECTION_TYPES)
+    assert set(ADDRESSED_BY) == {*INJECTION_TYPES, *SILENT_TYPES}
+    assert all(not ADDRESSED_BY[kind] for kind in SILENT_TYPES)
     known = {g.code for g in builtin()}
     for codes in ADDRESSED_BY.values():
         assert codes <= known

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,21 @@ def test_the_stand_in_notice(tmp_path: Path, llm: str, kind: str | None) -> None
     assert page.ids["stand-in-note"] == (1 if kind else 0)
     if kind:
         assert "not an LLM" in text and f"<code>{kind}</code>" in text
+        assert "recorded no stand-in assumptions" in text
+
+
+def test_the_stand_in_assumptions_are_printed_from_metrics_json(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    edit_config(run, lambda c: c.update(llm="noisy-gold:0.3"))
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["stand_in"] = {"name": "noisy-gold", "strategy": "queryagent",
+                           "parameters": {"rate": 0.3, "fix_on_hint": 0.6, "silent": 0.05}}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text, page = _render(run)
+    assert page.ids["stand-in-assumptions"] == 1
+    table = text.split('id="stand-in-assumptions"')[1].split("</table>")[0]
+    assert re.search(r"<code>fix_on_hint</code></td><td>0.6<", table)
+    assert re.search(r"<code>silent</code></td><td>0.05<", table)
 
 
 def test_malformed_and_duplicate_lines(tmp_path: Path) -> None:
@@ -343,7 +359,7 @@ def test_out_and_the_cli(tmp_path: Path) -> None:
 
 def test_the_assets_ship_as_package_data() -> None:
     """report.css and report.js are read with importlib.resources: the wheel must carry them."""
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"].get("package-data", {}).get(

@@ -4,20 +4,31 @@ loader, and the same Session steps giving identical observations on both."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from typer.testing import CliRunner
 
 from pyql import Session
+from pyql.cli import app
 from pyql.datasets.freebase_sample import FB, write_sample
 from pyql.kb import SparqlEndpointKB
-from pyql.kb.loader import MANIFEST, StoreError, load_store, open_store, store_info
+from pyql.kb.loader import (
+    MANIFEST,
+    SourceAlreadyLoadedError,
+    StoreError,
+    load_store,
+    open_store,
+    store_info,
+)
 from pyql.kb.virtuoso import Virtuoso, VirtuosoError, VirtuosoNotFound, VirtuosoSettings
 from tests.support.virtuoso import free_port
 
 PEOPLE = 150  # about 3,000 triples
+runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +73,46 @@ def test_progress_and_adding_a_plain_turtle_file(tmp_path) -> None:
     seen: list[tuple[int, int]] = []
     load_store([ttl], tmp_path / "s", progress=lambda done, total: seen.append((done, total)))
     assert seen[-1] == (ttl.stat().st_size, ttl.stat().st_size)
+    more = tmp_path / "more.ttl"
+    more.write_text("@prefix e: <http://e/> .\ne:a e:p e:d .\n")
+    manifest = load_store([more], tmp_path / "s")  # added to the store
+    assert manifest.triples == 3 and len(manifest.sources) == 2
+    assert all(len(s.sha256) == 64 for s in manifest.sources)
+
+
+def test_a_source_already_loaded_is_refused_unless_forced(tmp_path) -> None:
+    ttl = tmp_path / "cast.ttl"
+    ttl.write_text("@prefix e: <http://e/> .\ne:film e:cast [ e:actor e:a ; e:role \"r\" ] .\n")
+    store = tmp_path / "s"
+    first = load_store([ttl], store)
+    assert first.triples == 3
     again = tmp_path / "again.ttl"
     shutil.copyfile(ttl, again)
-    manifest = load_store([again], tmp_path / "s")  # added to the store: the same two triples
-    assert manifest.triples == 2 and len(manifest.sources) == 2
+    for source in (ttl, again):  # the same path, or the same content elsewhere
+        with pytest.raises(SourceAlreadyLoadedError) as refused:
+            load_store([source], store)
+        assert refused.value.path == str(source)
+        assert refused.value.loaded_as == str(ttl.resolve())
+    assert store_info(store) == first  # nothing loaded, the manifest untouched
+    with pytest.raises(SourceAlreadyLoadedError):  # twice in one command
+        load_store([ttl, again], tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
+    forced = load_store([again], store, force=True)  # the blank node is copied: 3 more triples
+    assert forced.triples == 6 and len(forced.sources) == 2
+
+
+def test_kb_load_cli_refuses_a_second_load_with_a_hint(tmp_path) -> None:
+    nt = tmp_path / "a.nt"
+    nt.write_text('<http://e/a> <http://e/p> "x" .\n')
+    store = str(tmp_path / "s")
+    assert runner.invoke(app, ["kb", "load", str(nt), "--store", store]).exit_code == 0
+    result = runner.invoke(app, ["kb", "load", str(nt), "--store", store, "--json"])
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert "already loaded" in error["message"] and "--force" in error["hint"]
+    result = runner.invoke(app, ["kb", "load", str(nt), "--store", store, "--force"])
+    assert result.exit_code == 0, result.output
+    assert [s.triples for s in store_info(store).sources] == [1, 0]
 
 
 def test_bad_sources_are_typed_errors(tmp_path) -> None:

@@ -29,11 +29,13 @@ from pyql.guidelines import default_registry
 kb = OxigraphKB.from_file(sys.argv[1], profile="freebase")
 s = Session(kb, {"florida panthers": "m.0j8js"}, guidelines=True)
 first = s.run("add_fact(m.0j8js, sports.sports_team.arena_stadium, ?arena)")
-again = s.run("add_fact(m.0j8js, sports.sports_team.arena_stadium, ?arena)")
+again = s.run("add_fact(m.0j8js, sports.sports_team.arena_stadium, ?arena2)")
+same = s.run("add_fact(m.0j8js, sports.sports_team.arena_stadium, ?arena)")
 source = default_registry().source("RM901")
 print(json.dumps({"first": first.hint.code if first.hint else None,
                   "again": again.hint.code if again.hint else None,
                   "message": again.hint.message if again.hint else "",
+                  "same": same.hint.code if same.hint else None,
                   "plugin": source.name, "dist": source.dist,
                   "codes": list(default_registry().codes)}))
 """
@@ -48,7 +50,8 @@ def test_example_plugin_fires_through_session_guidelines_true(
     out = plugin.run(SCRIPT, str(FIXTURES / "figure7.ttl"), timeout=120)
     assert out["first"] is None
     assert out["again"] == "RM901"
-    assert "already in the query" in out["message"]
+    assert "already in the query (accepted call 1), as ?arena" in out["message"]
+    assert out["same"] == "RM210"  # the identical fact: built in
     assert (out["plugin"], out["dist"]) == ("example", "pyql-guideline-example")
     assert {"KB201", "PY101", "DB101", "RM901"} <= set(out["codes"])
 

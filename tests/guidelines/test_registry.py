@@ -230,7 +230,7 @@ def test_entry_points_resolve_modules_classes_and_lists() -> None:
 
 
 def test_builtin_packs_are_the_pyproject_entry_points() -> None:
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     with (REPO_ROOT / "pyproject.toml").open("rb") as fh:
         project = tomllib.load(fh)["project"]
     assert project["entry-points"][GROUP] == BUILTIN_PACKS

@@ -22,6 +22,7 @@ from pyql.guidelines.packs.kb.calls import (
 )
 from pyql.guidelines.packs.kb.reasoning import (
     ExecuteMidPath,
+    FactAlreadyInQuery,
     FactTwoNewVariables,
     FactTwoNewVariablesUnexplored,
     FilterBeforeGetRelation,
@@ -64,6 +65,7 @@ GUIDELINES: list[type[Guideline]] = [
     SetAnswerNoVariables,
     TimeConstraintUnboundVariable,
     ExecuteMidPath,
+    FactAlreadyInQuery,
     # KB results
     EmptyFactUnlistedRelation,
     EmptyFactListedRelation,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyql.echo import clip
 from pyql.feedback import Feedback, Hint
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import (
@@ -29,6 +30,7 @@ __all__ = [
     "SetAnswerNoVariables",
     "TimeConstraintUnboundVariable",
     "ExecuteMidPath",
+    "FactAlreadyInQuery",
 ]
 
 
@@ -360,3 +362,38 @@ class ExecuteMidPath(_MemoryGuideline):
             f"set_answer({answer}) before execute().",
             [f"set_answer({answer})"],
         )
+
+
+class FactAlreadyInQuery(_MemoryGuideline):
+    """add_fact (or add_type) repeats a pattern the query has already.
+
+    The Session does not add it again (each copy would multiply the work of every later
+    query); a model that repeats one action is stuck, so the hint says to move on from the
+    values the fact gave.
+
+    Bad:
+        add_fact(m.0j8js, sports.sports_team.venue, ?place)
+        add_fact(m.0j8js, sports.sports_team.venue, ?place)
+
+    Fixed:
+        add_fact(m.0j8js, sports.sports_team.venue, ?place)
+        get_relation(?place)
+    """
+
+    code = "RM210"
+    name = "kb.fact_already_in_query"
+    triggers_on = on("add_fact", "add_type", python="query_error")
+    groups = ("sparql", "fact")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        if feedback.python.error_code != "already_in_query":
+            return None
+        memory = feedback.memory
+        action = clip(feedback.action_text)
+        unexplored = [f"get_relation({v})" for v in bound_variables(memory)
+                      if v not in memory.relations]
+        finish = ["execute()"] if memory.answer else [
+            f"set_answer({v})" for v in bound_variables(memory)]
+        return self.hint_options(
+            f"{action} is already in the query: adding it again changes nothing. Do not repeat "
+            "an action; go on from the values it gave.", [*unexplored, *finish], "Next, try")

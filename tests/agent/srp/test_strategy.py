@@ -224,7 +224,7 @@ def _edit_prompt() -> list[dict]:
 
 
 def test_the_noisy_edit_repairs_only_from_the_candidates_it_is_shown() -> None:
-    llm = SRP.stand_in("noisy-gold:0.3", _item())
+    llm = SRP.stand_in("noisy-gold:0.3:edit_success=1", _item())
     assert isinstance(llm, SRPStandIn) and llm.relations == ("^written_by", "directed_by")
     llm.observe(Step(n=1, kind="retrieve", data={"constraints": [
         {"entity": "John Godey", "relations": ["^written_by", "release_year"]}]}))
