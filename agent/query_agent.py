@@ -274,8 +274,7 @@ class QueryAgent:
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
         #: replies are constrained to one thought and one DSL call (``constrain``, checked now)
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
                                                                 self.profile))
                        if self.constrained else None)

@@ -63,8 +63,7 @@ class Recorder:
         self.question = question
         self.counter = counter
         self.price_table = price_table
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.fingerprint = bool(getattr(llm, "prompts_matter", True))
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]

@@ -27,7 +27,7 @@ def test_the_floor_is_declared_alike_everywhere() -> None:
     assert any("tomli" in d and "3.11" in d for d in PYPROJECT["project"]["optional-dependencies"]
                ["dev"])
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    assert "python3.10 -m venv" in ci
+    assert "\"$py310\" -m venv" in ci and "sys.version_info[:2] == (3, 10)" in ci
 
 
 def _free_port() -> int:
