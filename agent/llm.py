@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage
+from pyql.agent.calls import ToolCall
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -111,31 +112,6 @@ Tools = Sequence[Mapping[str, Any]] | None
 _T = TypeVar("_T")
 #: the budget of a call that has no deadline (the attempts and their timeouts bound it)
 _UNBOUNDED = 1e9
-
-
-class ToolCall(BaseModel):
-    """One function call requested by the model; ``arguments`` is the raw JSON text as sent."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str = ""
-    name: str
-    arguments: str = "{}"
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError when they are not a JSON object."""
-        try:
-            value = json.loads(self.arguments) if self.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the arguments of {self.name} are not valid JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"the arguments of {self.name} are not a JSON object: {self.arguments}")
-        return value
-
-    def to_message(self) -> dict[str, Any]:
-        """The OpenAI ``tool_calls`` entry of an assistant message."""
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
 
 
 class LLMReply(BaseModel):

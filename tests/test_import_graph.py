@@ -47,9 +47,6 @@ UPWARD: dict[tuple[str, str], str] = {
 }
 #: import cycles allowed for now (the modules of each), and why
 CYCLES: dict[frozenset[str], str] = {
-    frozenset({"pyql.agent.llm", "pyql.agent.trajectory"}):
-        "a Step records the model's ToolCalls (defined in llm) and ReplayLLM reads Steps back; "
-        "ToolCall moves below both with issue 21 items 1-2 (agent/llm.py)",
     frozenset({"pyql.agent.evaluation.noisy", "pyql.agent.evaluation.specs"}):
         "specs validates noisy-gold's injection types and noisy reads its stand-in parameters "
         "from specs (deferred imports both ways); " + _ITEM_4,
