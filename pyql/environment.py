@@ -298,6 +298,12 @@ class Environment(ABC):
     def toolset(self) -> Toolset:
         return TOOLSETS[self.tools]
 
+    @property
+    @abstractmethod
+    def backend(self) -> Any:
+        """The KB or database this environment queries (a :class:`pyql.kb.KB` or a
+        :class:`pyql.db.DB`): what a strategy counts queries on."""
+
     # -- state ----------------------------------------------------------------------------------
     def reset(self) -> None:
         """Forget the query, program, memory and observations (same backend and settings)."""

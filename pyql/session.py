@@ -413,7 +413,7 @@ class KBSession(Session):
             # only the shown values need it
             distinct = rs.distinct(i)
             kinds = set(map(type, distinct))
-            labelled = self._display(_first(self.max_values, distinct, kinds), kinds)
+            labelled = self.display(_first(self.max_values, distinct, kinds), kinds)
             unnamed = self._count_unnamed(distinct, kinds)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
@@ -445,7 +445,7 @@ class KBSession(Session):
         kinds = set(map(type, distinct))
         cells = _first(None, distinct, kinds)
         answers = tuple(self._answer_value(c) for c in cells)
-        labels = tuple(self._display(cells[: self.max_values], kinds))
+        labels = tuple(self.display(cells[: self.max_values], kinds))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
                                               unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
@@ -470,7 +470,15 @@ class KBSession(Session):
         labels = self._label_map(entities)  # one batched lookup
         return blank + sum(1 for e in entities if labels.get(e.iri) is None)
 
-    def _display(self, cells: list[Any], kinds: set[type] | None = None) -> list[str]:
+    @property
+    def backend(self) -> KB:
+        return self.kb
+
+    def display(self, cells: Sequence[Any], kinds: set[type] | None = None) -> list[str]:
+        """How ``cells`` (result terms) are shown: an entity by its label (looked up in one
+        batch, cached), a literal by its lexical form, a nameless node by the profile's
+        placeholder (``UnName_Entity``). ``kinds``: the cell types, when the caller knows them."""
+        cells = list(cells)
         if kinds == {Entity} and self.profile.id_encoding == "label":
             return [c.short for c in cells]  # the id is the label (_label_map)
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])
