@@ -45,6 +45,7 @@ from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     ArityError,
     BackendError,
+    BackendQueryError,
     BackendTimeoutError,
     InputError,
     ParseError,
@@ -163,7 +164,7 @@ def render_observation(obs: Observation) -> str:
     kb = fb.kb
     if kb.status == "timeout":
         return f"Error: the query timed out: {kb.message}"
-    if kb.status == "backend_error" and kb.error_type == "BackendQueryError":
+    if kb.status == "backend_error" and kb.rejected:
         return f"Error: {kb.message}"  # the engine rejected the query: its own words
     if kb.status == "backend_error":
         return f"Error: the {_BACKEND_NOUN.get(fb.tools, 'backend')} failed: {kb.message}"
@@ -370,6 +371,7 @@ class Environment(ABC):
             kb = KBFeedback(status="timeout", message=str(exc), error_type=type(exc).__name__)
         except (BackendError, ReadOnlyError) as exc:
             kb = KBFeedback(status="backend_error", message=str(exc),
+                            rejected=isinstance(exc, BackendQueryError),
                             error_type=type(exc).__name__)
         if outcome is None:
             outcome = Outcome(kb=kb or _NOT_RUN)
