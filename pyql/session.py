@@ -234,6 +234,14 @@ class KBSession(Session):
         args = (new, relation, current) if backward else (current, relation, new)
         return Call(name="add_fact", args=args)
 
+    def relations_of(self, node: Atom) -> Relations:
+        """The relations of ``node`` as ``get_relation`` finds them, without taking a step (the
+        original MetaQA prompt lists the topic entity's relations before the first step)."""
+        kb, _ = self._get_relation(resolve_args(Call(name="get_relation", args=(node,)),
+                                                self.context)[0])
+        assert kb.relations is not None
+        return kb.relations
+
     def current_node(self) -> Atom | None:
         """Where a walk stands: the first linked entity, then the node the last ``add_fact`` of
         the program reached (its newest variable)."""

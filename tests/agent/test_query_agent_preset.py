@@ -153,12 +153,13 @@ def test_paper_preset_sets_the_original_session_semantics(kb: OxigraphKB) -> Non
 
 
 def test_paper_walk_runs_under_the_paper_preset(kb: OxigraphKB) -> None:
-    # the original MetaQA demo's spelling, the walk's execute() answers with the node reached
+    # the original MetaQA demo's spelling, the walk's execute() answers with the node reached;
+    # replies continue the original's "Thought n:" as its parser reads them
     llm = ScriptedLLM([
-        "Thought 1 : the director.\nAction 1 : relate(directed_by)",
-        "Thought 2 : relations.\nAction 2 : get_relation()",
-        "Thought 3 : his films.\nAction 3 : relate(directed_by)",
-        "Thought 4 : done.\nAction 4 : execute()",
+        " the director.\nAction 1: relate(directed_by)",
+        " relations.\nAction 2: get_relation()",
+        " his films.\nAction 3: relate(directed_by)",
+        " done.\nAction 4: execute()",
     ])
     agent = QueryAgent(llm, kb, guidelines=None, preset="paper", dataset="metaqa-2hop",
                        ranker="bm25")
