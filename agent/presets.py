@@ -120,6 +120,9 @@ class Preset:
     #: the note on a result whose only variable holds unnamed compound nodes (KBSession
     #: ``cvt_note``; the original GraphQ environment's)
     cvt_note: bool = False
+    #: an ``add_fact`` with an empty result is silently retried reversed, then alone as the
+    #: whole query (KBSession ``fact_fallback``; the original on Freebase)
+    fact_fallback: bool = False
     #: setting -> "file:line" of the original it reproduces
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -153,7 +156,7 @@ _FREEBASE_SOURCES = {
 
 def _freebase(dataset: str, steps: int, *, script: str, lines: tuple[str, str, str],
               prompt: str, relation_filter: str, exclude_topic: str,
-              cvt_note: bool = False, budget_16k: bool = False) -> Preset:
+              cvt_note: bool = False, budget_16k: bool = False, fact_fallback: str) -> Preset:
     """The original's loop on a Freebase dataset: the step cap, the files and GraphQ's CVT note
     differ. The step cap, the context budget and the stop are read in the dataset's ``script``
     at ``lines``; ``prompt`` and ``relation_filter`` are lines of the shared prompt_list.py and
@@ -167,9 +170,10 @@ def _freebase(dataset: str, steps: int, *, script: str, lines: tuple[str, str, s
         sources["cvt_note"] = "ag_src/graphq_src/wikienv_graphq.py:273-276"
     if budget_16k:
         sources["context_budget_16k"] = context_budget
+    sources["fact_fallback"] = fact_fallback
     return _paper(
         dataset, max_steps=steps, cvt_note=cvt_note, history="paper", context_budget=4090,
-        context_budget_16k=16090 if budget_16k else None,
+        context_budget_16k=16090 if budget_16k else None, fact_fallback=True,
         on_stop="choose_answer", extremum_mode="limit", ranker="openai",
         prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
         request="paper", relation_order="sorted",
@@ -183,14 +187,17 @@ PRESETS: dict[str, dict[str, Preset]] = {
         "grailqa": _freebase(
             "grailqa", 7, script="ag_src/grail_src/GRAIL.py", lines=("41", "47", "112-126"),
             prompt="11-111", relation_filter="176-178", budget_16k=True,
+            fact_fallback="ag_src/grail_src/wikienv.py:472-514",
             exclude_topic="ag_src/grail_src/wikienv.py:516-522"),
         "graphq": _freebase(
             "graphq", 8, script="ag_src/graphq_src/GRAPHQ.py", lines=("38", "43", "113-127"),
             prompt="113-187", relation_filter="179-183", cvt_note=True, budget_16k=True,
+            fact_fallback="ag_src/graphq_src/wikienv_graphq.py:497-539",
             exclude_topic="ag_src/graphq_src/wikienv_graphq.py:541-547"),
         "webqsp": _freebase(
             "webqsp", 7, script="ag_src/webqsp_src/WebQSP.py", lines=("40", "46", "116-130"),
             prompt="190-248", relation_filter="170-175",
+            fact_fallback="ag_src/webqsp_src/wikienv_webqsp.py:489-531",
             exclude_topic="ag_src/webqsp_src/wikienv_webqsp.py:534-540"),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",

@@ -263,6 +263,8 @@ class QueryAgent:
                 preset_options["walk"] = True
             if self.preset.cvt_note:
                 preset_options["cvt_note"] = True
+            if self.preset.fact_fallback:
+                preset_options["fact_fallback"] = True
             session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend

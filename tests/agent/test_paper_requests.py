@@ -15,6 +15,7 @@ trajectories run on real backends (an Oxigraph MetaQA KB, a SQLite table).
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,35 @@ def test_the_paper_preset_does_not_constrain_its_text_unless_asked() -> None:
     on = QueryAgent(llm, lambda **_: env, preset="paper", dataset="graphq", ranker="bm25",
                     constrain="on")
     assert not auto.constrained and on.constrained
+
+
+def test_the_paper_preset_adds_the_original_checks_and_the_fact_fallback() -> None:
+    from pyql.kb import OxigraphKB
+
+    fb = OxigraphKB(profile="freebase")
+    webqsp = QueryAgent(ScriptedLLM([]), fb, preset="paper", dataset="webqsp", ranker="bm25")
+    assert "PY401" in webqsp.guidelines.codes  # the original WebQSP environment's check
+    assert webqsp.new_session({}).fact_fallback
+    default = QueryAgent(ScriptedLLM([]), fb, ranker="bm25")
+    assert "PY401" not in default.guidelines.codes and not default.new_session({}).fact_fallback
+    off = QueryAgent(ScriptedLLM([]), fb, preset="paper", dataset="webqsp", ranker="bm25",
+                     session_options={"fact_fallback": False})
+    assert not off.new_session({}).fact_fallback
+
+
+def test_relations_are_listed_sorted_as_the_original_prints_them() -> None:
+    from pyql.agent.prompting import render_observation
+    from pyql.agent.ranking import BM25Ranker
+    from pyql.feedback import KBFeedback, Relations
+
+    relations = Relations(forward=tuple(f"r.{i:02d}" for i in range(30)),
+                          backward=tuple(f"b.{i:02d}" for i in range(20)))
+    feedback = Feedback(step=1, action_text="get_relation(m.0x)", memory=Memory(),
+                        kb=KBFeedback(status="ok", relations=relations))
+    obs = Observation(step=1, action="get_relation(m.0x)", feedback=feedback)
+    text = render_observation(obs, 1, question="r", ranker=BM25Ranker(), top_k=40,
+                              relation_order="sorted")
+    shown = ast.literal_eval(text)  # the original prints a Python dict
+    assert shown["forward"] == sorted(shown["forward"]) and "..." not in text
+    assert len(shown["forward"]) + len(shown["backward"]) == 40
+    assert "..." in render_observation(obs, 1, question="r", ranker=BM25Ranker(), top_k=40)
