@@ -7,7 +7,7 @@ message: the dataset's prompt, the question block, and the history as ``Thought 
 ``\\nObservation N:``, ``max_tokens=256``, ``temperature=0`` (``ag_utils.py:128-146``, ``llm``).
 A reply it cannot split into a thought and an action is followed, within the same step, by a
 regeneration call: the prompt plus ``Thought N: <first line>\\nAction N:``, stop ``\\n``
-(``GRAIL.py:57-72``; the other datasets' scripts alike).
+(``GRAIL.py:59-84``; the other datasets' scripts alike).
 
 Observations older than two steps are forgotten; the one two steps back is forgotten only when
 it contains ``ERROR_IN_STEP`` and is longer than 250 characters — a marker no observation of the

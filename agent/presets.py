@@ -8,9 +8,10 @@ and ``docs/paper_preset.md`` puts them side by side with ours).
 A preset only *chooses* settings that exist on their own: the loop's ``max_steps``, how the
 history is shown to the model (:attr:`Preset.history`), the prompt-size budget past which a
 question is given up, what happens when the loop ends without ``execute()``, the argmax/argmin
-semantics of the Session, the relation ranker, the prompt profile and the Session's
-``paper`` semantics (topic-entity exclusion, administrative-relation filtering). Any of them can
-still be overridden one by one.
+semantics of the Session, the relation ranker, the prompt profile, the request format and its
+temperature, how relations are listed, the original-only guidelines and the Session's
+``paper`` semantics (topic-entity exclusion, administrative-relation filtering, the silent
+``add_fact`` retries). Any of them can still be overridden one by one.
 
 >>> p = get_preset("paper", "graphq")
 >>> (p.max_steps, p.history, p.context_budget, p.extremum_mode, p.prompt)

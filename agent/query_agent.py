@@ -21,6 +21,11 @@ guidelines; with guidelines off the raw error is the observation. In tools mode 
 is a tool; several tool calls in one reply are refused the same way (``multiple_actions``), and
 arguments that are not a JSON object become Python feedback ``parse_error``.
 
+**The original's request** (a preset with ``request="paper"``, e.g. ``preset="paper"``): the
+prompt is one user message rebuilt at each step as the original code builds it, the reply is read
+with the original's parser, and one that does not parse gets the original's regeneration call
+within the same step (:mod:`pyql.agent.paper_request`); text mode only.
+
 **When the loop ends without an accepted execute()** (``max_steps`` reached, or the prompt outgrew
 the context window), the result has ``finished=False`` and its answers are those of executing the
 current query if it has an answer (``set_answer`` or an aggregation), else ``()``.
