@@ -441,42 +441,33 @@ class QueryAgent:
             if self.paper_request:
                 prompt = paper_prompt(verbatim_prompt(self.profile), paper_base, paper_turns)
                 budget = self._paper_budget()
-                if budget is not None and self.token_counter.count(prompt) > budget:
-                    log.info("step %d: the prompt is over the %d-token budget", n, budget)
-                    stop_reason = "context_budget"
-                    break
-                try:
-                    call, decision, fields = self._paper_step(rec, prompt, n)
-                except LLMContextLengthError as exc:
-                    log.warning("step %d: the prompt no longer fits the context window: %s", n,
-                                exc)
-                    stop_reason = "context_length"
-                    break
-                reply = call.reply
-            elif self.preset.history == "paper":
-                messages = head + _paper_history(turns, rec.steps)
-                prompt_tokens = None  # earlier messages change: count the prompt afresh
-            budget = self.preset.context_budget
-            if not self.paper_request and budget is not None and self.token_counter.count_messages(
-                    messages, self.tools) > budget:
+                over = budget is not None and self.token_counter.count(prompt) > budget
+            else:
+                if self.preset.history == "paper":
+                    messages = head + _paper_history(turns, rec.steps)
+                    prompt_tokens = None  # earlier messages change: count the prompt afresh
+                budget = self.preset.context_budget
+                over = budget is not None and self.token_counter.count_messages(
+                    messages, self.tools) > budget
+            if over:
                 log.info("step %d: the prompt is over the %d-token budget", n, budget)
                 stop_reason = "context_budget"
                 break
-            if not self.paper_request:
-                if prompt_tokens is None:
-                    prompt_tokens = _PromptTokens(self.token_counter, self.tools)
-                try:
+            try:
+                if self.paper_request:
+                    call, decision, fields = self._paper_step(rec, prompt, n)
+                else:
+                    if prompt_tokens is None:
+                        prompt_tokens = _PromptTokens(self.token_counter, self.tools)
                     call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
                                    tools=self.tools, format=self.format,
                                    prompt_tokens=prompt_tokens)
-                except LLMContextLengthError as exc:
-                    log.warning("step %d: the prompt no longer fits the context window: %s", n,
-                                exc)
-                    stop_reason = "context_length"
-                    break
-                reply = call.reply
-                decision = self._decide(reply)
-                fields = call.step_fields()
+                    decision, fields = self._decide(call.reply), call.step_fields()
+            except LLMContextLengthError as exc:
+                log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
+                stop_reason = "context_length"
+                break
+            reply = call.reply
             obs, env_seconds, kb_queries = rec.env(lambda d=decision: self._act(session, d),
                                                    backend=backend)
             observation = render_observation(
