@@ -833,7 +833,15 @@ class ReplayLLM:
             steps = [s if isinstance(s, Step) else Step.model_validate(s) for s in source]
         # the steps that recorded an LLM call (Readi's instantiations, SRP's retrievals... made
         # none): a call has the model's name, whatever the model wrote
-        self._steps = [s for s in steps if s.model or s.reply_text or s.tool_calls]
+        self._steps = []
+        for s in steps:
+            if s.model or s.reply_text or s.tool_calls:
+                self._steps.append(s)
+            again = s.data.get("regenerated")
+            if isinstance(again, str):  # the original's second call within the step
+                self._steps.append(s.model_copy(update={
+                    "reply_text": again, "tool_calls": (), "prompt_hash": "", "prompt_tokens": 0,
+                    "completion_tokens": 0, "cached_tokens": 0, "cost": 0.0}))
         self._stop_reason = stop_reason
         self.model = next((s.model for s in self._steps if s.model), "replay")
         self.check_prompts = check_prompts

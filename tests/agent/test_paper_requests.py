@@ -221,3 +221,15 @@ def test_relations_are_listed_sorted_as_the_original_prints_them() -> None:
     assert shown["forward"] == sorted(shown["forward"]) and "..." not in text
     assert len(shown["forward"]) + len(shown["backward"]) == 40
     assert "..." in render_observation(obs, 1, question="r", ranker=BM25Ranker(), top_k=40)
+
+
+def test_a_run_with_a_regenerated_step_replays() -> None:
+    from pyql.agent.llm import ReplayLLM
+
+    spec = load("metaqa_3hop", "trajectory")
+    result, _ = run_metaqa(spec)
+    replayed, replay = run_metaqa(spec, ReplayLLM(result.trajectory, check_prompts=True))
+    assert replay.remaining == 0  # type: ignore[attr-defined]
+    assert replayed.answers == result.answers
+    assert [s.action for s in replayed.trajectory.steps] == [
+        s.action for s in result.trajectory.steps]
