@@ -214,6 +214,9 @@ class QueryAgent:
         "extremum_mode": StrategyOption(Literal["ties", "limit"], "argmax/argmin semantics"),
         "exclude_topic": StrategyOption(str, "the topic exclusion of the session (off: none)"),
         "relation_filter": StrategyOption(str, "the relation filter of the session (off)"),
+        "relation_order": StrategyOption(Literal["shuffled", "sorted"],
+                                         "relations listed shuffled (the paper) or sorted (its code)"),
+        "temperature": StrategyOption(float, "sent with every request"),
     }
 
     def __init__(
@@ -241,6 +244,8 @@ class QueryAgent:
         exclude_topic: str | None = None,
         relation_filter: str | None = None,
         constrain: Constrain | bool = "auto",
+        relation_order: str | None = None,
+        temperature: float | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -287,6 +292,14 @@ class QueryAgent:
         #: the original's request (``Preset.request``): one user message, text mode only
         self.paper_request = self.preset.request == "paper" and mode == "text"
         self.family = dataset_family(self.preset.dataset)
+        self.relation_order = relation_order or self.preset.relation_order
+        if self.relation_order not in ("shuffled", "sorted"):
+            raise ValueError(f"relation_order must be 'shuffled' or 'sorted', not "
+                             f"{self.relation_order!r}")
+        #: sent with each request: given, else the preset's under the original's request (pyql's
+        #: own request leaves it to the client)
+        self.temperature = (temperature if temperature is not None
+                            else self.preset.temperature if self.paper_request else None)
         if guidelines is True and self.preset.original_checks:
             guidelines = _with_original_checks(self.family)
         self.guidelines = resolve_guidelines(guidelines)
@@ -461,7 +474,7 @@ class QueryAgent:
                         prompt_tokens = _PromptTokens(self.token_counter, self.tools)
                     call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
                                    tools=self.tools, format=self.format,
-                                   prompt_tokens=prompt_tokens)
+                                   prompt_tokens=prompt_tokens, temperature=self.temperature)
                     decision, fields = self._decide(call.reply), call.step_fields()
             except LLMContextLengthError as exc:
                 log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
@@ -472,7 +485,7 @@ class QueryAgent:
                                                    backend=backend)
             observation = render_observation(
                 obs, n, question=question, ranker=self.ranker, top_k=self.top_k, seed=self.seed,
-                max_chars=self.max_observation_chars, relation_order=self.preset.relation_order)
+                max_chars=self.max_observation_chars, relation_order=self.relation_order)
             step = rec.add(Step(
                 n=n, thought=decision.thought, action=decision.action_text,
                 observation=observation, hint=obs.hint.code if obs.hint else None,
@@ -546,7 +559,7 @@ class QueryAgent:
                     ) -> tuple[AccountedCall, _Decision, dict[str, Any]]:
         """One step's calls as the original makes them: the request, and when the reply does
         not split into a thought and an action, the regeneration call of the same step."""
-        temperature = self.preset.temperature
+        temperature = self.temperature if self.temperature is not None else 0.0
         request = paper_request(prompt, n, temperature=temperature)
         call = rec.llm(request.messages, stop=request.stop, max_tokens=request.max_tokens,
                        temperature=temperature, format=self.format)

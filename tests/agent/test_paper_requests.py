@@ -233,3 +233,20 @@ def test_a_run_with_a_regenerated_step_replays() -> None:
     assert replayed.answers == result.answers
     assert [s.action for s in replayed.trajectory.steps] == [
         s.action for s in result.trajectory.steps]
+
+
+def test_relation_order_and_temperature_are_options() -> None:
+    env = RecordedEnvironment([("Step finished\n", True)])
+    shuffled = QueryAgent(ScriptedLLM([]), lambda **_: env, preset="paper", dataset="graphq",
+                          ranker="bm25", relation_order="shuffled")
+    assert shuffled.relation_order == "shuffled"
+    with pytest.raises(ValueError, match="relation_order"):
+        QueryAgent(ScriptedLLM([]), lambda **_: env, relation_order="alphabetical")
+    # pyql's own request sends a temperature only when one is given
+    quiet = ScriptedLLM(["Thought 1 : done.\nAction 1 : execute()"])
+    QueryAgent(quiet, lambda **_: env, guidelines=None).run("q", {})
+    assert "temperature" not in quiet.calls[0] and "max_tokens" not in quiet.calls[0]
+    warm = ScriptedLLM(["Thought 1 : done.\nAction 1 : execute()"])
+    QueryAgent(warm, lambda **_: RecordedEnvironment([("Step finished\n", True)]),
+               guidelines=None, temperature=0.3).run("q", {})
+    assert warm.calls[0]["temperature"] == 0.3
