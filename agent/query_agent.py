@@ -45,6 +45,7 @@ from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
 from pyql.agent.llm import LLM, AccountedCall, LLMReply, ToolCall
 from pyql.agent.paper_request import (
+    MAX_TOKENS,
     PaperTurn,
     first_line,
     paper_head,
@@ -675,7 +676,9 @@ class QueryAgent:
             return self._execute(session)
         prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
             question=question, result=render_values(values))}]
-        reply = rec.llm(prompt, stop=["\n"]).reply
+        sampling = ({"max_tokens": MAX_TOKENS, "temperature": self.preset.temperature}
+                    if self.paper_request else {})  # the original's llm() (ag_utils.py:128-146)
+        reply = rec.llm(prompt, stop=["\n"], **sampling).reply
         choice = _ANSWER_CHOICE.search(reply.text)
         if choice is not None:
             chosen = session.run(Call(name="set_answer", args=(lex_atom(choice.group(1)),)))

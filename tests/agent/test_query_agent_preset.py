@@ -93,6 +93,17 @@ def test_choose_answer_on_stop_asks_for_the_variable(kb: OxigraphKB) -> None:
     assert "The value of variable" in choice
 
 
+def test_choose_answer_under_the_original_request_is_its_request(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([" the director.\nAction 1: add_fact(Kismet, directed_by, ?d)",
+                       " his films.\nAction 2: add_fact(?f, directed_by, ?d)", "set_answer(?f)"])
+    agent = QueryAgent(llm, kb, guidelines=None, preset=preset(
+        max_steps=2, on_stop="choose_answer", request="paper", dataset="grailqa"))
+    result = agent.run("films of the director of [Kismet]", {"Kismet": "Kismet"})
+    assert set(result.answers) == {"Kismet", "Juarez"} and result.usage.llm_calls == 3
+    choice = llm.calls[2]
+    assert (choice["stop"], choice["max_tokens"], choice["temperature"]) == (["\n"], 256, 0.0)
+
+
 def test_execute_on_stop_runs_the_query_as_it_is(kb: OxigraphKB) -> None:
     llm = ScriptedLLM([STEPS[1]])
     result = QueryAgent(llm, kb, guidelines=None,
