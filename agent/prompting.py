@@ -58,6 +58,7 @@ __all__ = [
     "tool_schemas",
     "call_from_arguments",
     "system_prompt",
+    "verbatim_prompt",
     "question_message",
     "format_entities",
     "format_columns",
@@ -150,6 +151,21 @@ def get_prompt_profile(name: str) -> PromptProfile:
     )
     profile.signatures  # noqa: B018 - validate the function names now
     return profile
+
+
+def verbatim_prompt(profile: PromptProfile) -> str:
+    """An original paper prompt as its file has it, byte for byte (``profile.verbatim`` is
+    stripped; the original's request starts with its leading newline); a profile that is not
+    a shipped paper prompt gives its text-mode system prompt."""
+    spec = _profiles_json().get(profile.name, {})
+    if spec.get("verbatim") and profile.verbatim:
+        return _verbatim_file(spec["verbatim"])
+    return system_prompt(profile, "text")
+
+
+@cache
+def _verbatim_file(name: str) -> str:
+    return read_prompt(name)
 
 
 # -- tool documents and schemas -----------------------------------------------------------------
@@ -471,12 +487,15 @@ def render_observation(
     top_k: int = 40,
     seed: int = 0,
     max_chars: int = 3000,
+    relation_order: str = "shuffled",
 ) -> str:
     """The observation text of step ``step`` as the model reads it.
 
     A hint gives :func:`render_hint`; relations are ranked/cut to ``top_k`` with ``ranker``
-    (:func:`pyql.agent.ranking.select_relations`); anything else is the Session's text, capped
-    at ``max_chars``.
+    (:func:`pyql.agent.ranking.select_relations`) and listed in the ranker's shuffled order with
+    ``...`` where some were left out, or (``relation_order="sorted"``, the original code's
+    ``wikienv.py:437-438``) sorted per direction, as the original prints its dict; anything
+    else is the Session's text, capped at ``max_chars``.
     """
     if obs.hint is not None:
         return render_hint(obs.hint, step)
@@ -486,6 +505,8 @@ def render_observation(
 
         fwd, bwd = select_relations(question, relations.forward, relations.backward, ranker,
                                     top_k=top_k, seed=seed)
+        if relation_order == "sorted":
+            return cap_text(str({"forward": sorted(fwd), "backward": sorted(bwd)}), max_chars)
         text = render_relations(fwd, bwd, forward_total=len(relations.forward),
                                 backward_total=len(relations.backward))
         return cap_text(text, max_chars)

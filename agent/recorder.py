@@ -28,7 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
-from pyql.agent.llm import LLM, AccountedCall, LLMReply, Message, ToolCall, prompt_fingerprint
+from pyql.agent.llm import (
+    LLM,
+    AccountedCall,
+    LLMReply,
+    Message,
+    ToolCall,
+    prompt_fingerprint,
+    sampling_kwargs,
+)
 from pyql.agent.structured import ReplyFormat, resolve_constrain
 from pyql.agent.trajectory import Step
 
@@ -79,19 +87,23 @@ class Recorder:
     # -- the model --------------------------------------------------------------------------------
     def llm(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
             tools: Sequence[Mapping[str, Any]] | None = None, format: ReplyFormat | None = None,
-            prompt_tokens: Callable[[Sequence[Message]], int] | None = None) -> AccountedCall:
+            prompt_tokens: Callable[[Sequence[Message]], int] | None = None,
+            max_tokens: int | None = None, temperature: float | None = None) -> AccountedCall:
         """One accounted call. With constraints on and a ``format``, the schema is sent and the
         reply read back; its usage is the server's, else estimated (``prompt_tokens`` counts a
-        growing prompt incrementally)."""
+        growing prompt incrementally). ``max_tokens`` and ``temperature`` are sent with this
+        request (over the client's own settings) to a client whose ``complete`` takes them."""
         constrained = self.constrained and format is not None
+        sampling = sampling_kwargs(self.model, max_tokens=max_tokens, temperature=temperature)
         if constrained:
             assert format is not None
             # stop sequences stay: a JSON string has no raw newline to stop at, and a server
             # that ignores the schema still stops where the strategy expects
             reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
-                                        response_format=format.response_format())
+                                        response_format=format.response_format(), **sampling)
         else:
-            reply = self.model.complete(messages, stop=stop, tools=tools)
+            reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
+                                        **sampling)
         raw = reply.text
         if constrained:
             assert format is not None

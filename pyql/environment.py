@@ -403,9 +403,10 @@ class Environment(ABC):
                     and kb.status not in ("backend_error", "timeout"))
         if accepted and call is not None:
             self._commit(call, outcome)
-            self.program = self.program.append(call)
+            kept = getattr(outcome, "recorded", None) or call  # what replays the step
+            self.program = self.program.append(kept)
             memory = outcome.memory or self.memory
-            self.memory = memory.with_(calls=(*self.memory.calls, call))
+            self.memory = memory.with_(calls=(*self.memory.calls, kept))
         summary = self._summary(feedback, outcome) if python.status == "ok" else ""
         obs = Observation(
             step=self.step, action=text, feedback=feedback, hint=hint,
