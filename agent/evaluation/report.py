@@ -82,6 +82,7 @@ from pyql.agent.evaluation.records import (
     RunConfig,
     StepRecord,
 )
+from pyql.agent.evaluation.rundir import RunDir, RunDirError
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -144,10 +145,6 @@ _STATUS_LABELS = {
     "unscored": "Unscored",
 }
 _STAND_IN = re.compile(r"^\s*(noisy-)?gold\b", re.IGNORECASE)
-
-
-class RunDirError(PyqlError):
-    """The run directory cannot be reported (missing, or no ``results.jsonl``)."""
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -266,29 +263,15 @@ def _read_config(run_dir: Path) -> tuple[RunConfig | None, dict[str, Any], str |
 
 
 def _read_metrics(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / METRICS
-    if not path.is_file():
-        return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        log.warning("%s: cannot read (%s); computing metrics from %s", path, exc, RESULTS)
+        return RunDir(run_dir).read_metrics()
+    except RunDirError as exc:
+        log.warning("%s; computing metrics from %s", exc, RESULTS)
         return None
-    return raw if isinstance(raw, dict) else None
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, line
-
-
-def _parse(line: str) -> QuestionResult | None:
-    try:
-        return QuestionResult.model_validate_json(line)
-    except ValidationError:
-        return None
+def _skip(number: int, why: str) -> None:
+    """A malformed line of ``results.jsonl``: counted by the first pass, skipped."""
 
 
 @dataclass
@@ -326,19 +309,15 @@ class _Run:
 
 
 def _load(run_dir: Path) -> _Run:
-    results_path = run_dir / RESULTS
     if not run_dir.is_dir():
         raise RunDirError(f"no such run directory: {run_dir}")
-    if not results_path.is_file():
+    if not RunDir(run_dir).results_path.is_file():
         raise RunDirError(f"{run_dir} has no {RESULTS}: is it a run directory?")
     config, config_raw, config_note = _read_config(run_dir)
     by_id: dict[str, _Row] = {}
-    bad = seen = 0
-    for number, line in _iter_lines(results_path):
-        result = _parse(line)
-        if result is None:
-            bad += 1
-            continue
+    bad: list[int] = []
+    seen = 0
+    for number, result in RunDir(run_dir).lines(malformed=lambda n, _: bad.append(n)):
         seen += 1
         codes = tuple(s.hint for s in result.steps if s.hint)
         light = result.model_copy(update={"steps": (), "query": "", "program": ""})
@@ -349,8 +328,8 @@ def _load(run_dir: Path) -> _Run:
     steps_hist: dict[int, Counter[str]] = defaultdict(Counter)
     for row in rows:
         steps_hist[row.n_steps][row.status] += 1
-    return _Run(run_dir, config, config_raw, config_note, rows, metrics, source, notes, bad,
-                seen - len(rows), steps_hist)
+    return _Run(run_dir, config, config_raw, config_note, rows, metrics, source, notes,
+                len(bad), seen - len(rows), steps_hist)
 
 
 #: what a ``metrics.json`` must hold to be shown as it is (older runs wrote less)
@@ -812,14 +791,16 @@ def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
 
     def items() -> Iterator[dict[str, Any]]:
         # second pass: rows are in file order (of their last line), so one forward scan suffices
-        lines: Iterator[tuple[int, str]] = (
-            _iter_lines(run.run_dir / RESULTS) if embedded else iter(()))
+        wanted = {row.line for row in rows if row.result.id in embedded}
+        lines: Iterator[tuple[int, QuestionResult]] = (
+            RunDir(run.run_dir).lines(malformed=_skip, numbers=wanted) if embedded
+            else iter(()))
         for index, row in enumerate(rows):
             result: QuestionResult | None = None
             if row.result.id in embedded:
-                for number, line in lines:
+                for number, read in lines:
                     if number == row.line:
-                        result = _parse(line)
+                        result = read
                         break
             yield _question(index, row, result, group_key)
 
