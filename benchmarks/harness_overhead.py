@@ -41,15 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from pyql.agent.evaluation.datasets import get_dataset  # noqa: E402
-from pyql.agent.evaluation.records import RunConfig  # noqa: E402
-from pyql.agent.evaluation.runner import evaluate  # noqa: E402
-from pyql.datasets.gold import metaqa_fidelity  # noqa: E402
-from pyql.datasets.paths import default_data_dir  # noqa: E402
+from pyql.agent.evaluation.datasets import get_dataset
+from pyql.agent.evaluation.records import RunConfig
+from pyql.agent.evaluation.runner import evaluate
+from pyql.datasets.gold import metaqa_fidelity
+from pyql.datasets.paths import default_data_dir
 
 
 def bare(kb: Any, data_dir: Path, hops: int, split: str, n: int) -> dict[str, Any]:

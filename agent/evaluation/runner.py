@@ -87,6 +87,7 @@ from pyql.agent.evaluation.datasets import (
     select_indices,
 )
 from pyql.agent.evaluation.metrics import aggregate, corrections, step_usage
+from pyql.agent.evaluation.progress import RunProgress
 from pyql.agent.evaluation.records import (
     OUTAGES,
     EvalItem,
@@ -517,65 +518,6 @@ class _Session:
 # -- the run ------------------------------------------------------------------------------------
 
 
-class _Progress:
-    """A rich progress bar with ETA and the running scores (or nothing)."""
-
-    def __init__(self, enabled: bool, total: int, done: int, primary: str, label: str) -> None:
-        self.primary = primary
-        self.sums: dict[str, float] = {primary: 0.0, "f1": 0.0}
-        self.n = 0
-        self.errors = 0
-        self.outages = 0
-        self._bar: Any = None
-        self._task: Any = None
-        if not enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        from pyql.cli.output import shared_stderr
-
-        self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=shared_stderr(), transient=False,
-        )
-        self._task = self._bar.add_task(label, total=total, completed=done, stats="")
-
-    def __enter__(self) -> _Progress:
-        if self._bar is not None:
-            self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def add(self, result: QuestionResult, *, advance: bool = True) -> None:
-        if result.status in OUTAGES:
-            self.outages += 1
-        else:
-            self.n += 1
-            for key in self.sums:
-                self.sums[key] += float(result.metrics.get(key, 0.0))
-            self.errors += 1 if result.error is not None else 0
-        if self._bar is not None and advance:
-            parts = [f"{self.primary} {self.sums[self.primary] / max(self.n, 1):.3f}"]
-            if self.primary != "f1" and "f1" in result.metrics:
-                parts.append(f"F1 {self.sums['f1'] / max(self.n, 1):.3f}")
-            parts.append(f"errors {self.errors}")
-            if self.outages:
-                parts.append(f"outages {self.outages}")
-            self._bar.update(self._task, advance=1, stats=" · ".join(parts))
-
-
 def _run_coroutine(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
@@ -631,7 +573,7 @@ def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> in
     return max(1, min(os.cpu_count() or 1, MAX_AUTO_PROCESSES))
 
 
-async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
+async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                  started: float, processes: int = 1) -> None:
     loop = asyncio.get_running_loop()
     pool: Any
@@ -805,7 +747,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             session.trajectory_log.open()
             _write_running_metrics(session, started, len(session.items))
             label = f"{config.dataset} {config.split} · {config.llm}"
-            with _Progress(progress, len(session.items), len(session.items) - len(todo),
+            with RunProgress(progress, len(session.items), len(session.items) - len(todo),
                            session.primary, label) as bar:
                 for result in session.done.values():
                     bar.add(result, advance=False)
