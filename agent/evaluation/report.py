@@ -24,8 +24,10 @@ all markup). It shows:
   guideline hint (highlighted), the query after the step, tokens and time.
 
 All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (rows, then
-trajectories) and the page is written as it is produced, so memory stays small; a question that appears
-twice (a resumed run) counts once, its last line wins; malformed lines are skipped and counted.
+trajectories) and the page is written as it is produced, so memory stays small; a question that
+appears twice (a resumed run) counts once, its last line wins; malformed lines are skipped and
+counted (the run directory's one reader, :meth:`~pyql.agent.evaluation.rundir.RunDir.lines`,
+with a callback; a torn last line is not counted: it is being written).
 
 **Big runs.** Every question gets a row in the list (id, question, outcome, gold and predicted
 answers, usage: about 1.5 kB), so search and filters cover the whole run, and the JS pages the
@@ -40,7 +42,7 @@ Observations and other long texts are cut to a preview with an expander, and to
 
 **Metrics.** The headline numbers, the breakdowns by question meta and the guideline tables are
 the run's one aggregate, :func:`pyql.agent.evaluation.metrics.aggregate` (what the runner writes
-to ``metrics.json``; ``runner.recompute_metrics`` rewrites it): read from ``metrics.json`` when it
+to ``metrics.json``; ``RunDir.recompute_metrics`` rewrites it): read from ``metrics.json`` when it
 counts the questions of ``results.jsonl``, else computed by that function over ``results.jsonl``.
 Outages (the KB/DB or the LLM failed: ``QuestionResult.status`` in
 :data:`~pyql.agent.evaluation.records.OUTAGES`) are not scored: the summary gives ``scored``, the
@@ -340,7 +342,7 @@ def _metrics(run_dir: Path, rows: Sequence[_Row]) -> tuple[dict[str, Any], str, 
     """(the run's aggregate, where it comes from, notes): ``metrics.json`` when it is current
     (counts the questions of ``results.jsonl`` and has every section), else
     :func:`pyql.agent.evaluation.metrics.aggregate` over ``results.jsonl`` (what
-    ``runner.recompute_metrics`` would write). The one place that chooses the numbers."""
+    ``RunDir.recompute_metrics`` would write). The one place that chooses the numbers."""
     notes: list[str] = []
     recorded = _read_metrics(run_dir)
     if recorded is not None:
