@@ -50,9 +50,6 @@ CYCLES: dict[frozenset[str], str] = {
     frozenset({"pyql.agent.evaluation.noisy", "pyql.agent.evaluation.specs"}):
         "specs validates noisy-gold's injection types and noisy reads its stand-in parameters "
         "from specs (deferred imports both ways); " + _ITEM_4,
-    frozenset({"pyql.agent.evaluation.ablation", "pyql.agent.evaluation.runner"}):
-        "the runner runs the ablation mode and the ablation reads results through the runner's "
-        "read_results; issue 21 item 6 moves reading into a run-directory type",
 }
 
 
