@@ -80,19 +80,22 @@ class Recorder:
     # -- the model --------------------------------------------------------------------------------
     def llm(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
             tools: Sequence[Mapping[str, Any]] | None = None, format: ReplyFormat | None = None,
-            prompt_tokens: Callable[[Sequence[Message]], int] | None = None) -> AccountedCall:
+            prompt_tokens: Callable[[Sequence[Message]], int] | None = None,
+            client: LLM | None = None) -> AccountedCall:
         """One accounted call. With constraints on and a ``format``, the schema is sent and the
         reply read back; its usage is the server's, else estimated (``prompt_tokens`` counts a
-        growing prompt incrementally)."""
+        growing prompt incrementally). ``client``: another model for this call (a strategy whose
+        modules use different LLMs, e.g. Readi's ``edit_model``); the question's model else."""
+        model_client = client if client is not None else self.model
         constrained = self.constrained and format is not None
         if constrained:
             assert format is not None
             # stop sequences stay: a JSON string has no raw newline to stop at, and a server
             # that ignores the schema still stops where the strategy expects
-            reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
-                                        response_format=format.response_format())
+            reply = model_client.complete(  # type: ignore[call-arg]
+                messages, stop=stop, tools=tools, response_format=format.response_format())
         else:
-            reply = self.model.complete(messages, stop=stop, tools=tools)
+            reply = model_client.complete(messages, stop=stop, tools=tools)
         raw = reply.text
         if constrained:
             assert format is not None
@@ -104,7 +107,7 @@ class Recorder:
                        else self.counter.count_messages(messages, tools))
             tokens = TokenUsage(prompt_tokens=counted, completion_tokens=self.counter.count(out),
                                 estimated=True)
-        model = reply.model or getattr(self.model, "model", "")
+        model = reply.model or getattr(model_client, "model", "")
         cost = reply.cost
         if cost is None:
             cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,

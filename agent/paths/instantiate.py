@@ -51,6 +51,7 @@ __all__ = [
     "PathInstantiator",
     "PathStuck",
     "StuckReason",
+    "node_id",
 ]
 
 #: how many relations around a stuck node the error lists (appendix B.2)
@@ -263,12 +264,14 @@ class PathInstantiator:
     relations an error lists, ``max_triples`` the sampled triples kept per constraint;
     ``exclude_topic`` adds ``add_filter(?v, !=, topic)`` on every hop variable of the program;
     ``max_attempts`` bounds the walks of one constraint (backtracking over connecting
-    candidates)."""
+    candidates). ``cvt_ids``: a compound node of the retrieved triples shows its id
+    (``m.0k0p0c``, as the Readi paper's answering demos write them), so the triples through one
+    node stay apart; off, every one is :data:`COMPOUND_NODE`."""
 
     def __init__(self, kb: KB, binder: RelationBinder, *, max_frontier: int = 2000,
                  max_candidates: int = MAX_CANDIDATES, max_triples: int = 50,
                  exclude_topic: bool = True, max_attempts: int = 8,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, cvt_ids: bool = False) -> None:
         if max_frontier < 1:
             raise ValueError("max_frontier must be at least 1")
         self.kb = kb
@@ -279,6 +282,7 @@ class PathInstantiator:
         self.exclude_topic = exclude_topic
         self.max_attempts = max(1, max_attempts)
         self.timeout = timeout
+        self.cvt_ids = cvt_ids
 
     def session(self, entities: Mapping[str, str]) -> Session:
         return Session(self.kb, dict(entities), row_cap=self.max_frontier, timeout=self.timeout)
@@ -389,7 +393,8 @@ class PathInstantiator:
             for hop, cell in zip(hops, row, strict=False):
                 tail = labels.get(str(cell), str(cell)) if cell is not None else "?"
                 if hop.compound or tail == session.profile.unnamed_label:
-                    tail_shown = COMPOUND_NODE
+                    tail_shown = (node_id(cell) if self.cvt_ids and cell is not None
+                                  else COMPOUND_NODE)
                 else:
                     tail_shown = tail
                 out.setdefault((head, hop.bound, tail_shown) if hop.forward
@@ -450,6 +455,19 @@ class PathInstantiator:
         for obs in observations:
             checked(obs)
         return program, tuple(last.answers or ()), last.query
+
+
+def node_id(term: Any) -> str:
+    """The local id of a node (``m.0k0p0c`` of ``<http://rdf.freebase.com/ns/m.0k0p0c>``, a blank
+    node's label).
+
+    >>> node_id("http://rdf.freebase.com/ns/m.0k0p0c"), node_id("_:b12")
+    ('m.0k0p0c', 'b12')
+    """
+    text = str(term).strip("<>")
+    if text.startswith("_:"):
+        return text[2:]
+    return text.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
 
 
 def _mention(written: str, entities: Mapping[str, str]) -> str:
