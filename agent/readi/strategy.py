@@ -92,9 +92,12 @@ Module = Literal["generate", "edit", "answer"]
 #: Readi's options under ``preset="paper"`` (each overridable with ``--option``): the LLM reader
 #: always answers (Algorithm 1 line 13, section 4.5: "QA Reasoning" on the retrieved instances),
 #: compound nodes keep their ids in the retrieved triples (the answering demos of Appendix F,
-#: ``m.0k0p0c``), TableQA as Appendix A (``table_mode="retrieval"``, every retrieved row shown)
+#: ``m.0k0p0c``), the reader sees the instances every constraint agrees on (Algorithm 1 line 12,
+#: ``Merge_Results``) and all of them, not a 50-row sample (up to the 2,000 of a hop), TableQA
+#: as Appendix A (``table_mode="retrieval"``, every retrieved row shown)
 PAPER_SETTINGS: Mapping[str, Any] = {
-    "answer": "llm", "cvt_ids": True, "table_mode": "retrieval", "max_rows": 1000}
+    "answer": "llm", "cvt_ids": True, "intersection": True, "max_triples": 2000,
+    "table_mode": "retrieval", "max_rows": 1000}
 
 
 class ModuleLLMError(PyqlError, ValueError):
@@ -136,7 +139,9 @@ class Readi:
     vocabulary per topic entity) — the starts of the paper's Table 3. ``answer``: ``auto`` (the
     program's answers when the instantiation is complete and has answers, else the LLM),
     ``program`` or ``llm``. ``max_frontier``/``max_candidates``: the instantiation caps.
-    ``cvt_ids``: compound nodes keep their ids in the triples the reader sees. ``table_mode``:
+    ``cvt_ids``: compound nodes keep their ids in the triples the reader sees; ``intersection``:
+    the reader sees the joined constraints' solutions, ``max_triples`` of each (else the union of
+    each constraint's). ``table_mode``:
     ``program`` or ``retrieval`` (module docstring); ``max_rows``: the most rows retrieved.
     ``llms``: another model per module (``{"edit": llm2}``; the options ``generate_model``,
     ``edit_model``, ``answer_model`` name one on the same server as ``llm``).
@@ -171,6 +176,8 @@ class Readi:
         "seed": StrategyOption(int, "seed"),
         "table": StrategyOption(str, "the SQL table"),
         "cvt_ids": StrategyOption(bool, "compound nodes keep their ids in the retrieved triples"),
+        "intersection": StrategyOption(bool, "the reader sees the joined constraints' instances"),
+        "max_triples": StrategyOption(int, "most solutions retrieved per constraint"),
         "table_mode": StrategyOption(Literal["program", "retrieval"],
                                      "tables: pyql's program route or the paper's retrieval"),
         "max_rows": StrategyOption(int, "most table rows retrieved for the reader"),
@@ -202,6 +209,8 @@ class Readi:
         on_step: Callable[[Step], None] | None = None,
         constrain: Constrain | bool = "auto",
         cvt_ids: bool = False,
+        intersection: bool = False,
+        max_triples: int = 50,
         table_mode: TableMode = "program",
         max_rows: int = 50,
         llms: Mapping[Module, LLM] | None = None,
@@ -260,7 +269,8 @@ class Readi:
             self.binder = RelationBinder.shared(vocabulary, ranker, top_k=top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
-                exclude_topic=exclude_topic, cvt_ids=cvt_ids)
+                exclude_topic=exclude_topic, cvt_ids=cvt_ids, intersection=intersection,
+                max_triples=max_triples)
 
     @classmethod
     def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> Readi:
@@ -278,8 +288,9 @@ class Readi:
             # unset: Readi's own defaults (BM25)
             **config.given("ranker", "profile", "top_k"),
             **config.typed_options(ints=("max_edits", "corrupt_length", "max_frontier",
-                                         "max_candidates", "top_k", "max_rows"),
-                                   flags=("exclude_topic", "cvt_ids")),
+                                         "max_candidates", "top_k", "max_rows",
+                                         "max_triples"),
+                                   flags=("exclude_topic", "cvt_ids", "intersection")),
         }
         llms = {module: module_llm(llm, kwargs.pop(f"{module}_model"), module)
                 for module in ("generate", "edit", "answer") if f"{module}_model" in kwargs}
@@ -419,7 +430,8 @@ class Readi:
             self.answer_mode == "auto" and inst.complete and bool(inst.answers))
         data = {"instances": list(instances[:500]), "instance_count": len(instances),
                 "retrieved": len(inst.triples), "complete": inst.complete,
-                "counts": _counts(edits, inst.complete, len(inst.triples))}
+                "counts": {**_counts(edits, inst.complete, len(inst.triples)),
+                           **inst.features()}}
         if use_program:
             return self._program_answer(run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, run.question, triples=inst.triples)

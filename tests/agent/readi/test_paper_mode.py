@@ -151,3 +151,33 @@ def test_the_paper_preset_sets_the_papers_temperature():
     assert _client_options(config)["temperature"] == 0.3
     assert _client_options(config.model_copy(update={"temperature": 0.0}))["temperature"] == 0.0
     assert "temperature" not in _client_options(config.model_copy(update={"preset": None}))
+
+
+def test_the_reader_sees_the_intersection_of_the_constraints():
+    kb = OxigraphKB.from_file(FREEBASE, profile="freebase")
+    entities = {"Jamaica": "m.03_r3", "North America": "m.0j0k"}
+    path = ReasoningPath.of({"North America": ["countries within"],
+                             "Jamaica": ["languages spoken", "languages spoken"]})
+    binder = RelationBinder(RelationVocabulary.from_kb(kb))
+    question = "which countries of North America speak a language of Jamaica"
+    union = PathInstantiator(kb, binder).instantiate(path, entities, question)
+    joined = PathInstantiator(kb, binder, intersection=True).instantiate(path, entities,
+                                                                         question)
+    assert joined.answers == union.answers and joined.complete
+    def countries(inst):
+        return {t[2] for t in inst.triples if t[0] == "North America"}
+
+    # the union lists every country of North America; the intersection only those that also
+    # share a language with Jamaica (the answers, and Jamaica itself: no topic filter here)
+    assert "Atlantis" in countries(union)
+    assert countries(joined) == {"United States of America", "Canada", "Jamaica"}
+
+
+def test_table_8_features_per_question(kb):
+    llm = ScriptedLLM(['Path: { "John Godey": [ John Godey → written_by → nothing ] }',
+                       "So, the answer is {Walter Hill}."])
+    result = Readi(llm, kb, token_counter=COUNTER, max_edits=0, answer="llm").run(
+        QUESTION, ENTITIES)
+    counts = result.steps[-1].data["counts"]
+    assert (counts["lpp"], counts["lip"], counts["aip"], counts["cer"]) == (2.0, 1.0, 0.5, 0.0)
+    assert counts["instantiated"] == 0.0 and counts["retrieved"] > 0
