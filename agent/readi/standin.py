@@ -17,8 +17,8 @@
   it planned at first). When the right relation is not offered it answers the same path
   (nothing to repair; Readi stops editing).
 - **answer**: a reader that can err: when a gold answer is among the retrieved instances (the
-  program's answers and the entities of the sampled triples) it answers one with probability
-  ``reader_accuracy``, else another instance (a distractor; ``{}`` when there is none); without
+  program's answers and the entities of the retrieved triples) it answers them (each gold
+  answer found) with probability ``reader_accuracy``, else another instance (a distractor; ``{}`` when there is none); without
   a gold answer among them, ``{}``. On a table it reads the rows it was shown (never the
   program's answers): the gold answers are read when each is a cell (without case: WikiSQL's
   gold is lower-cased) or what the question's aggregation (the gold path's ``COUNT``, ``MAX``,
@@ -240,7 +240,7 @@ class ReadiStandIn:
         if isinstance(self.gold, TablePath):
             return self._answer_rows()
         read = self.read(set(self._last.get("instances", ())))
-        return f"So, the answer is {{{read[0]}}}." if read else "So, the answer is {}."
+        return "So, the answer is " + (" ".join(f"{{{a}}}" for a in read) or "{}") + "."
 
     def _answer_rows(self) -> str:
         gold = self.gold

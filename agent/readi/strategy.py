@@ -297,9 +297,10 @@ class Readi:
         return cls(llm, backend, llms=llms, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """``gold`` / ``noisy-gold:R`` for an evaluation item (see
-        :mod:`pyql.agent.readi.standin`)."""
+        :mod:`pyql.agent.readi.standin`); the same under any ``preset`` (it reads the step
+        records, which a preset does not change the kind of)."""
         from pyql.agent.readi.standin import stand_in
 
         return stand_in(spec, item, seed=seed)

@@ -285,9 +285,9 @@ class SRP:
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """``gold`` or ``noisy-gold:RATE``: an LLM that plays SRP's stages from the item's gold
-        program (:mod:`pyql.agent.srp.stand_in`)."""
+        program (:mod:`pyql.agent.srp.stand_in`); the same under any ``preset``."""
         from pyql.agent.srp.stand_in import stand_in
 
         return stand_in(spec, item, seed=seed)
