@@ -297,6 +297,24 @@ class Readi:
         return cls(llm, backend, llms=llms, **kwargs)
 
     @classmethod
+    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+        """Readi's reliable answering (SRP's Figure 3 measures it for Readi too), as pooled
+        ``reliable_answering:hits``/``:of`` counts: of the questions answered correctly, those
+        whose correct answer the KG gave (the program's answers, or an instance the reader was
+        shown: :func:`pyql.agent.srp.metrics.reliable_answer`)."""
+        from pyql.agent.srp.metrics import reliable_answer
+
+        answer = next((s for s in reversed(steps) if s.kind == "answer"), None)
+        if answer is None or getattr(item, "tools", "sparql") == "sql":
+            return {}
+        predicted = answer.data.get("answers", ())
+        supported = (predicted if answer.data.get("source") == "program"
+                     else answer.data.get("instances", ()))
+        correct, grounded = reliable_answer(predicted, supported, item.answers)
+        return {"reliable_answering:hits": float(correct and grounded),
+                "reliable_answering:of": float(correct)}
+
+    @classmethod
     def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """``gold`` / ``noisy-gold:R`` for an evaluation item (see
         :mod:`pyql.agent.readi.standin`); the same under any ``preset`` (it reads the step

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
 
 __all__ = ["LabelledQuestion", "labelled", "labelled_items", "id_part", "reference_part",
+           "reference_split",
            "evaluation_part"]
 
 
@@ -96,6 +97,19 @@ def id_part(item_id: str, fraction: float, *, salt: str = "srp") -> bool:
         raise ValueError(f"fraction must be between 0 and 1, not {fraction}")
     digest = hashlib.sha256(f"{salt}\x00{item_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") < fraction * 2**64
+
+
+def reference_split(datasets: Sequence[str],
+                    data_dir: str | os.PathLike[str] | None = None) -> str:
+    """The split a reference base is built from by default: ``train`` when every dataset has
+    one (the paper: "We extract references from training set"), else the first dataset's
+    default split (evaluate on the rest of it: ``--fraction``, the held-out questions)."""
+    from pyql.agent.evaluation.datasets import get_dataset
+
+    found = [get_dataset(name, data_dir) for name in datasets]
+    if found and all("train" in d.splits() for d in found):
+        return "train"
+    return found[0].default_split if found else "dev"
 
 
 def reference_part(datasets: Sequence[str], split: str, *, fraction: float = 1.0,
