@@ -181,3 +181,15 @@ def test_table_8_features_per_question(kb):
     counts = result.steps[-1].data["counts"]
     assert (counts["lpp"], counts["lip"], counts["aip"], counts["cer"]) == (2.0, 1.0, 0.5, 0.0)
     assert counts["instantiated"] == 0.0 and counts["retrieved"] > 0
+
+
+def test_the_temperature_reaches_the_request(fake_openai: FakeOpenAI):
+    from pyql.agent.cli import _make_llm
+
+    fake_openai.push(Text("ok"), Text("ok"))
+    llm = _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key, temperature=0.3)
+    llm.complete([{"role": "user", "content": "q"}])
+    assert fake_openai.chat_requests[-1].body["temperature"] == 0.3
+    _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key).complete(
+        [{"role": "user", "content": "q"}])
+    assert fake_openai.chat_requests[-1].body["temperature"] == 0.0
