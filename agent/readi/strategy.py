@@ -115,16 +115,24 @@ class ModuleLLMError(PyqlError, ValueError):
 def module_llm(llm: LLM, model: str, module: str = "edit") -> LLM:
     """A client like ``llm`` (same server, key, bounds and temperature) that asks ``model``:
     the LLM of one Readi module when a run mixes models (the paper's Table 3 pairs a generation
-    model with an editing model)."""
+    model with an editing model). A wrapper of the client (the evaluation's rate gate, its LLM
+    cache: an ``llm`` attribute) is copied around the new client."""
     from pyql.agent.llm import OpenAIChat
 
-    if not isinstance(llm, OpenAIChat):
+    if isinstance(llm, OpenAIChat):
+        other = copy.copy(llm)
+        other.model = model
+        other.history = deque(maxlen=llm.history.maxlen)
+        other.token_counter = TokenCounter(model=model)
+        return other
+    inner = getattr(llm, "llm", None)
+    if inner is None or inner is llm:
         raise ModuleLLMError(module, model, type(llm).__name__)
-    other = copy.copy(llm)
-    other.model = model
-    other.history = deque(maxlen=llm.history.maxlen)
-    other.token_counter = TokenCounter(model=model)
-    return other
+    wrapper = copy.copy(llm)
+    wrapper.llm = module_llm(inner, model, module)  # type: ignore[attr-defined]
+    if hasattr(wrapper, "model"):
+        wrapper.model = model  # type: ignore[attr-defined]
+    return wrapper
 
 
 

@@ -193,3 +193,19 @@ def test_the_temperature_reaches_the_request(fake_openai: FakeOpenAI):
     _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key).complete(
         [{"role": "user", "content": "q"}])
     assert fake_openai.chat_requests[-1].body["temperature"] == 0.0
+
+
+def test_a_module_model_inside_the_evaluations_wrappers(fake_openai: FakeOpenAI, tmp_path):
+    from pyql.agent.evaluation.caches import CachedLLM, LLMCache
+    from pyql.agent.evaluation.specs import GatedLLM, RateGate
+    from pyql.agent.readi.strategy import module_llm
+
+    base = OpenAIChat("gpt-test", base_url=fake_openai.base_url, api_key=fake_openai.api_key)
+    wrapped = CachedLLM(GatedLLM(base, RateGate()), LLMCache(tmp_path / "c.sqlite"))
+    edit = module_llm(wrapped, "gpt-4o-mini")
+    assert isinstance(edit, CachedLLM) and isinstance(edit.llm, GatedLLM)
+    assert (edit.model, edit.llm.model, edit.llm.llm.model) == ("gpt-4o-mini",) * 3
+    assert (wrapped.model, base.model) == ("gpt-test", "gpt-test")
+    fake_openai.push(Text("ok"))
+    edit.complete([{"role": "user", "content": "q"}])
+    assert fake_openai.chat_requests[-1].body["model"] == "gpt-4o-mini"
