@@ -579,7 +579,7 @@ class Readi:
                     ) -> tuple[Any, ...]:
         """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
         reply = self._ask(run, messages, answers_format(), "answer")
-        answers = prompts.parse_answers(reply.text)
+        answers = prompts.parse_answers(reply.text, unique=not self.tables)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),
                      data={**data, "source": "llm", "answers": list(answers),
