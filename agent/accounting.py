@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.deadline import call_within
+from pyql.registry import lookup
 
 if TYPE_CHECKING:
     import tiktoken
@@ -125,10 +126,7 @@ def _parse_ranks(data: bytes, source: Path) -> dict[bytes, int]:
 def _load_encoding(name: str, directory: str) -> tiktoken.Encoding:
     import tiktoken
 
-    try:
-        spec = ENCODINGS[name]
-    except KeyError:
-        raise ValueError(f"unknown encoding {name!r}; known: {', '.join(ENCODINGS)}") from None
+    spec = lookup(ENCODINGS, name, "encoding")
     path = _rank_file(name, Path(directory))
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage
+from pyql.agent.calls import ToolCall
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -85,6 +87,7 @@ __all__ = [
     "ScriptedLLM",
     "ReplayLLM",
     "apply_stop",
+    "sampling_kwargs",
     "prompt_fingerprint",
     "AccountedCall",
     "accounted_complete",
@@ -111,31 +114,6 @@ Tools = Sequence[Mapping[str, Any]] | None
 _T = TypeVar("_T")
 #: the budget of a call that has no deadline (the attempts and their timeouts bound it)
 _UNBOUNDED = 1e9
-
-
-class ToolCall(BaseModel):
-    """One function call requested by the model; ``arguments`` is the raw JSON text as sent."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str = ""
-    name: str
-    arguments: str = "{}"
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError when they are not a JSON object."""
-        try:
-            value = json.loads(self.arguments) if self.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the arguments of {self.name} are not valid JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"the arguments of {self.name} are not a JSON object: {self.arguments}")
-        return value
-
-    def to_message(self) -> dict[str, Any]:
-        """The OpenAI ``tool_calls`` entry of an assistant message."""
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
 
 
 class LLMReply(BaseModel):
@@ -173,6 +151,24 @@ class LLM(Protocol):
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
                  ) -> LLMReply: ...
+
+
+def sampling_kwargs(llm: Any, *, max_tokens: int | None = None,
+                    temperature: float | None = None) -> dict[str, Any]:
+    """The per-request ``max_tokens`` / ``temperature`` that are set and that ``llm.complete``
+    takes (the :class:`LLM` protocol does not require them: a client without them keeps its own
+    settings)."""
+    wanted = {k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature))
+              if v is not None}
+    if not wanted:
+        return {}
+    try:
+        params = inspect.signature(llm.complete).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return wanted
+    return {k: v for k, v in wanted.items() if k in params}
 
 
 def apply_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -536,15 +532,20 @@ class OpenAIChat(_OpenAIBase):
         self.history: deque[dict[str, Any]] = deque(maxlen=history_size)
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
-                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
+        """One chat completion; ``max_tokens`` / ``temperature`` override the client's own
+        settings for this request."""
         import openai
 
         start = time.perf_counter()
         kwargs: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            kwargs["max_tokens"] = self.max_tokens
+        temperature = self.temperature if temperature is None else temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if self.seed is not None:
             kwargs["seed"] = self.seed
         if tools:
@@ -748,7 +749,8 @@ class ScriptedLLM:
         self._next = 0
         #: takes ``response_format`` (the script then plays a server that honours schemas)
         self.structured_output = structured_output
-        #: every request: {"messages", "stop", "tools", "response_format"}
+        #: every request: {"messages", "stop", "tools", "response_format"}, and
+        #: ``max_tokens`` / ``temperature`` when the request set them
         self.calls: list[dict[str, Any]] = []
 
     @property
@@ -756,9 +758,13 @@ class ScriptedLLM:
         return len(self._replies) - self._next
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
-                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
-        self.calls.append({"messages": [dict(m) for m in messages], "stop": list(stop or ()),
-                           "tools": list(tools or ()), "response_format": response_format})
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
+        call: dict[str, Any] = {"messages": [dict(m) for m in messages], "stop": list(stop or ()),
+                                "tools": list(tools or ()), "response_format": response_format}
+        call.update((k, v) for k, v in (("max_tokens", max_tokens), ("temperature", temperature))
+                    if v is not None)
+        self.calls.append(call)
         if self._next >= len(self._replies):
             raise LLMScriptExhaustedError(
                 f"the script has {len(self._replies)} replies; reply {self._next + 1} was asked",
@@ -803,7 +809,15 @@ class ReplayLLM:
             steps = [s if isinstance(s, Step) else Step.model_validate(s) for s in source]
         # the steps that recorded an LLM call (Readi's instantiations, SRP's retrievals... made
         # none): a call has the model's name, whatever the model wrote
-        self._steps = [s for s in steps if s.model or s.reply_text or s.tool_calls]
+        self._steps = []
+        for s in steps:
+            if s.model or s.reply_text or s.tool_calls:
+                self._steps.append(s)
+            again = s.data.get("regenerated")
+            if isinstance(again, str):  # the original's second call within the step
+                self._steps.append(s.model_copy(update={
+                    "reply_text": again, "tool_calls": (), "prompt_hash": "", "prompt_tokens": 0,
+                    "completion_tokens": 0, "cached_tokens": 0, "cost": 0.0}))
         self._stop_reason = stop_reason
         self.model = next((s.model for s in self._steps if s.model), "replay")
         self.check_prompts = check_prompts
@@ -814,7 +828,8 @@ class ReplayLLM:
         return len(self._steps) - self._next
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
-                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
         if self._next >= len(self._steps):
             if self._stop_reason == "context_length":
                 raise LLMContextLengthError("the recorded run outgrew the context window here",

@@ -8,9 +8,10 @@ and ``docs/paper_preset.md`` puts them side by side with ours).
 A preset only *chooses* settings that exist on their own: the loop's ``max_steps``, how the
 history is shown to the model (:attr:`Preset.history`), the prompt-size budget past which a
 question is given up, what happens when the loop ends without ``execute()``, the argmax/argmin
-semantics of the Session, the relation ranker, the prompt profile and the Session's
-``paper`` semantics (topic-entity exclusion, administrative-relation filtering). Any of them can
-still be overridden one by one.
+semantics of the Session, the relation ranker, the prompt profile, the request format and its
+temperature, how relations are listed, the original-only guidelines and the Session's
+``paper`` semantics (topic-entity exclusion, administrative-relation filtering, the silent
+``add_fact`` retries). Any of them can still be overridden one by one.
 
 >>> p = get_preset("paper", "graphq")
 >>> (p.max_steps, p.history, p.context_budget, p.extremum_mode, p.prompt)
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pyql.errors import PyqlError
+from pyql.registry import UnknownNameError, lookup
 
 __all__ = [
     "ANSWER_CHOICE_PROMPT",
@@ -33,6 +35,7 @@ __all__ = [
     "PRESETS",
     "Preset",
     "PresetError",
+    "UnknownPresetError",
     "dataset_family",
     "get_preset",
     "PAPER_METRICS",
@@ -67,6 +70,10 @@ class PresetError(PyqlError, LookupError):
     """An unknown preset, or a preset that has no setting for the dataset."""
 
 
+class UnknownPresetError(UnknownNameError, PresetError):
+    """An unknown preset name (``known``: the presets there are)."""
+
+
 @dataclass(frozen=True)
 class Preset:
     """One dataset's loop settings (see the module docstring)."""
@@ -93,7 +100,23 @@ class Preset:
     ranker: str = "bm25"
     #: prompt profile name (:func:`pyql.agent.prompting.get_prompt_profile`)
     prompt: str | None = None
+    #: sent as the request's temperature under ``request="paper"`` (the original's ``llm()``
+    #: sends 0); pyql's own request leaves it to the client
     temperature: float = 0.0
+    #: ``chat``: pyql's request (system message, then alternating turns); ``paper``: the
+    #: original's (one user message ending in ``Thought n:``, stop ``\nObservation n:``,
+    #: ``max_tokens`` 256, an unparsable reply regenerated within the step:
+    #: :mod:`pyql.agent.paper_request`)
+    request: Literal["chat", "paper"] = "chat"
+    #: the budget of a model whose name has ``16k`` (the original: 4,090 tokens, else 16,090)
+    context_budget_16k: int | None = None
+    #: how the relations kept after ranking are listed: ``shuffled`` (the paper's text, B.3:
+    #: the ranker's top-k shuffled by the seed, ``...`` where some were left out) or ``sorted``
+    #: (the original code: alphabetically per direction, printed as the dict it is)
+    relation_order: Literal["shuffled", "sorted"] = "shuffled"
+    #: the original-only guideline pack (``pyql.guidelines.packs.original``, its groups for the
+    #: dataset) joins the guidelines
+    original_checks: bool = False
     #: the Session's semantics of the original environment (KBSession options, documented in
     #: docs/paper_preset.md): ``exclude_topic`` (``answer``: the answer is no linked entity;
     #: ``nodes``: no variable is), ``relation_filter`` (the administrative relations the
@@ -106,6 +129,9 @@ class Preset:
     #: the note on a result whose only variable holds unnamed compound nodes (KBSession
     #: ``cvt_note``; the original GraphQ environment's)
     cvt_note: bool = False
+    #: an ``add_fact`` with an empty result is silently retried reversed, then alone as the
+    #: whole query (KBSession ``fact_fallback``; the original on Freebase)
+    fact_fallback: bool = False
     #: setting -> "file:line" of the original it reproduces
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -130,6 +156,8 @@ _PROMPT_LIST = "ag_src/agent_utils/prompt_list.py"
 _FREEBASE_SOURCES = {
     "history": f"{_AG_UTILS}:297-327",
     "temperature": f"{_AG_UTILS}:141",
+    "request": f"{_AG_UTILS}:128-146, {_AG_UTILS}:297-327",
+    "relation_order": "ag_src/grail_src/wikienv.py:427-438",
     "extremum_mode": "ag_src/grail_src/sparql_generator.py:107-123",
     "ranker": "ag_src/agent_utils/config.py:29 (openai_embedding: True)",
 }
@@ -137,7 +165,7 @@ _FREEBASE_SOURCES = {
 
 def _freebase(dataset: str, steps: int, *, script: str, lines: tuple[str, str, str],
               prompt: str, relation_filter: str, exclude_topic: str,
-              cvt_note: bool = False) -> Preset:
+              cvt_note: bool = False, budget_16k: bool = False, fact_fallback: str) -> Preset:
     """The original's loop on a Freebase dataset: the step cap, the files and GraphQ's CVT note
     differ. The step cap, the context budget and the stop are read in the dataset's ``script``
     at ``lines``; ``prompt`` and ``relation_filter`` are lines of the shared prompt_list.py and
@@ -149,11 +177,16 @@ def _freebase(dataset: str, steps: int, *, script: str, lines: tuple[str, str, s
                "exclude_topic": exclude_topic}
     if cvt_note:
         sources["cvt_note"] = "ag_src/graphq_src/wikienv_graphq.py:273-276"
+    if budget_16k:
+        sources["context_budget_16k"] = context_budget
+    sources["fact_fallback"] = fact_fallback
     return _paper(
         dataset, max_steps=steps, cvt_note=cvt_note, history="paper", context_budget=4090,
+        context_budget_16k=16090 if budget_16k else None, fact_fallback=True,
         on_stop="choose_answer", extremum_mode="limit", ranker="openai",
         prompt=f"paper-{dataset}", exclude_topic="answer", relation_filter=dataset,
-        sources=sources)
+        request="paper", relation_order="sorted",
+        original_checks=dataset in ("graphq", "webqsp"), sources=sources)
 
 
 #: the original's settings per dataset family
@@ -162,20 +195,25 @@ PRESETS: dict[str, dict[str, Preset]] = {
     "paper": {
         "grailqa": _freebase(
             "grailqa", 7, script="ag_src/grail_src/GRAIL.py", lines=("41", "47", "112-126"),
-            prompt="11-111", relation_filter="176-178",
+            prompt="11-111", relation_filter="176-178", budget_16k=True,
+            fact_fallback="ag_src/grail_src/wikienv.py:472-514",
             exclude_topic="ag_src/grail_src/wikienv.py:516-522"),
         "graphq": _freebase(
             "graphq", 8, script="ag_src/graphq_src/GRAPHQ.py", lines=("38", "43", "113-127"),
-            prompt="113-187", relation_filter="179-183", cvt_note=True,
+            prompt="113-187", relation_filter="179-183", cvt_note=True, budget_16k=True,
+            fact_fallback="ag_src/graphq_src/wikienv_graphq.py:497-539",
             exclude_topic="ag_src/graphq_src/wikienv_graphq.py:541-547"),
         "webqsp": _freebase(
             "webqsp", 7, script="ag_src/webqsp_src/WebQSP.py", lines=("40", "46", "116-130"),
             prompt="190-248", relation_filter="170-175",
+            fact_fallback="ag_src/webqsp_src/wikienv_webqsp.py:489-531",
             exclude_topic="ag_src/webqsp_src/wikienv_webqsp.py:534-540"),
         "metaqa": _paper(
             "metaqa", max_steps=7, history="paper", on_stop="execute", ranker="openai",
-            prompt="paper-metaqa", exclude_topic="nodes", walk=True,
-            sources={"max_steps": "ag_src/meta_src/META.py:59",
+            prompt="paper-metaqa", exclude_topic="nodes", walk=True, request="paper",
+            sources={"request": "ag_src/meta_src/META.py:45-92, "
+                                f"{_AG_UTILS}:297-303",
+                     "max_steps": "ag_src/meta_src/META.py:59",
                      "history": f"{_AG_UTILS}:297-327",
                      "on_stop": "ag_src/meta_src/META.py:109",
                      "exclude_topic": "ag_src/meta_src/wikienv_meta.py:129",
@@ -184,8 +222,11 @@ PRESETS: dict[str, dict[str, Preset]] = {
                      "prompt": f"{_PROMPT_LIST}:250-328"}),
         "wikisql": _paper(
             "wikisql", max_steps=9, history="paper", context_budget=4090, on_stop="execute",
-            ranker="openai", prompt="paper-wikisql",
-            sources={"max_steps": "ag_src/wikisql_src/WIKISQL.py:37",
+            ranker="openai", prompt="paper-wikisql", request="paper", original_checks=True,
+            sources={"original_checks": "ag_src/wikisql_src/wikienv_wikisql.py",
+                     "request": "ag_src/wikisql_src/WIKISQL.py:37-90, "
+                                f"{_AG_UTILS}:304-306",
+                     "max_steps": "ag_src/wikisql_src/WIKISQL.py:37",
                      "context_budget": "ag_src/wikisql_src/WIKISQL.py:43",
                      "history": f"{_AG_UTILS}:297-327",
                      "on_stop": "ag_src/wikisql_src/WIKISQL.py:100",
@@ -200,8 +241,7 @@ def get_preset(name: str, dataset: str) -> Preset:
 
     ``default`` gives pyql's own settings for any dataset. :class:`PresetError` names the
     datasets a preset covers when it has no setting for this one."""
-    if name not in PRESETS:
-        raise PresetError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    lookup(PRESETS, name, "preset", UnknownPresetError)
     family = dataset_family(dataset)
     if name == "default":
         return Preset(name="default", dataset=family, max_steps=20)

@@ -1,5 +1,4 @@
-"""Static prompt sizes: ``pyql prompts stats [--tiktoken-dir DIR] [--json]`` (also
-``python -m pyql.agent.prompt_stats``).
+"""Static prompt sizes: ``pyql prompts stats [--tiktoken-dir DIR] [--json]``.
 
 Counts the tokens (cl100k_base, the encoding of the paper's gpt-3.5-turbo) of the static prefix
 each question shares — the system message, plus the tool schemas in tools mode — for every
@@ -20,9 +19,8 @@ from typing import Annotated, Any
 import typer
 
 from pyql.cli import group, print_json, reported
-from pyql.cli.standalone import run_standalone
 
-__all__ = ["ORIGINAL_PROMPTS", "ORIGINAL_OF", "format_rows", "main", "prompt_stats", "register",
+__all__ = ["ORIGINAL_PROMPTS", "ORIGINAL_OF", "format_rows", "prompt_stats", "register",
            "stats_command"]
 
 #: the original prompt of each dataset (verbatim, prompts/paper/README.md) and its display name
@@ -112,12 +110,3 @@ def stats_command(
 def register(app: typer.Typer) -> None:
     """Add ``pyql prompts stats`` (the ``pyql.commands`` entry point ``prompts``)."""
     group(app, "prompts", help="The agent's prompts.").command("stats")(stats_command)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyql.agent.prompt_stats``: ``pyql prompts stats``."""
-    return run_standalone(stats_command, argv, "python -m pyql.agent.prompt_stats")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.feedback import Hint
 from pyql.program import TOOLSETS, Call, Param, ParamKind, Signature, Toolset
+from pyql.registry import lookup
 from pyql.session import Observation
 from pyql.syntax import lex_atom
 
@@ -57,6 +58,7 @@ __all__ = [
     "tool_schemas",
     "call_from_arguments",
     "system_prompt",
+    "verbatim_prompt",
     "question_message",
     "format_entities",
     "format_columns",
@@ -134,11 +136,7 @@ def get_prompt_profile(name: str) -> PromptProfile:
     """A shipped prompt profile (``freebase``, ``generic``, ``metaqa``, ``wikisql``, ``spider``,
     and the original papers' prompts ``paper-grailqa``, ``paper-graphq``, ``paper-webqsp``,
     ``paper-metaqa``, ``paper-wikisql``, shown verbatim)."""
-    try:
-        spec = _profiles_json()[name]
-    except KeyError:
-        raise ValueError(f"unknown prompt profile {name!r}; known: {', '.join(prompt_profiles())}"
-                         ) from None
+    spec = lookup(_profiles_json(), name, "prompt profile")
     profile = PromptProfile(
         name=name,
         tools=spec["tools"],
@@ -153,6 +151,21 @@ def get_prompt_profile(name: str) -> PromptProfile:
     )
     profile.signatures  # noqa: B018 - validate the function names now
     return profile
+
+
+def verbatim_prompt(profile: PromptProfile) -> str:
+    """An original paper prompt as its file has it, byte for byte (``profile.verbatim`` is
+    stripped; the original's request starts with its leading newline); a profile that is not
+    a shipped paper prompt gives its text-mode system prompt."""
+    spec = _profiles_json().get(profile.name, {})
+    if spec.get("verbatim") and profile.verbatim:
+        return _verbatim_file(spec["verbatim"])
+    return system_prompt(profile, "text")
+
+
+@cache
+def _verbatim_file(name: str) -> str:
+    return read_prompt(name)
 
 
 # -- tool documents and schemas -----------------------------------------------------------------
@@ -474,12 +487,15 @@ def render_observation(
     top_k: int = 40,
     seed: int = 0,
     max_chars: int = 3000,
+    relation_order: str = "shuffled",
 ) -> str:
     """The observation text of step ``step`` as the model reads it.
 
     A hint gives :func:`render_hint`; relations are ranked/cut to ``top_k`` with ``ranker``
-    (:func:`pyql.agent.ranking.select_relations`); anything else is the Session's text, capped
-    at ``max_chars``.
+    (:func:`pyql.agent.ranking.select_relations`) and listed in the ranker's shuffled order with
+    ``...`` where some were left out, or (``relation_order="sorted"``, the original code's
+    ``wikienv.py:437-438``) sorted per direction, as the original prints its dict; anything
+    else is the Session's text, capped at ``max_chars``.
     """
     if obs.hint is not None:
         return render_hint(obs.hint, step)
@@ -489,6 +505,8 @@ def render_observation(
 
         fwd, bwd = select_relations(question, relations.forward, relations.backward, ranker,
                                     top_k=top_k, seed=seed)
+        if relation_order == "sorted":
+            return cap_text(str({"forward": sorted(fwd), "backward": sorted(bwd)}), max_chars)
         text = render_relations(fwd, bwd, forward_total=len(relations.forward),
                                 backward_total=len(relations.backward))
         return cap_text(text, max_chars)

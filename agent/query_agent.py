@@ -21,6 +21,11 @@ guidelines; with guidelines off the raw error is the observation. In tools mode 
 is a tool; several tool calls in one reply are refused the same way (``multiple_actions``), and
 arguments that are not a JSON object become Python feedback ``parse_error``.
 
+**The original's request** (a preset with ``request="paper"``, e.g. ``preset="paper"``): the
+prompt is one user message rebuilt at each step as the original code builds it, the reply is read
+with the original's parser, and one that does not parse gets the original's regeneration call
+within the same step (:mod:`pyql.agent.paper_request`); text mode only.
+
 **When the loop ends without an accepted execute()** (``max_steps`` reached, or the prompt outgrew
 the context window), the result has ``finished=False`` and its answers are those of executing the
 current query if it has an answer (``set_answer`` or an aggregation), else ``()``.
@@ -38,12 +43,23 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import LLMContextLengthError
-from pyql.agent.llm import LLM, LLMReply, ToolCall
+from pyql.agent.llm import LLM, AccountedCall, LLMReply, ToolCall
+from pyql.agent.paper_request import (
+    MAX_TOKENS,
+    PaperTurn,
+    first_line,
+    paper_head,
+    paper_prompt,
+    paper_request,
+    parse_paper_reply,
+    regeneration_request,
+)
 from pyql.agent.presets import (
     ANSWER_CHOICE_PROMPT,
     FORGOTTEN_OBSERVATION,
     Preset,
     PresetError,
+    dataset_family,
     get_preset,
 )
 from pyql.agent.prompting import (
@@ -57,6 +73,7 @@ from pyql.agent.prompting import (
     render_observation,
     system_prompt,
     tool_schemas,
+    verbatim_prompt,
 )
 from pyql.agent.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.recorder import Recorder
@@ -198,6 +215,9 @@ class QueryAgent:
         "extremum_mode": StrategyOption(Literal["ties", "limit"], "argmax/argmin semantics"),
         "exclude_topic": StrategyOption(str, "the topic exclusion of the session (off: none)"),
         "relation_filter": StrategyOption(str, "the relation filter of the session (off)"),
+        "relation_order": StrategyOption(Literal["shuffled", "sorted"],
+                                         "relations listed shuffled (the paper) or sorted (its code)"),
+        "temperature": StrategyOption(float, "sent with every request"),
     }
 
     def __init__(
@@ -225,6 +245,8 @@ class QueryAgent:
         exclude_topic: str | None = None,
         relation_filter: str | None = None,
         constrain: Constrain | bool = "auto",
+        relation_order: str | None = None,
+        temperature: float | None = None,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -252,6 +274,8 @@ class QueryAgent:
                 preset_options["walk"] = True
             if self.preset.cvt_note:
                 preset_options["cvt_note"] = True
+            if self.preset.fact_fallback:
+                preset_options["fact_fallback"] = True
             session_options = {**preset_options, **(session_options or {})}
         self.llm = llm
         self.backend = backend
@@ -266,6 +290,19 @@ class QueryAgent:
         self.execute_on_stop = execute_on_stop
         self.on_step = on_step
         self.profile = self._profile(profile)
+        #: the original's request (``Preset.request``): one user message, text mode only
+        self.paper_request = self.preset.request == "paper" and mode == "text"
+        self.family = dataset_family(self.preset.dataset)
+        self.relation_order = relation_order or self.preset.relation_order
+        if self.relation_order not in ("shuffled", "sorted"):
+            raise ValueError(f"relation_order must be 'shuffled' or 'sorted', not "
+                             f"{self.relation_order!r}")
+        #: sent with each request: given, else the preset's under the original's request (pyql's
+        #: own request leaves it to the client)
+        self.temperature = (temperature if temperature is not None
+                            else self.preset.temperature if self.paper_request else None)
+        if guidelines is True and self.preset.original_checks:
+            guidelines = _with_original_checks(self.family)
         self.guidelines = resolve_guidelines(guidelines)
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
@@ -274,8 +311,9 @@ class QueryAgent:
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
         #: replies are constrained to one thought and one DSL call (``constrain``, checked now)
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        # the original's free-text request is not constrained unless asked for ("on", True)
+        self.constrained = resolve_constrain(
+            False if self.paper_request and constrain == "auto" else constrain, llm)
         self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
                                                                 self.profile))
                        if self.constrained else None)
@@ -407,42 +445,60 @@ class QueryAgent:
         last_obs: Observation | None = None
         head = list(messages)
         turns: list[list[dict[str, Any]]] = []
+        paper_turns: list[PaperTurn] = []
+        if self.paper_request:
+            paper_base, _, topic_queries = rec.env(
+                lambda: self._paper_head(session, question, entities, columns), backend=backend)
+            rec.add_queries(topic_queries)
         for n in range(1, self.max_steps + 1):
-            if self.preset.history == "paper":
-                messages = head + _paper_history(turns, rec.steps)
-                prompt_tokens = None  # earlier messages change: count the prompt afresh
-            budget = self.preset.context_budget
-            if budget is not None and self.token_counter.count_messages(
-                    messages, self.tools) > budget:
+            if self.paper_request:
+                prompt = paper_prompt(verbatim_prompt(self.profile), paper_base, paper_turns)
+                budget = self._paper_budget()
+                over = budget is not None and self.token_counter.count(prompt) > budget
+            else:
+                if self.preset.history == "paper":
+                    messages = head + _paper_history(turns, rec.steps)
+                    prompt_tokens = None  # earlier messages change: count the prompt afresh
+                budget = self.preset.context_budget
+                over = budget is not None and self.token_counter.count_messages(
+                    messages, self.tools) > budget
+            if over:
                 log.info("step %d: the prompt is over the %d-token budget", n, budget)
                 stop_reason = "context_budget"
                 break
-            if prompt_tokens is None:
-                prompt_tokens = _PromptTokens(self.token_counter, self.tools)
             try:
-                call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
-                               tools=self.tools, format=self.format, prompt_tokens=prompt_tokens)
+                if self.paper_request:
+                    call, decision, fields = self._paper_step(rec, prompt, n)
+                else:
+                    if prompt_tokens is None:
+                        prompt_tokens = _PromptTokens(self.token_counter, self.tools)
+                    call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
+                                   tools=self.tools, format=self.format,
+                                   prompt_tokens=prompt_tokens, temperature=self.temperature)
+                    decision, fields = self._decide(call.reply), call.step_fields()
             except LLMContextLengthError as exc:
                 log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
                 stop_reason = "context_length"
                 break
             reply = call.reply
-            decision = self._decide(reply)
             obs, env_seconds, kb_queries = rec.env(lambda d=decision: self._act(session, d),
                                                    backend=backend)
             observation = render_observation(
                 obs, n, question=question, ranker=self.ranker, top_k=self.top_k, seed=self.seed,
-                max_chars=self.max_observation_chars)
+                max_chars=self.max_observation_chars, relation_order=self.relation_order)
             step = rec.add(Step(
                 n=n, thought=decision.thought, action=decision.action_text,
                 observation=observation, hint=obs.hint.code if obs.hint else None,
                 suggestions=tuple(obs.hint.suggestions) if obs.hint else (),
                 status=obs.status, env_status=_env_status(obs), error=obs.error,
                 accepted=obs.ok, format_issue=decision.issue, query=obs.query,
-                env_latency=env_seconds, kb_queries=kb_queries, **call.step_fields(),
+                env_latency=env_seconds, kb_queries=kb_queries, **fields,
             ))
-            turns.append(self._turn(step, reply))
-            messages.extend(turns[-1])
+            if self.paper_request:
+                paper_turns.append(PaperTurn(step.thought, step.action, step.observation))
+            else:
+                turns.append(self._turn(step, reply))
+                messages.extend(turns[-1])
             last_obs = obs
             log.debug("step %d: %s -> %s", n, step.action, step.status)
             executed = obs.call
@@ -477,6 +533,56 @@ class QueryAgent:
             meta=dict(meta or {}),
         )
         return Result(trajectory=trajectory, program=program)
+
+    # -- the original's request (Preset.request == "paper") ---------------------------------------
+    def _paper_head(self, session: Any, question: str, entities: Mapping[str, str],
+                    columns: Sequence[str]) -> str:
+        """The question block of the original's prompt; on MetaQA with the topic entity's
+        relations (the original's order is a Python set's, arbitrary: pyql's is sorted)."""
+        relations: list[str] = []
+        if self.family == "metaqa":
+            node = session.current_node() if hasattr(session, "current_node") else None
+            if node is not None:
+                found = session.relations_of(node)
+                relations = sorted(set(found.forward) | set(found.backward))
+        return paper_head(self.family, question, entities=entities, columns=columns,
+                          relations=relations)
+
+    def _paper_budget(self) -> int | None:
+        """The original's budget: 16,090 tokens for a ``16k`` model where it has one, else
+        4,090 (GRAIL.py:47, GRAPHQ.py:43)."""
+        if self.preset.context_budget_16k is not None and "16k" in getattr(self.llm, "model", ""):
+            return self.preset.context_budget_16k
+        return self.preset.context_budget
+
+    def _paper_step(self, rec: Recorder, prompt: str, n: int
+                    ) -> tuple[AccountedCall, _Decision, dict[str, Any]]:
+        """One step's calls as the original makes them: the request, and when the reply does
+        not split into a thought and an action, the regeneration call of the same step."""
+        temperature = self.temperature if self.temperature is not None else 0.0
+        request = paper_request(prompt, n, temperature=temperature)
+        call = rec.llm(request.messages, stop=request.stop, max_tokens=request.max_tokens,
+                       temperature=temperature, format=self.format)
+        fields = call.step_fields()
+        parsed = parse_paper_reply(call.reply.text, n, self.family)
+        issue = None
+        if parsed is None:
+            thought = first_line(call.reply.text)
+            again = regeneration_request(prompt, n, thought, temperature=temperature)
+            regenerated = rec.llm(again.messages, stop=again.stop, max_tokens=again.max_tokens,
+                                  temperature=temperature)
+            action = regenerated.reply.text.strip()
+            issue = "regenerated"
+            extra = regenerated.step_fields()
+            fields["data"] = {"regenerated": regenerated.reply.text}
+            for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost",
+                        "llm_latency", "retries"):
+                fields[key] += extra[key]
+        else:
+            thought, action = parsed
+        # the original lower-cases the action's first letter for its environment (GRAIL.py:96)
+        decision = _Decision(thought, action[:1].lower() + action[1:], action, issue)
+        return call, decision, fields
 
     # -- one step -------------------------------------------------------------------------------
     def _decide(self, reply: LLMReply) -> _Decision:
@@ -569,12 +675,26 @@ class QueryAgent:
             return self._execute(session)
         prompt = [{"role": "user", "content": ANSWER_CHOICE_PROMPT.format(
             question=question, result=render_values(values))}]
-        reply = rec.llm(prompt, stop=["\n"]).reply
+        sampling = ({"max_tokens": MAX_TOKENS, "temperature": self.preset.temperature}
+                    if self.paper_request else {})  # the original's llm() (ag_utils.py:128-146)
+        reply = rec.llm(prompt, stop=["\n"], **sampling).reply
         choice = _ANSWER_CHOICE.search(reply.text)
         if choice is not None:
             chosen = session.run(Call(name="set_answer", args=(lex_atom(choice.group(1)),)))
             log.info("answer variable chosen on stop: %s (%s)", choice.group(1), chosen.status)
         return self._execute(session)
+
+
+def _with_original_checks(family: str) -> Any:
+    """The installed guidelines plus the original environment's checks of ``family``
+    (:mod:`pyql.guidelines.packs.original`)."""
+    from pyql.guidelines import Registry, default_registry
+    from pyql.guidelines.packs.original import DATASETS, for_dataset
+
+    if family not in DATASETS:
+        return True
+    installed = default_registry()
+    return Registry.from_classes([*(type(g) for g in installed), *for_dataset(family)])
 
 
 def _paper_history(turns: Sequence[list[dict[str, Any]]], steps: Sequence[Step]

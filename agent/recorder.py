@@ -28,7 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
-from pyql.agent.llm import LLM, AccountedCall, LLMReply, Message, ToolCall, prompt_fingerprint
+from pyql.agent.llm import (
+    LLM,
+    AccountedCall,
+    LLMReply,
+    Message,
+    ToolCall,
+    prompt_fingerprint,
+    sampling_kwargs,
+)
 from pyql.agent.structured import ReplyFormat, resolve_constrain
 from pyql.agent.trajectory import Step
 
@@ -63,8 +71,7 @@ class Recorder:
         self.question = question
         self.counter = counter
         self.price_table = price_table
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.fingerprint = bool(getattr(llm, "prompts_matter", True))
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
@@ -81,21 +88,27 @@ class Recorder:
     def llm(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
             tools: Sequence[Mapping[str, Any]] | None = None, format: ReplyFormat | None = None,
             prompt_tokens: Callable[[Sequence[Message]], int] | None = None,
+            max_tokens: int | None = None, temperature: float | None = None,
             client: LLM | None = None) -> AccountedCall:
         """One accounted call. With constraints on and a ``format``, the schema is sent and the
         reply read back; its usage is the server's, else estimated (``prompt_tokens`` counts a
-        growing prompt incrementally). ``client``: another model for this call (a strategy whose
-        modules use different LLMs, e.g. Readi's ``edit_model``); the question's model else."""
+        growing prompt incrementally). ``max_tokens`` and ``temperature`` are sent with this
+        request (over the client's own settings) to a client whose ``complete`` takes them.
+        ``client``: another model for this call (a strategy whose modules use different LLMs,
+        e.g. Readi's ``edit_model``); the question's model else."""
         model_client = client if client is not None else self.model
         constrained = self.constrained and format is not None
+        sampling = sampling_kwargs(model_client, max_tokens=max_tokens, temperature=temperature)
         if constrained:
             assert format is not None
             # stop sequences stay: a JSON string has no raw newline to stop at, and a server
             # that ignores the schema still stops where the strategy expects
             reply = model_client.complete(  # type: ignore[call-arg]
-                messages, stop=stop, tools=tools, response_format=format.response_format())
+                messages, stop=stop, tools=tools, response_format=format.response_format(),
+                **sampling)
         else:
-            reply = model_client.complete(messages, stop=stop, tools=tools)
+            reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
+                                          **sampling)
         raw = reply.text
         if constrained:
             assert format is not None

@@ -42,6 +42,9 @@ third-party strategies alike::
     [project.entry-points."pyql.strategies"]
     mine = "my_package.strategy:MyStrategy"
 
+A name is claimed once: a third party's ``readi`` beside the built-in is a
+:class:`~pyql.plugins.PluginConflictError` when ``readi`` is asked for (:mod:`pyql.plugins`).
+
 >>> "queryagent" in available_strategies()
 True
 """
@@ -49,15 +52,16 @@ True
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, get_origin, runtime_checkable
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from pyql.errors import PyqlError
+from pyql.plugins import plugins
+from pyql.registry import UnknownNameError, lookup
 
 if TYPE_CHECKING:
     from pyql.agent.accounting import Usage
@@ -93,13 +97,13 @@ def max_reply_tokens(strategy: Any) -> int:
     return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_REPLY_TOKENS
 
 
-class UnknownStrategyError(PyqlError, LookupError):
-    """No strategy of that name is installed (``available`` lists the installed ones)."""
+class UnknownStrategyError(UnknownNameError):
+    """No strategy of that name is installed (``available``, like ``known``, lists the installed
+    ones)."""
 
-    def __init__(self, name: str, available: tuple[str, ...]) -> None:
-        self.name = name
-        self.available = available
-        super().__init__(f"unknown strategy {name!r}; installed: {', '.join(available) or 'none'}")
+    def __init__(self, what: str, name: str, known: Iterable[str]) -> None:
+        super().__init__(what, name, known)
+        self.available = self.known
 
 
 @dataclass(frozen=True)
@@ -314,8 +318,8 @@ class StrategyType(Protocol):
 
 
 @cache
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+def _entry_points() -> Mapping[str, Any]:
+    return plugins(ENTRY_POINT_GROUP)
 
 
 def available_strategies() -> tuple[str, ...]:
@@ -326,11 +330,11 @@ def available_strategies() -> tuple[str, ...]:
 def get_strategy(name: str) -> StrategyType:
     """The strategy class registered under ``name``; :class:`UnknownStrategyError` if none is.
 
-    A plugin whose import fails raises its ImportError (never swallowed: a broken plugin must
-    say so)."""
-    ep = _entry_points().get(name)
-    if ep is None:
-        raise UnknownStrategyError(name, available_strategies())
+    The loader's policy (:mod:`pyql.plugins`): a name claimed by two plugins (a third party's
+    ``readi`` beside the built-in) is :class:`~pyql.plugins.PluginConflictError`, a plugin whose
+    import fails :class:`~pyql.plugins.PluginLoadError` (never swallowed)."""
+    found = _entry_points()
+    ep = lookup(found, name, "strategy", UnknownStrategyError)
     kind = ep.load()
     if not callable(getattr(kind, "from_config", None)):
         raise TypeError(f"strategy entry point {name!r} ({ep.value}) has no from_config(llm, "

@@ -67,8 +67,11 @@ class ConstrainError(ValueError):
         self.model = model
 
 
-def resolve_constrain(mode: str, llm: Any) -> bool:
-    """Whether calls to ``llm`` send schemas under ``mode`` (checked when a strategy is made)."""
+def resolve_constrain(mode: str | bool, llm: Any) -> bool:
+    """Whether calls to ``llm`` send schemas under ``mode`` (checked when a strategy is made);
+    a bool is a decision already taken."""
+    if isinstance(mode, bool):
+        return mode
     if mode not in CONSTRAIN_MODES:
         raise ConstrainError(f"constrain must be one of {', '.join(CONSTRAIN_MODES)}, not "
                              f"{mode!r}", mode=str(mode))

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.agent.accounting import Usage
+from pyql.agent.calls import ToolCall
 from pyql.agent.jsonl import json_lines
-from pyql.agent.llm import ToolCall
 
 __all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories"]
 

@@ -163,8 +163,7 @@ class Vanilla:
         self.timeout = timeout
         self.on_step = on_step
         #: the query is constrained to ``{"query": ...}`` when the client takes schemas
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))

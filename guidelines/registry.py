@@ -37,7 +37,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from importlib import metadata
 from types import ModuleType
 from typing import Any
 
@@ -56,6 +55,7 @@ from pyql.guidelines.base import (
     env_class,
     parse_docstring,
 )
+from pyql.plugins import PluginLoadError, plugins
 from pyql.program import TOOLSETS as TOOL_SIGNATURES
 
 __all__ = [
@@ -232,21 +232,19 @@ def _load_value(value: str, source: PluginSource) -> Any:
 def load_entry_points(
     group: str = GROUP, *, entry_points: Iterable[Any] | None = None
 ) -> list[tuple[PluginSource, Any]]:
-    """Resolve the entry points of ``group``: ``[(source, guideline class or instance), ...]``."""
-    eps = list(metadata.entry_points(group=group) if entry_points is None else entry_points)
-    seen: set[tuple[str, str, str | None]] = set()
+    """Resolve the entry points of ``group``: ``[(source, guideline class or instance), ...]``.
+
+    Read by the one plugin loader (:mod:`pyql.plugins`): the same entry point seen twice is one,
+    a pack name claimed by two targets is :class:`~pyql.plugins.PluginConflictError`."""
+    found = plugins(group, entry_points=entry_points)
     out: list[tuple[PluginSource, Any]] = []
-    for ep in sorted(eps, key=lambda e: (e.name, e.value)):
-        dist = getattr(getattr(ep, "dist", None), "name", None)
-        key = (ep.name, ep.value, _norm(dist) if dist else None)
-        if key in seen:  # the same distribution seen twice on sys.path (editable installs)
-            continue
-        seen.add(key)
-        source = PluginSource(ep.name, ep.value, dist)
+    for name in found.names():
+        plugin = found[name]
+        source = PluginSource(plugin.name, plugin.value, plugin.dist)
         try:
-            obj = ep.load()
-        except Exception as exc:
-            raise GuidelineLoadError(f"{source}: cannot load: {type(exc).__name__}: {exc}",
+            obj = plugin.load()
+        except PluginLoadError as exc:
+            raise GuidelineLoadError(f"{source}: cannot load: {exc.error_type}: {exc.detail}",
                                      sources=(source,)) from exc
         out.extend((source, g) for g in resolve_plugin(obj, source))
     return out

@@ -45,6 +45,7 @@ from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
     ArityError,
     BackendError,
+    BackendQueryError,
     BackendTimeoutError,
     InputError,
     ParseError,
@@ -163,7 +164,7 @@ def render_observation(obs: Observation) -> str:
     kb = fb.kb
     if kb.status == "timeout":
         return f"Error: the query timed out: {kb.message}"
-    if kb.status == "backend_error" and kb.error_type == "BackendQueryError":
+    if kb.status == "backend_error" and kb.rejected:
         return f"Error: {kb.message}"  # the engine rejected the query: its own words
     if kb.status == "backend_error":
         return f"Error: the {_BACKEND_NOUN.get(fb.tools, 'backend')} failed: {kb.message}"
@@ -298,6 +299,12 @@ class Environment(ABC):
     def toolset(self) -> Toolset:
         return TOOLSETS[self.tools]
 
+    @property
+    @abstractmethod
+    def backend(self) -> Any:
+        """The KB or database this environment queries (a :class:`pyql.kb.KB` or a
+        :class:`pyql.db.DB`): what a strategy counts queries on."""
+
     # -- state ----------------------------------------------------------------------------------
     def reset(self) -> None:
         """Forget the query, program, memory and observations (same backend and settings)."""
@@ -364,6 +371,7 @@ class Environment(ABC):
             kb = KBFeedback(status="timeout", message=str(exc), error_type=type(exc).__name__)
         except (BackendError, ReadOnlyError) as exc:
             kb = KBFeedback(status="backend_error", message=str(exc),
+                            rejected=isinstance(exc, BackendQueryError),
                             error_type=type(exc).__name__)
         if outcome is None:
             outcome = Outcome(kb=kb or _NOT_RUN)
@@ -395,9 +403,10 @@ class Environment(ABC):
                     and kb.status not in ("backend_error", "timeout"))
         if accepted and call is not None:
             self._commit(call, outcome)
-            self.program = self.program.append(call)
+            kept = getattr(outcome, "recorded", None) or call  # what replays the step
+            self.program = self.program.append(kept)
             memory = outcome.memory or self.memory
-            self.memory = memory.with_(calls=(*self.memory.calls, call))
+            self.memory = memory.with_(calls=(*self.memory.calls, kept))
         summary = self._summary(feedback, outcome) if python.status == "ok" else ""
         obs = Observation(
             step=self.step, action=text, feedback=feedback, hint=hint,

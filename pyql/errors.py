@@ -20,7 +20,8 @@ tests can decide on fields rather than on message text.
     │   ├── ToolsetError            a SPARQL operation on a SQL program (or the reverse)
     │   ├── QueryError              the call is well-formed but invalid for the current query
     │   ├── UnknownEntityError      a mention/label not in the entity table
-    │   └── SchemaError             unknown table/column (SQL), with close matches
+    │   ├── SchemaError             unknown table/column (SQL), with close matches
+    │   └── LocationError           a --kb/--db location that is not a URL nor an existing path
     ├── ReadOnlyError               a write (SPARQL Update, DML/DDL, PRAGMA, ...) was refused
     ├── ProfileError                a KB profile is misconfigured or cannot render a term
     ├── DatasetFileError            a dataset file is malformed (path, line, problem)
@@ -47,6 +48,7 @@ __all__ = [
     "PARSE_ERROR_KINDS",
     "UnknownEntityError",
     "SchemaError",
+    "LocationError",
     "ReadOnlyError",
     "ProfileError",
     "DatasetFileError",
@@ -199,6 +201,20 @@ class SchemaError(InputError):
         self.name = name
         self.suggestions = tuple(suggestions)
         super().__init__(message)
+
+
+class LocationError(InputError):
+    """A KB or database location (``--kb`` / ``--db``) that is neither a URL nor an existing
+    path; ``kind`` is ``"kb"`` or ``"db"``, ``location`` the value as given."""
+
+    def __init__(self, location: str, *, kind: str) -> None:
+        if kind not in ("kb", "db"):
+            raise ValueError(f"LocationError kind must be 'kb' or 'db', not {kind!r}")
+        self.location = location
+        self.kind = kind
+        expected = ("an http(s) SPARQL endpoint URL, an Oxigraph store directory, an RDF file "
+                    "or MetaQA's kb.txt") if kind == "kb" else "a database URL or a SQLite file"
+        super().__init__(f"{location!r} is not {expected}")
 
 
 class ReadOnlyError(PyqlError):

@@ -103,10 +103,11 @@ class KBFeedback:
     column_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: SQL add_condition: whether the condition's value occurs in its column at all (None: unknown)
     value_found: bool | None = None
-    #: backend_error/timeout: the error's class name. ``BackendQueryError`` means the engine
-    #: rejected the query the step built (a query error, the engine's words in ``message``);
-    #: ``BackendUnavailableError`` and the others, that the server failed
+    #: backend_error/timeout: the error's class name (for reports)
     error_type: str | None = None
+    #: backend_error: the engine rejected the query the step built (a query error, the engine's
+    #: words in ``message``), as opposed to a server that failed
+    rejected: bool = False
 
     def __post_init__(self) -> None:
         _check_status(self.status, _KB_STATUSES, self)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import quote, unquote
 
 from pyql.errors import ProfileError, TermError
-from pyql.registry import lookup
+from pyql.registry import UnknownNameError, lookup
 from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "RelationFilter",
     "RELATION_FILTERS",
     "get_relation_filter",
+    "UnknownProfileError",
 ]
 
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -238,6 +239,10 @@ METAQA = Profile(
     hidden_relations=frozenset({RDFS + "label"}),
 )
 
+class UnknownProfileError(UnknownNameError, ProfileError):
+    """An unknown KB profile or relation filter name (``what`` says which)."""
+
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (FREEBASE, GENERIC, METAQA)}
 
 
@@ -245,7 +250,7 @@ def get_profile(profile: str | Profile) -> Profile:
     """A profile by name (``"freebase"``, ``"generic"``, ``"metaqa"``) or as given."""
     if isinstance(profile, Profile):
         return profile
-    return lookup(PROFILES, profile, "KB profile", ProfileError)
+    return lookup(PROFILES, profile, "KB profile", UnknownProfileError)
 
 
 @dataclass(frozen=True)
@@ -292,4 +297,4 @@ def get_relation_filter(name: str | RelationFilter) -> RelationFilter:
     """A relation filter by name (``webqsp``, ``grailqa``, ``graphq``) or as given."""
     if isinstance(name, RelationFilter):
         return name
-    return lookup(RELATION_FILTERS, name, "relation filter", ProfileError)
+    return lookup(RELATION_FILTERS, name, "relation filter", UnknownProfileError)

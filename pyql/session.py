@@ -51,7 +51,7 @@ from pyql.environment import (
     render_values,
     resolve_guidelines,
 )
-from pyql.errors import QueryError
+from pyql.errors import InputError, QueryError
 from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
@@ -93,9 +93,7 @@ def _session_class(backend: Any) -> type[Session]:
     # Without importing pyql.db (SQLAlchemy): a DB exists only if pyql.db.base was imported.
     base = sys.modules.get("pyql.db.base")
     if base is not None and isinstance(backend, base.DB):
-        from pyql.sql.session import SqlSession
-
-        return SqlSession
+        return backend.session_class()
     return KBSession
 
 
@@ -104,6 +102,10 @@ class _KBOutcome(Outcome):
     query: Sparql | None = None
     #: calls the step implies before it (recorded in the program, e.g. a walk's set_answer)
     implied: tuple[Call, ...] = ()
+    #: the call the program records instead of the one run (``fact_fallback``: reversed)
+    recorded: Call | None = None
+    #: the query starts again from this step (``fact_fallback``: the fact alone)
+    restart: bool = False
 
 
 class KBSession(Session):
@@ -153,6 +155,7 @@ class KBSession(Session):
         relation_filter: str | RelationFilter | None = None,
         walk: bool = False,
         cvt_note: bool = False,
+        fact_fallback: bool = False,
     ) -> None:
         self.kb = kb
         self.profile = kb.profile
@@ -169,17 +172,21 @@ class KBSession(Session):
                                 if relation_filter is not None else None)
         self.walk = walk
         self.cvt_note = cvt_note
+        self.fact_fallback = fact_fallback
         self._labels: dict[str, str | None] = {}
         self._context = Context(self.profile, self.entities)
         self.reset()
 
     # -- state ----------------------------------------------------------------------------------
     def _reset_state(self) -> None:
-        self.query = Sparql(profile=self.profile, entities=self.entities,
-                            extremum_mode=self._extremum_mode,  # type: ignore[arg-type]
-                            exclude_topic=self._exclude_topic)  # type: ignore[arg-type]
+        self.query = self._empty_query()
         #: relate() was used: execute() then answers with the node the walk reached
         self._walking = False
+
+    def _empty_query(self) -> Sparql:
+        return Sparql(profile=self.profile, entities=self.entities,
+                      extremum_mode=self._extremum_mode,  # type: ignore[arg-type]
+                      exclude_topic=self._exclude_topic)  # type: ignore[arg-type]
 
     def _initial_memory(self) -> Memory:
         return Memory(entities=dict(self.entities))
@@ -234,6 +241,14 @@ class KBSession(Session):
         args = (new, relation, current) if backward else (current, relation, new)
         return Call(name="add_fact", args=args)
 
+    def relations_of(self, node: Atom) -> Relations:
+        """The relations of ``node`` as ``get_relation`` finds them, without taking a step (the
+        original MetaQA prompt lists the topic entity's relations before the first step)."""
+        kb, _ = self._get_relation(resolve_args(Call(name="get_relation", args=(node,)),
+                                                self.context)[0])
+        assert kb.relations is not None
+        return kb.relations
+
     def current_node(self) -> Atom | None:
         """Where a walk stands: the first linked entity, then the node the last ``add_fact`` of
         the program reached (its newest variable)."""
@@ -281,6 +296,11 @@ class KBSession(Session):
         query = getattr(self.query, name)(*resolved)
         _refuse_repeat(name, call, self.query, query)
         kb = self._observe(query)
+        recorded, restart = None, False
+        if name == "add_fact" and self.fact_fallback and kb.status == "empty":
+            found = self._fact_fallback(call, resolved)
+            if found is not None:
+                query, kb, recorded, restart = found
         bound = query.bound_variables
         new_var = query.aggregate.new_var if query.aggregate is not None else None
         memory = self.memory.with_(
@@ -289,7 +309,33 @@ class KBSession(Session):
             answer=str(query.answer) if query.answer is not None else None,
             last_values=kb.values if kb.status == "ok" else self.memory.last_values,
         )
-        return _KBOutcome(kb=kb, memory=memory, query=query)
+        return _KBOutcome(kb=kb, memory=memory, query=query, recorded=recorded, restart=restart)
+
+    def _fact_fallback(self, call: Call, resolved: tuple[Any, ...]
+                       ) -> tuple[Sparql, KBFeedback, Call | None, bool] | None:
+        """The original's silent retries of an ``add_fact`` with an empty result
+        (``grail_src/wikienv.py:472-514``, ``webqsp_src/wikienv_webqsp.py:489-531``,
+        ``graphq_src/wikienv_graphq.py:497-539``): the fact reversed; then, unless both ends
+        are variables, the fact alone as the whole query, as written and reversed. The first
+        with a result is kept: (query, feedback, the call the program records, restarted)."""
+        head, relation, tail = resolved
+        raw_head, raw_relation, raw_tail = call.args
+        reverse = call.model_copy(update={"args": (raw_tail, raw_relation, raw_head)})
+        tries: list[tuple[Sparql, tuple[Any, ...], Call | None, bool]] = [
+            (self.query, (tail, relation, head), reverse, False)]
+        if not (isinstance(head, Var) and isinstance(tail, Var)):
+            alone = self._empty_query()
+            tries += [(alone, (head, relation, tail), None, True),
+                      (alone, (tail, relation, head), reverse, True)]
+        for base, args, recorded, restart in tries:
+            try:
+                query = base.add_fact(*args)
+            except InputError:
+                continue
+            kb = self._observe(query)
+            if kb.status == "ok":
+                return query, kb, recorded, restart
+        return None
 
     def _walk_answer(self) -> Call | None:
         """``set_answer(current)`` when a relate() walk ends in execute() with no answer set."""
@@ -302,6 +348,9 @@ class KBSession(Session):
         return Call(name="set_answer", args=(node,))
 
     def _commit(self, call: Call, outcome: Outcome) -> None:
+        if getattr(outcome, "restart", False):  # the program is the query's: it starts again
+            self.program = Program(tools=self.tools)
+            self.memory = self.memory.with_(calls=())
         query = getattr(outcome, "query", None)
         if query is not None:
             self.query = query
@@ -415,7 +464,7 @@ class KBSession(Session):
             # only the shown values need it
             distinct = rs.distinct(i)
             kinds = set(map(type, distinct))
-            labelled = self._display(_first(self.max_values, distinct, kinds), kinds)
+            labelled = self.display(_first(self.max_values, distinct, kinds), kinds)
             unnamed = self._count_unnamed(distinct, kinds)
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
@@ -447,7 +496,7 @@ class KBSession(Session):
         kinds = set(map(type, distinct))
         cells = _first(None, distinct, kinds)
         answers = tuple(self._answer_value(c) for c in cells)
-        labels = tuple(self._display(cells[: self.max_values], kinds))
+        labels = tuple(self.display(cells[: self.max_values], kinds))
         values = {str(answer): VariableValues(values=labels, total=len(cells),
                                               unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
@@ -472,7 +521,15 @@ class KBSession(Session):
         labels = self._label_map(entities)  # one batched lookup
         return blank + sum(1 for e in entities if labels.get(e.iri) is None)
 
-    def _display(self, cells: list[Any], kinds: set[type] | None = None) -> list[str]:
+    @property
+    def backend(self) -> KB:
+        return self.kb
+
+    def display(self, cells: Sequence[Any], kinds: set[type] | None = None) -> list[str]:
+        """How ``cells`` (result terms) are shown: an entity by its label (looked up in one
+        batch, cached), a literal by its lexical form, a nameless node by the profile's
+        placeholder (``UnName_Entity``). ``kinds``: the cell types, when the caller knows them."""
+        cells = list(cells)
         if kinds == {Entity} and self.profile.id_encoding == "label":
             return [c.short for c in cells]  # the id is the label (_label_map)
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])

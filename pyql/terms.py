@@ -19,7 +19,6 @@ import datetime as _dt
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
 import pyoxigraph as _ox
 
@@ -238,17 +237,3 @@ class Literal:
 
 Term = Var | Entity | Relation | Literal | BlankNode
 Node = Var | Entity | Literal
-
-
-
-#: names that moved to :mod:`pyql.resolve` (resolution needs profiles, which need terms)
-_MOVED = frozenset({"Slot", "Context", "parse_term", "resolve_atom"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import pyql.resolve
-
-        return getattr(pyql.resolve, name)
-    raise AttributeError(f"module 'pyql.terms' has no attribute {name!r}")
-

@@ -20,10 +20,11 @@ from pyql.errors import PyqlError
 from pyql.kb import OxigraphKB
 from pyql.profiles import FREEBASE, GENERIC, METAQA
 from pyql.program import COMPARISON_OPS, SPARQL_TOOLS, Param, ParamKind
+from pyql.resolve import Context, Slot, parse_term
 from pyql.sparql.apply import apply_call
 from pyql.sparql.compile import compile_relations
 from pyql.syntax import quote_string
-from pyql.terms import Context, Entity, Literal, Relation, Slot, Var, parse_term
+from pyql.terms import Entity, Literal, Relation, Var
 from tests.support.sparql import embed
 
 STORE = ox.Store()

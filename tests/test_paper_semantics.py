@@ -140,3 +140,44 @@ def test_the_graphq_cvt_note_on_a_lone_compound_variable(freebase: OxigraphKB) -
 
     assert get_preset("paper", "graphq").cvt_note
     assert not get_preset("paper", "webqsp").cvt_note
+
+
+DIRECTORS = """\
+Kismet|directed_by|William Dieterle
+Juarez|directed_by|William Dieterle
+Kismet|written_by|Edward Knoblock
+"""
+
+
+def test_fact_fallback_silently_reverses_an_empty_fact() -> None:
+    kb = metaqa_kb(DIRECTORS)
+    session = Session(kb, {"Kismet": "Kismet"}, fact_fallback=True)
+    obs = session.run("add_fact(?d, directed_by, Kismet)")
+    assert obs.ok and obs.text == "The value of variable ?d is ['William Dieterle']"
+    # the program records the fact that ran, so that it replays
+    assert str(session.program) == "add_fact(Kismet, directed_by, ?d)"
+    plain = Session(kb, {"Kismet": "Kismet"})
+    assert plain.run("add_fact(?d, directed_by, Kismet)").status == "empty"
+
+
+def test_fact_fallback_then_runs_the_fact_alone() -> None:
+    kb = metaqa_kb(DIRECTORS)
+    session = Session(kb, {"Kismet": "Kismet", "Juarez": "Juarez"}, fact_fallback=True)
+    session.run("add_fact(Juarez, directed_by, ?d)")
+    # empty with ?d = the director, reversed too; alone it has a result: the query restarts
+    obs = session.run("add_fact(Kismet, written_by, ?d)")
+    assert obs.ok and obs.text == "The value of variable ?d is ['Edward Knoblock']"
+    assert str(session.program) == "add_fact(Kismet, written_by, ?d)"
+    replay = Session(kb, session.entities)
+    replay.run_program(session.program)
+    assert replay.query.to_sparql() == session.query.to_sparql()
+
+
+def test_fact_fallback_keeps_two_variables_in_the_query() -> None:
+    kb = metaqa_kb(DIRECTORS)
+    session = Session(kb, {"Kismet": "Kismet"}, fact_fallback=True)
+    session.run("add_fact(Kismet, directed_by, ?d)")
+    # both ends variables: no fact-alone retry, the empty result stands
+    obs = session.run("add_fact(?d, written_by, ?w)")
+    assert obs.status == "empty"
+    assert str(session.program) == "add_fact(Kismet, directed_by, ?d)\nadd_fact(?d, written_by, ?w)"

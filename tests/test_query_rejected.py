@@ -20,7 +20,7 @@ def test_rejection_is_a_query_error(tools: str, kb: str, steps: list[str], code:
         obs = run_steps([{"run": steps[0], "kb": "rejected"}], kb=kb, tools=tools, table=table,
                         registry=registry, entities=entities)[-1]
         assert obs.feedback.kb.status == "backend_error"
-        assert obs.feedback.kb.error_type == "BackendQueryError"
+        assert obs.feedback.kb.rejected and obs.feedback.kb.error_type == "BackendQueryError"
         assert not obs.ok
         if obs.hint is None:
             assert "failed" not in obs.text and "rejected the query" in obs.text
@@ -29,4 +29,5 @@ def test_rejection_is_a_query_error(tools: str, kb: str, steps: list[str], code:
     down = run_steps([{"run": steps[0], "kb": "backend_error"}], kb=kb, tools=tools, table=table,
                      entities=entities)
     assert down[-1].feedback.kb.error_type == "BackendUnavailableError"
+    assert not down[-1].feedback.kb.rejected
     assert down[-1].hint is not None and down[-1].hint.code == code.replace("303", "301")

@@ -1,7 +1,7 @@
 """Gold SQL -> PyQL-SQL programs (pyql.sql.from_sql) and the fidelity runner
 (pyql.datasets.sql_fidelity) on seeded samples of WikiSQL and Spider dev.
 
-The full dev sets run with ``python -m pyql.datasets.sql_fidelity wikisql|spider`` (figures in
+The full dev sets run with ``pyql fidelity sql wikisql|spider`` (figures in
 the module docs of pyql.datasets.sql_fidelity); here, samples keep the suite fast.
 """
 
@@ -218,9 +218,18 @@ def test_spider_sample_agrees_with_the_gold_sql(pyql_data: Path) -> None:
     assert "expressible as programs" in text and "unsupported constructs" in text
 
 
-def test_command_line(pyql_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert fidelity.main(["spider", "--data", str(pyql_data), "--sample", "5", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+def test_command_line(pyql_data: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pyql.cli import app
+
+    def run(data: Path):  # noqa: ANN202 - typer's Result
+        return CliRunner().invoke(app, ["fidelity", "sql", "spider", "--data-dir", str(data),
+                                        "--sample", "5", "--json"])
+
+    result = run(pyql_data)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
     assert data["dataset"] == "spider" and data["total"] == 5
     assert data["disagree"] == 0 and data["failed"] == 0
-    assert fidelity.main(["spider", "--data", str(pyql_data / "nowhere"), "--sample", "1"]) == 1
+    assert run(pyql_data / "nowhere").exit_code == 1

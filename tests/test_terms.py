@@ -401,15 +401,15 @@ def test_entity_table_values_are_ids() -> None:
     assert ctx.entity_for_mention("nothing") is None
 
 
-def test_resolution_names_still_import_from_terms():
-    """Slot, Context, parse_term and resolve_atom moved to pyql.resolve; the old import works."""
+def test_resolution_names_live_in_resolve_only():
+    """Slot, Context, parse_term and resolve_atom are pyql.resolve's; pyql.terms no longer
+    forwards them (the alias made terms -> resolve -> profiles -> terms a cycle)."""
     import pyql.resolve
     import pyql.terms
 
     for name in ("Slot", "Context", "parse_term", "resolve_atom"):
-        assert getattr(pyql.terms, name) is getattr(pyql.resolve, name)
-    with pytest.raises(AttributeError):
-        pyql.terms.no_such_name  # noqa: B018
+        assert hasattr(pyql.resolve, name)
+        assert not hasattr(pyql.terms, name)
 
 
 def test_terms_are_equal_by_kind_and_iri_whatever_their_short_form() -> None:

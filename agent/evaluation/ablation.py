@@ -20,21 +20,17 @@ seen. The stand-in fixes a mistake *only* when a hint names it, so this measures
 and the guidelines, not an LLM.
 
 The paper's Table 3 shape (clean gold and noisy gold, each ERASER on and off) is two ablation
-runs; the module entry does both (thin: the runner does the work)::
+runs::
 
-    python -m pyql.agent.evaluation.ablation --dataset metaqa-2hop --rate 0.3 --n 300 --seed 0
-        [--split dev] [--data-dir DIR] [--types wrong_relation,invalid_action] [--max-steps 20]
-        [--out DIR] [--json]
+    pyql eval --dataset metaqa-2hop --llm gold --sample 300 --ablation --out runs/clean
+    pyql eval --dataset metaqa-2hop --llm noisy-gold:0.3 --sample 300 --ablation --out runs/noisy
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
-import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +38,7 @@ from pyql.agent.evaluation.noisy import INJECTION_TYPES, SILENT_TYPES, Injection
 from pyql.agent.evaluation.records import METRICS, RunConfig
 
 __all__ = ["NOTE", "SIDES", "ABLATION_TABLE", "side_configs", "summarise_ablation",
-           "format_table", "main"]
+           "format_table"]
 
 log = logging.getLogger(__name__)
 
@@ -225,67 +221,3 @@ def format_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
                 f"{row['corrected']} | {row['correction_rate']:.1%} | {row['kept']} | "
                 f"{row['ended']} | {_codes(row['codes'])} | {tail} |")
     return "\n".join(lines)
-
-
-# -- the module entry ---------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Clean gold and noisy gold, each ERASER on and off (the paper's Table 3 shape)."""
-    from pyql.agent.evaluation.datasets import dataset_names
-    from pyql.agent.evaluation.runner import evaluate
-    from pyql.errors import PyqlError
-
-    parser = argparse.ArgumentParser(
-        prog="python -m pyql.agent.evaluation.ablation",
-        description="ERASER on vs off with a gold-program stand-in LLM that injects the paper's "
-                    "hallucination types (pyql eval --ablation, twice). " + NOTE)
-    parser.add_argument("--dataset", choices=dataset_names(), required=True)
-    parser.add_argument("--split", default=None, help="the split (default: the dataset's)")
-    parser.add_argument("--rate", type=float, default=0.3,
-                        help="probability that a gold step gets a mistake (default 0.3)")
-    parser.add_argument("--n", type=int, default=300, help="questions sampled (default 300)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-dir", default=None, help="the shared datasets folder")
-    parser.add_argument("--types", default=None,
-                        help="comma-separated injection types (default all): "
-                             + ", ".join(INJECTION_TYPES))
-    parser.add_argument("--assume", default=None,
-                        help="the noisy stand-in's parameters, KEY=VALUE[,KEY=VALUE] (default: "
-                             "their stated defaults; fix_on_hint=1,fix_on_error=1,silent=0 is "
-                             "the oracle)")
-    parser.add_argument("--max-steps", type=int, default=20)
-    parser.add_argument("--out", default=None,
-                        help="keep the run directories here (default: a temporary folder)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    noisy = (f"noisy-gold:{args.rate:g}" + (f":{args.types}" if args.types else "")
-             + (f":{args.assume}" if args.assume else ""))
-    with tempfile.TemporaryDirectory(prefix="pyql-ablation-") as tmp:
-        root = Path(args.out) if args.out else Path(tmp)
-        summaries: dict[str, Any] = {}
-        try:
-            for label, llm in (("clean gold", "gold"), ("noisy gold", noisy)):
-                config = RunConfig(dataset=args.dataset, split=args.split or "dev",
-                                   data_dir=args.data_dir, llm=llm, sample=args.n,
-                                   seed=args.seed, max_steps=args.max_steps, ablation=True)
-                if args.split is None:
-                    from pyql.agent.evaluation.datasets import DATASETS
-
-                    config = config.model_copy(
-                        update={"split": DATASETS[args.dataset].default_split})
-                summaries[label] = evaluate(config, root / label.replace(" ", "_"),
-                                            progress=False)
-        except (PyqlError, OSError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    if args.json:
-        print(json.dumps(summaries, indent=2, default=str))
-    else:
-        print(format_table(summaries))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyql.agent.llm import LLM, LLMReply, Message, Stop, Tools
+from pyql.agent.llm import LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
 from pyql.db.base import DB
 from pyql.kb.base import KB
 from pyql.results import ResultSet
@@ -190,15 +190,19 @@ class CachedLLM:
         raise AttributeError(name)
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
-                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
+        sampling = sampling_kwargs(self.llm, max_tokens=max_tokens, temperature=temperature)
+        # a request's own sampling joins the key only when set: older keys stay valid
+        params = {**self.params, **sampling}
         key = cache_key("llm", self.model, [dict(m) for m in messages], list(stop or ()),
-                        list(tools or ()), self.params,
+                        list(tools or ()), params,
                         *([response_format] if response_format is not None else []))
         hit = self.cache.load(key)
         if hit is not None:
             return hit.model_copy(update={"latency": 0.0, "retries": 0})
         extra = {"response_format": response_format} if response_format is not None else {}
-        reply = self.llm.complete(messages, stop=stop, tools=tools, **extra)
+        reply = self.llm.complete(messages, stop=stop, tools=tools, **extra, **sampling)
         self.cache.save(key, reply)
         return reply
 

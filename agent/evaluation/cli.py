@@ -35,6 +35,7 @@ from rich.text import Text
 from pyql.agent import cli_options as opts
 from pyql.cli import CliError, fail, print_json
 from pyql.cli.output import make_console, shared_stderr
+from pyql.registry import UnknownNameError, lookup
 
 __all__ = ["register", "eval_command", "render_metrics"]
 
@@ -333,8 +334,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 data_dir = default_data_dir()
             except FileNotFoundError as exc:
                 fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
-        if dataset not in dataset_names():
-            fail(f"unknown dataset {dataset!r}", hint=f"one of {', '.join(dataset_names())}")
+        try:
+            lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
+        except UnknownNameError as exc:
+            fail(str(exc))
         kind, _ = parse_llm_spec(llm)
         if constrain == "on" and kind not in ("openai", "local"):
             fail(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
@@ -414,8 +417,11 @@ def _check_settings(dataset: str, preset: str | None, ranker: str | None,
             get_preset(preset, dataset)
         except PresetError as exc:
             fail(str(exc))
-    if ranker is not None and ranker not in RANKERS:
-        fail(f"unknown ranker {ranker!r}", hint=f"one of {', '.join(RANKERS)}")
+    if ranker is not None:
+        try:
+            lookup(dict.fromkeys(RANKERS), ranker, "ranker")
+        except UnknownNameError as exc:
+            fail(str(exc))
     if extremum is not None and extremum not in ("ties", "limit"):
         fail(f"--extremum must be ties or limit, not {extremum!r}")
 

@@ -27,7 +27,9 @@ Every dataset lists the splits its files hold (:meth:`EvalDataset.splits`: a Met
 them, and an absent one is a :class:`DatasetError` naming those there are. More datasets join
 the registry with :func:`register_dataset` or an entry point in the group
 ``pyql.eval_datasets`` (the value: an :class:`EvalDataset` subclass), e.g. GrailQA and CWQ over
-the loaders of :mod:`pyql.datasets.freebase`.
+the loaders of :mod:`pyql.datasets.freebase`; a name taken twice (a built-in's included) is a
+:class:`~pyql.plugins.PluginConflictError` when used, an unknown one an
+:class:`UnknownDatasetError`.
 
 Questions are selected by :func:`select_indices` (``--limit``, then ``--sample``/``--seed``)
 before their gold answers are computed (Spider: its gold SQL run).
@@ -61,9 +63,12 @@ from pyql.agent.evaluation.records import EvalItem
 from pyql.datasets.paths import default_data_dir
 from pyql.errors import PyqlError
 from pyql.kb.base import KB
+from pyql.plugins import Plugin, PluginConflictError, PluginLoadError, plugins
+from pyql.registry import UnknownNameError, lookup
 
 __all__ = [
     "DatasetError",
+    "UnknownDatasetError",
     "Backend",
     "KBBackend",
     "SqlBackend",
@@ -217,35 +222,27 @@ class SqlBackend(Backend):
 
 
 def open_kb(spec: str, profile: str) -> tuple[KB, str]:
-    """A KB from ``--kb`` (module docstring) with ``profile``, and its identity."""
-    from pyql.kb import OxigraphKB, SparqlEndpointKB
+    """A KB from ``--kb`` with ``profile`` (:func:`pyql.kb.open_kb`, the rule of every
+    command), and its identity."""
+    from pyql.kb import open_kb as open_location
 
+    kb = open_location(spec, profile=profile)
     if spec.startswith(("http://", "https://")):
-        return SparqlEndpointKB(spec, profile=profile), f"endpoint:{spec}"
+        return kb, f"endpoint:{spec}"
     path = Path(spec).expanduser()
-    if path.is_dir():
-        return OxigraphKB(path=path, read_only=True, profile=profile), f"store:{_stamp(path)}"
-    if path.is_file():
-        if path.suffix == ".txt" and profile == "metaqa":
-            from pyql.datasets import metaqa
-
-            return metaqa.load_kb(path), f"metaqa:{_stamp(path)}"
-        return OxigraphKB.from_file(path, profile=profile), f"file:{_stamp(path)}"
-    raise DatasetError(f"--kb {spec!r} is neither an http(s) SPARQL endpoint nor an existing "
-                       "store directory or RDF file")
+    kind = "store" if path.is_dir() else "metaqa" if path.suffix == ".txt" else "file"
+    return kb, f"{kind}:{_stamp(path)}"
 
 
 def open_db(spec: str, **options: Any) -> tuple[Any, str]:
-    """A read-only SqlDB from ``--db`` (a SQLAlchemy URL or a SQLite file), and its identity."""
-    from pyql.db import SqlDB
+    """A read-only SqlDB from ``--db`` (:func:`pyql.db.open_db`: a SQLAlchemy URL or a SQLite
+    file), and its identity."""
+    from pyql.db import open_db as open_location
 
+    db = open_location(spec, **options)
     if "://" in spec:
-        db = SqlDB(spec, **options)
         return db, f"url:{db.url}"
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise DatasetError(f"--db {spec!r} is neither a database URL nor a SQLite file")
-    return SqlDB.sqlite(path, **options), f"sqlite:{_stamp(path)}"
+    return db, f"sqlite:{_stamp(Path(spec).expanduser())}"
 
 
 # -- datasets -----------------------------------------------------------------------------------
@@ -612,44 +609,63 @@ DATASETS: dict[str, type[EvalDataset]] = {
 #: the entry-point group of third-party datasets (the value: an :class:`EvalDataset` subclass)
 ENTRY_POINT_GROUP = "pyql.eval_datasets"
 _loaded_entry_points = False
+#: names whose plugin cannot be used (a conflict, an import failure): raised when asked for
+_unusable: dict[str, PyqlError] = {}
 _registry_lock = threading.Lock()
+
+
+class UnknownDatasetError(UnknownNameError, DatasetError):
+    """No dataset of that name (``known``: the registered ones)."""
+
+
+def _target(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def register_dataset(cls: type[EvalDataset]) -> type[EvalDataset]:
     """Add a dataset class to the registry (usable as a class decorator); its ``name`` must be
-    new. The one registry of ``pyql eval``, the ablation mode and the report."""
+    new (:class:`~pyql.plugins.PluginConflictError` otherwise, the loader's one policy). The one
+    registry of ``pyql eval``, the ablation mode and the report."""
     if not (isinstance(cls, type) and issubclass(cls, EvalDataset)) or not cls.name:
         raise TypeError(f"{cls!r} is not an EvalDataset subclass with a name")
     with _registry_lock:
-        if cls.name in DATASETS and DATASETS[cls.name] is not cls:
-            raise ValueError(f"a dataset called {cls.name!r} is already registered "
-                             f"({DATASETS[cls.name].__module__})")
+        held = DATASETS.get(cls.name)
+        if held is not None and held is not cls:
+            raise PluginConflictError(ENTRY_POINT_GROUP, cls.name, (
+                Plugin(ENTRY_POINT_GROUP, cls.name, _target(held)),
+                Plugin(ENTRY_POINT_GROUP, cls.name, _target(cls))))
         DATASETS[cls.name] = cls
     return cls
 
 
 def _load_entry_points() -> None:
+    """Register the ``pyql.eval_datasets`` plugins (:mod:`pyql.plugins`: a name claimed twice,
+    a built-in's included, or a plugin that fails to import is kept to be raised when used)."""
     global _loaded_entry_points
     if _loaded_entry_points:
         return
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        register_dataset(ep.load())  # a broken plugin raises: it must say so
+    found = plugins(ENTRY_POINT_GROUP, builtin={n: _target(c) for n, c in DATASETS.items()})
+    for name in found.names():
+        try:
+            plugin = found[name]
+            if name not in DATASETS:
+                register_dataset(plugin.load())
+        except (PluginConflictError, PluginLoadError) as exc:
+            _unusable[name] = exc
     _loaded_entry_points = True
 
 
 def dataset_names() -> list[str]:
     _load_entry_points()
-    return list(DATASETS)
+    return [*DATASETS, *sorted(set(_unusable) - set(DATASETS))]
 
 
 def get_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, *,
                 cache: str | os.PathLike[str] | None = None) -> EvalDataset:
-    """The dataset called ``name`` (see :data:`DATASETS`)."""
+    """The dataset called ``name`` (see :data:`DATASETS`); :class:`UnknownDatasetError` if
+    there is none."""
     _load_entry_points()
-    try:
-        cls = DATASETS[name]
-    except KeyError:
-        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}") from None
+    if name in _unusable:
+        raise _unusable[name]
+    cls = lookup(DATASETS, name, "dataset", UnknownDatasetError)
     return cls(data_dir, cache=cache)

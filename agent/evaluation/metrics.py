@@ -60,6 +60,7 @@ from typing import Any
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, QuestionResult
 from pyql.datasets.gold import score as _set_score
 from pyql.datasets.sql_fidelity import normalise_cell, same_rows
+from pyql.registry import UnknownNameError
 
 __all__ = [
     "SCORES",
@@ -228,7 +229,7 @@ def score_item(kind: str, item: EvalItem, predicted: Iterable[Any]) -> dict[str,
         return wikisql_accuracy(predicted, item.answers)
     if kind == "spider":
         return spider_accuracy(predicted, item.answers, ordered=bool(item.meta.get("ordered")))
-    raise ValueError(f"unknown metric kind {kind!r}; known: kbqa, wikisql, spider")
+    raise UnknownNameError("metric kind", kind, ("kbqa", "wikisql", "spider"))
 
 
 def corrections(steps: Sequence[Any]) -> dict[str, int]:

@@ -98,6 +98,7 @@ from pydantic import BaseModel
 
 from pyql.agent.accounting import TokenUsage
 from pyql.agent.llm import LLMReply, Message, Stop, ToolCall, Tools, apply_stop
+from pyql.agent.paper_request import paper_step_number
 from pyql.errors import ParseError
 from pyql.program import TOOLSETS, Call, Program
 from pyql.syntax import Atom, AtomKind, lex_atom
@@ -353,6 +354,8 @@ class NoisyGoldLLM:
             return LLMReply(text=f"Thought {n}: {thought}", tool_calls=(self._tool_call(call, n),),
                             usage=usage, model=self.model, finish_reason="tool_calls", cost=0.0)
         text = f"Thought {n}: {thought}\nAction {n}: {call}"
+        if not tools and paper_step_number(messages) is not None:  # continues "Thought n:"
+            text = f" {thought}\nAction {n}: {call}"
         return LLMReply(text=apply_stop(text, stop), usage=usage, model=self.model,
                         finish_reason="stop", cost=0.0)
 
@@ -398,7 +401,8 @@ class NoisyGoldLLM:
 
     # -- reading the prompt ---------------------------------------------------------------------
     def _context(self, messages: Sequence[Message]) -> _Context:
-        step = 1 + sum(1 for m in messages if m.get("role") == "assistant")
+        step = paper_step_number(messages) or 1 + sum(
+            1 for m in messages if m.get("role") == "assistant")
         columns: tuple[str, ...] = ()
         if len(messages) > 1 and self.tools == "sql":
             columns = _columns(str(messages[1].get("content") or ""))

@@ -66,7 +66,17 @@ from pyql.agent.errors import (
     LLMTimeoutError,
 )
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, item_seed
-from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, ToolCall, Tools
+from pyql.agent.llm import (
+    DEFAULT_DEADLINE,
+    LLM,
+    LLMReply,
+    Message,
+    Stop,
+    ToolCall,
+    Tools,
+    sampling_kwargs,
+)
+from pyql.agent.paper_request import paper_step_number
 from pyql.deadline import Deadline, charged, earliest
 from pyql.deadline import current as current_deadline
 from pyql.errors import PyqlError
@@ -213,8 +223,11 @@ class GatedLLM(Retrying):
         return bool(getattr(self.llm, "structured_output", False))
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
-                 response_format: Mapping[str, Any] | None = None) -> LLMReply:
-        extra = {"response_format": response_format} if response_format is not None else {}
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
+        extra: dict[str, Any] = (
+            {"response_format": response_format} if response_format is not None else {})
+        extra.update(sampling_kwargs(self.llm, max_tokens=max_tokens, temperature=temperature))
         start = self.gate.clock()
         deadline = earliest(current_deadline(),
                             None if self.deadline is None
@@ -366,8 +379,12 @@ class GoldLLM:
                                               model=self.model)
             else:
                 self._next += 1
-        n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
         thought = f"Step {index + 1} of {len(self._text)} of the gold program."
+        paper = paper_step_number(messages)
+        if paper is not None and not tools:  # the original's request: continue "Thought n:"
+            return LLMReply(text=f" {thought}\nAction {paper}: {self._text[index]}",
+                            model=self.model, finish_reason="stop", cost=0.0)
+        n = 1 + sum(1 for m in messages if m.get("role") == "assistant")
         if tools and self.mode != "text":
             return LLMReply(text=f"Thought {n} : {thought}",
                             tool_calls=(self._tool_call(self.calls[index], n),),

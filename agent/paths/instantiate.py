@@ -410,7 +410,7 @@ class PathInstantiator:
                                                     limit=self.max_triples),
                             timeout=self.timeout)
         cells = [c for row in rs.rows for c in row if c is not None]
-        labels = dict(zip(map(str, cells), _display(session, cells), strict=True))
+        labels = dict(zip(map(str, cells), session.display(cells), strict=True))
         out: dict[tuple[str, str, str], None] = {}
         for row in rs.rows:
             by_name = dict(zip(names, row, strict=False))
@@ -531,8 +531,3 @@ def checked(obs: Observation) -> Observation:
     if obs.status in ("backend_error", "timeout", "error"):
         raise InstantiationBackendError(obs.action, obs.status, obs.error or "")
     return obs
-
-
-def _display(session: Session, cells: Sequence[Any]) -> list[str]:
-    # the Session's own labelling (batched label lookups, CVT display); no public name yet
-    return session._display(list(cells))  # noqa: SLF001

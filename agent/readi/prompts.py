@@ -16,6 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from pyql.registry import lookup
+
 __all__ = [
     "PROFILES",
     "Task",
@@ -39,9 +41,7 @@ _ENDINGS: dict[str, Task] = {"Thought:": "generate", "Corrected Path": "edit", "
 @cache
 def prompt_text(task: Task, profile: str) -> str:
     """The system prompt of ``task`` for ``profile`` (``prompts/readi_{task}_{family}.md``)."""
-    family = PROFILES.get(profile)
-    if family is None:
-        raise ValueError(f"no Readi prompts for profile {profile!r}; known: {', '.join(PROFILES)}")
+    family = lookup(PROFILES, profile, "Readi prompt profile")
     if task == "answer":
         family = "table" if family == "table" else "kb"
     name = f"readi_{task}_{family}.md"

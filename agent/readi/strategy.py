@@ -244,8 +244,7 @@ class Readi:
         self.max_rows = max_rows
         self.backend = backend
         #: paths, edits and answers are constrained to their JSON schemas (checked now)
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.max_edits = max_edits
         self.initial_path: InitialPath = initial_path
         self.corrupt_length = corrupt_length

@@ -7,8 +7,8 @@ retrieval along the path, judge and edit, chain-of-thought answer) over a pyql K
 - :mod:`pyql.agent.srp.prompts`: the paper's prompts and the parsers of their replies;
 - :mod:`pyql.agent.srp.pruning`: how far the judge's kept triples go along a path;
 - :mod:`pyql.agent.srp.stand_in`: ``gold`` / ``noisy-gold:R`` stand-ins;
-- :mod:`pyql.agent.srp.metrics`, :mod:`pyql.agent.srp.compare`: measures, and strategies side by
-  side on held-out questions;
+- :mod:`pyql.agent.srp.metrics`: measures (strategies side by side on held-out questions:
+  :mod:`pyql.agent.evaluation.compare`);
 - :mod:`pyql.agent.srp.cli`: ``pyql references build|show``.
 
 ``SRP`` and ``ReferenceBase`` are importable from here (loaded on first use, so that the CLI,

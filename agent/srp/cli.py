@@ -57,7 +57,7 @@ def build_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the manifest as JSON")] = False,
 ) -> None:
     """Build a reference base from a labelled split and write it to --out."""
-    from pyql.agent.srp.labelled import reference_part, reference_split
+    from pyql.agent.evaluation.compare import reference_part, reference_split
     from pyql.agent.srp.references import build_reference_base
     from pyql.errors import PyqlError
 

@@ -11,6 +11,8 @@ skipped.
 **Disjoint parts of one split.** MetaQA ships dev and test only, so references are built from one
 part of a split and questions are evaluated on the other. :func:`id_part` splits by a hash of the
 question id: deterministic, independent of file order and of which other questions are read.
+The reference part of an evaluation dataset's split is read by
+:func:`pyql.agent.evaluation.compare.reference_part` (the evaluation layer owns the datasets).
 
 >>> from pyql.agent.evaluation.records import EvalItem
 >>> item = EvalItem(id="q", question="who directed [Kismet]", entities={"Kismet": "Kismet"},
@@ -23,8 +25,7 @@ question id: deterministic, independent of file order and of which other questio
 from __future__ import annotations
 
 import hashlib
-import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
@@ -35,9 +36,7 @@ from pyql.errors import ParseError
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
 
-__all__ = ["LabelledQuestion", "labelled", "labelled_items", "id_part", "reference_part",
-           "reference_split",
-           "evaluation_part"]
+__all__ = ["LabelledQuestion", "labelled", "labelled_items", "id_part", "evaluation_part"]
 
 
 class LabelledQuestion(BaseModel):
@@ -97,38 +96,6 @@ def id_part(item_id: str, fraction: float, *, salt: str = "srp") -> bool:
         raise ValueError(f"fraction must be between 0 and 1, not {fraction}")
     digest = hashlib.sha256(f"{salt}\x00{item_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") < fraction * 2**64
-
-
-def reference_split(datasets: Sequence[str],
-                    data_dir: str | os.PathLike[str] | None = None) -> str:
-    """The split a reference base is built from by default: ``train`` when every dataset has
-    one (the paper: "We extract references from training set"), else the first dataset's
-    default split (evaluate on the rest of it: ``--fraction``, the held-out questions)."""
-    from pyql.agent.evaluation.datasets import get_dataset
-
-    found = [get_dataset(name, data_dir) for name in datasets]
-    if found and all("train" in d.splits() for d in found):
-        return "train"
-    return found[0].default_split if found else "dev"
-
-
-def reference_part(datasets: Sequence[str], split: str, *, fraction: float = 1.0,
-                   salt: str = "srp", data_dir: str | os.PathLike[str] | None = None
-                   ) -> tuple[list[LabelledQuestion], list[str]]:
-    """The labelled questions of the reference part of ``split`` of each dataset (the
-    evaluation datasets of :mod:`pyql.agent.evaluation.datasets`), and the ids of every question
-    of that part (with or without a relation path: none of them may be evaluated against a
-    base built from it)."""
-    from pyql.agent.evaluation.datasets import get_dataset
-
-    questions: list[LabelledQuestion] = []
-    ids: list[str] = []
-    for name in datasets:
-        items = [i for i in get_dataset(name, data_dir).items(split)
-                 if fraction >= 1.0 or id_part(i.id, fraction, salt=salt)]
-        ids += [i.id for i in items]
-        questions += labelled_items(items, dataset=name)
-    return questions, ids
 
 
 def evaluation_part(items: Iterable[EvalItem], fraction: float, *, salt: str = "srp"

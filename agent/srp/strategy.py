@@ -278,8 +278,7 @@ class SRP:
         self.llm = llm
         self.kb = kb
         #: checks, plans, verdicts, edits and answers follow their JSON schemas (checked now)
-        self.constrained = (constrain if isinstance(constrain, bool)
-                            else resolve_constrain(constrain, llm))
+        self.constrained = resolve_constrain(constrain, llm)
         self.references = open_references(references)
         self.top_k_references = top_k_references
         self.max_rounds = max_rounds

@@ -13,7 +13,7 @@ import typer
 
 from pyql.cli.errors import CliError, as_cli_error, one_line
 from pyql.cli.inputs import build_profile, declared_prefixes
-from pyql.errors import InputError, ProfileError
+from pyql.errors import InputError, LocationError, ProfileError
 from pyql.kb.base import KB
 
 __all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
@@ -29,7 +29,7 @@ def is_url(location: str) -> bool:
 
 def is_metaqa_kb(location: str) -> bool:
     """A ``.txt`` file is read as MetaQA's ``kb.txt`` (``head|relation|tail`` lines)."""
-    path = Path(location)
+    path = Path(location).expanduser()
     return not is_url(location) and path.suffix == ".txt" and path.is_file()
 
 
@@ -46,14 +46,14 @@ def open_kb(
     profile is ``kb.profile``. ``timeout``: an endpoint's seconds per query (``--kb-timeout``).
     """
     url = is_url(location)
-    if not url and not Path(location).exists():
+    if not url and not Path(location).expanduser().exists():
         raise CliError(
             f"KB not found: {location}",
             hint="give an RDF file (.ttl, .nt, ...), an Oxigraph store directory, MetaQA's "
             "kb.txt or an http(s) SPARQL endpoint URL",
         )
     metaqa = is_metaqa_kb(location)
-    declared = {} if url or metaqa else declared_prefixes(Path(location))
+    declared = {} if url or metaqa else declared_prefixes(Path(location).expanduser())
     built = build_profile(profile or ("metaqa" if metaqa else None), declared, prefixes or {})
     from pyql.kb import open_kb as open_location
 
@@ -96,26 +96,24 @@ def sql_function(name: str) -> Callable[..., Any]:
 
 
 def open_db(url: str, timeout: float | None = None) -> Any:
-    """A read-only :class:`~pyql.db.SqlDB` on ``url``: a SQLAlchemy URL or a SQLite file."""
+    """A read-only :class:`~pyql.db.SqlDB` on ``url`` (:func:`pyql.db.open_db`: a SQLAlchemy URL
+    or a SQLite file), its failures as one ``error:`` line."""
     try:
-        from pyql.db import SqlDB
+        from pyql.db import open_db as open_location
     except ImportError as exc:
         raise CliError(f"SQL support cannot be loaded: {exc}",
                        hint="use --kb to run SPARQL programs") from None
-    if "://" not in url:
-        path = Path(url).expanduser()
-        if not path.is_file():
-            raise CliError(f"no such database file: {url}",
-                           hint="give a SQLite file or a URL such as sqlite:///path.db, "
-                           "postgresql://user@host/db or duckdb:///file.duckdb")
-        url = f"sqlite:///{path.resolve()}"
     options: dict[str, Any] = {}
     if timeout is not None:
         options["statement_timeout"] = timeout
     from sqlalchemy.exc import SQLAlchemyError
 
     try:
-        return SqlDB(url, **options)
+        return open_location(url, **options)
+    except LocationError:
+        raise CliError(f"no such database file: {url}",
+                       hint="give a SQLite file or a URL such as sqlite:///path.db, "
+                       "postgresql://user@host/db or duckdb:///file.duckdb") from None
     except ImportError as exc:  # a SQLAlchemy dialect whose driver is not installed
         raise CliError(f"cannot open {url}: {exc}", hint=driver_hint(url, exc)) from None
     except SQLAlchemyError as exc:  # not a URL SQLAlchemy understands

@@ -75,9 +75,9 @@ def compile_sparql(
     program: Program, profile: Profile, entities: Mapping[str, str], extremum: str
 ) -> str:
     """The SPARQL text of ``program``, or a :class:`CliError` naming the call that fails."""
+    from pyql.resolve import Context
     from pyql.sparql import Sparql
     from pyql.sparql.apply import apply_call
-    from pyql.terms import Context
 
     ctx = Context(profile, dict(entities))
     query = Sparql(profile=profile, entities=dict(entities), extremum_mode=extremum)  # type: ignore[arg-type]

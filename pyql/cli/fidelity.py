@@ -6,16 +6,14 @@ dataset's own answers (what pyql can reach: the ceiling an agent is held to).
 - ``pyql fidelity sql wikisql|spider``: SQL gold programs through a SqlSession against the
   dataset's own execution (:mod:`pyql.datasets.sql_fidelity`).
 
-``python -m pyql.datasets.gold`` and ``python -m pyql.datasets.sql_fidelity`` run the same
-commands. Other packages add runners under ``pyql fidelity`` with
+Other packages add runners under ``pyql fidelity`` with
 :func:`pyql.cli.plugins.group` (``group(app, "fidelity").command("sparql")(...)``).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -26,9 +24,8 @@ import typer
 from pyql.cli.errors import CliError, reported
 from pyql.cli.output import print_json, printable, stderr
 from pyql.cli.plugins import group
-from pyql.cli.standalone import run_standalone
 
-__all__ = ["FIDELITY_HELP", "gold_command", "gold_main", "register", "sql_command", "sql_main"]
+__all__ = ["FIDELITY_HELP", "gold_command", "register", "sql_command"]
 
 FIDELITY_HELP = "Run a dataset's gold programs through pyql and score them (fidelity)."
 
@@ -166,25 +163,6 @@ def _missing_data() -> Iterator[None]:
         where = exc.filename or str(exc)
         raise CliError(f"dataset file not found: {where}",
                        hint="pass --data-dir DIR or set $PYQL_DATA") from None
-
-
-def gold_main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyql.datasets.gold``: ``pyql fidelity gold``, where ``--hops 1 2 3`` (the
-    module's older spelling) also works."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    joined: list[str] = []
-    while args:
-        arg = args.pop(0)
-        values = []
-        while arg == "--hops" and args and args[0].isdigit():
-            values.append(args.pop(0))
-        joined.append(f"--hops={','.join(values)}" if values else arg)
-    return run_standalone(gold_command, joined, "python -m pyql.datasets.gold")
-
-
-def sql_main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyql.datasets.sql_fidelity``: ``pyql fidelity sql``."""
-    return run_standalone(sql_command, argv, "python -m pyql.datasets.sql_fidelity")
 
 
 def register(app: typer.Typer) -> None:

@@ -17,14 +17,17 @@ layers (the agent, the evaluation, the guidelines) plug in here. Plugins are loa
 time a command the core lacks is looked up (or the command list is shown), so ``pyql compile``
 never imports them and no import order can leave a plugin half-initialised. A plugin that fails
 to load is not skipped in silence: its command stays listed, marked unavailable with the reason,
-and running it prints that reason as one ``error:`` line (:class:`CommandPluginError`).
+and running it prints that reason as one ``error:`` line (:class:`CommandPluginError`). Names
+follow the one policy of :mod:`pyql.plugins`: a name (an entry point's, or a command's, the
+core's included) claimed by two plugins is a :class:`~pyql.plugins.PluginConflictError`, and the
+command, listed as unavailable, prints it; groups such as ``fidelity`` are shared, not claimed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, MutableMapping
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
 import typer
@@ -34,6 +37,8 @@ from typer.main import get_command
 from pyql.cli.errors import CliError, fail
 from pyql.cli.output import stderr
 from pyql.errors import PyqlError
+from pyql.plugins import Plugin, PluginConflictError, PluginLoadError
+from pyql.plugins import plugins as load_plugins
 
 __all__ = ["GROUP", "CommandPluginError", "PluginGroup", "group", "plugin_commands"]
 
@@ -71,34 +76,42 @@ def group(app: typer.Typer, name: str, *, help: str | None = None) -> typer.Type
 
 def plugin_commands(
     plugins: Iterable[EntryPoint] | None = None,
-) -> tuple[dict[str, Any], list[CommandPluginError]]:
+) -> tuple[dict[str, Any], list[PyqlError]]:
     """The commands each plugin of :data:`GROUP` (or of ``plugins``) registers, by name, and
-    the plugins that failed (each leaves an unavailable command of its name in their place)."""
-    found = list(entry_points(group=GROUP)) if plugins is None else list(plugins)
+    the plugins that failed (:class:`CommandPluginError`) or clash
+    (:class:`~pyql.plugins.PluginConflictError`: an entry-point name or a command claimed
+    twice); each leaves an unavailable command of its name in its place."""
+    found = load_plugins(GROUP, entry_points=plugins)
     if plugins is None and not found:
         stderr().print("warning: no pyql command plugins are installed (ask, eval, report, "
                        "guidelines ...): reinstall pyql, e.g. pip install -e .", style="yellow")
     commands: dict[str, Any] = {}
-    failures = []
-    seen: set[tuple[str, str]] = set()
-    for entry in sorted(found, key=lambda e: e.name):
-        if (entry.name, entry.value) in seen:  # one distribution seen twice on sys.path
+    failures: list[PyqlError] = []
+    for name in found.names():
+        try:
+            plugin = found[name]
+        except PluginConflictError as exc:
+            failures.append(exc)
+            commands[name] = _unavailable(name, exc, "claimed by " + ", ".join(
+                str(p) for p in exc.plugins))
             continue
-        seen.add((entry.name, entry.value))
         collector = _collector()
         try:
-            register = entry.load()
+            register = plugin.load()
             if not callable(register):
-                raise TypeError(f"{entry.value} is not a function register(app)")
+                raise TypeError(f"{plugin.value} is not a function register(app)")
             register(collector)
             added = get_command(collector).commands  # type: ignore[attr-defined]
         except Exception as exc:  # any failure of a plugin is reported, never a crash
-            error = CommandPluginError(entry.name, entry.value, type(exc).__name__, str(exc))
+            kind, detail = ((exc.error_type, exc.detail) if isinstance(exc, PluginLoadError)
+                            else (type(exc).__name__, str(exc)))
+            error = CommandPluginError(name, plugin.value, kind, detail)
             log.info("%s", error)  # shown by `pyql --help` and by the command itself
             failures.append(error)
-            added = {error.name: _unavailable(error)}
-        for name, command in added.items():
-            _merge(commands, name, command)
+            added = {name: _unavailable(name, error, f"{kind}: {detail}")}
+        for command_name, command in added.items():
+            _own(command, plugin)
+            _merge(commands, command_name, command, failures)
     return commands, failures
 
 
@@ -115,7 +128,7 @@ class PluginGroup(TyperGroup):
         self._plugins_loaded = True
         commands, _ = plugin_commands()
         for name, command in commands.items():
-            _merge(self.commands, name, command)
+            _merge(self.commands, name, command, [])
 
     def list_commands(self, ctx: Any) -> list[str]:
         self._load_plugins()
@@ -147,17 +160,32 @@ def _plain_flags(command: Any, ctx: Any) -> None:
         _plain_flags(sub, ctx)
 
 
-def _merge(commands: MutableMapping[str, Any], name: str, command: Any) -> None:
-    """Add ``command``; the commands of a group that is there already join it (the first
-    registration of a name wins)."""
+def _own(command: Any, plugin: Plugin) -> None:
+    """Mark ``command`` (and a group's commands) as the plugin's, for conflict messages."""
+    command._pyql_plugin = plugin
+    for sub in getattr(command, "commands", {}).values():
+        _own(sub, plugin)
+
+
+def _merge(commands: MutableMapping[str, Any], name: str, command: Any,
+           failures: list[PyqlError], path: tuple[str, ...] = ()) -> None:
+    """Add ``command``; the commands of a group that is there already join it. A name both
+    claim otherwise is a conflict (:mod:`pyql.plugins`): neither is run, the command says why."""
     existing = commands.get(name)
     if existing is None:
         commands[name] = command
     elif isinstance(existing, TyperGroup) and isinstance(command, TyperGroup):
         for sub_name, sub in command.commands.items():
-            _merge(existing.commands, sub_name, sub)
-    else:
-        log.warning("the pyql command %r is registered twice; the first one is kept", name)
+            _merge(existing.commands, sub_name, sub, failures, (*path, name))
+    elif existing is not command:
+        full = " ".join((*path, name))
+        error = PluginConflictError(GROUP, full, (
+            getattr(existing, "_pyql_plugin", None) or Plugin(GROUP, full, "pyql.cli", "pyql"),
+            getattr(command, "_pyql_plugin", None) or Plugin(GROUP, full, "pyql.cli", "pyql")))
+        log.warning("%s", error)
+        failures.append(error)
+        commands[name] = _unavailable(name, error, "claimed by " + ", ".join(
+            str(p) for p in error.plugins))
 
 
 def _collector() -> typer.Typer:
@@ -171,20 +199,22 @@ def _no_options() -> None:
     """The collector's callback: it makes the collector a group whatever a plugin adds."""
 
 
-def _unavailable(error: CommandPluginError) -> Any:
-    """A command that says why the plugin ``error.name`` is not there."""
+def _unavailable(name: str, error: PyqlError, why: str) -> Any:
+    """A command ``name`` that says why it is not there (``error``)."""
+    conflict = isinstance(error, PluginConflictError)
 
     def unavailable(
         args: list[str] | None = typer.Argument(None, hidden=True),  # noqa: B008
     ) -> None:
-        fail(CliError(str(error), hint="install what the plugin needs, or reinstall or "
+        fail(CliError(str(error), hint="uninstall one of the packages that claim the name"
+                      if conflict else "install what the plugin needs, or reinstall or "
                       "uninstall the package that provides it"))
 
     collector = _collector()
     collector.command(
-        error.name,
-        help=f"(unavailable: {error.error_type}: {error.detail})",
+        name,
+        help=f"(unavailable: {why})",
         add_help_option=False,
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     )(unavailable)
-    return get_command(collector).commands[error.name]  # type: ignore[attr-defined]
+    return get_command(collector).commands[name]  # type: ignore[attr-defined]

@@ -55,6 +55,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.datasets.paths import default_data_dir
+from pyql.registry import UnknownNameError
 
 __all__ = [
     "FreebaseQuestion",
@@ -268,7 +269,7 @@ def load_questions(
         if entity_links != "gold":
             raise ValueError("cwq has no predicted entity links")
         return load_cwq(data_dir)
-    raise ValueError(f"unknown Freebase dataset {dataset!r}; known: grailqa, cwq, webqsp, graphq")
+    raise UnknownNameError("Freebase dataset", dataset, ("grailqa", "cwq", "webqsp", "graphq"))
 
 
 def gold_program(question: FreebaseQuestion) -> tuple[str | None, str | None]:

@@ -20,7 +20,6 @@ Answers are compared as exact strings (MetaQA's entity names are the KB's labels
 Command line::
 
     pyql fidelity gold metaqa --hops 1,2,3 --split dev [--limit N] [--sample N]
-    python -m pyql.datasets.gold metaqa --hops 1 2 3 ...           # the same command
 
 >>> score(["Drama", "Music"], ["Music", "Drama"])
 Score(hit1=1.0, top1=1.0, f1=1.0, exact=True)
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -52,7 +50,6 @@ __all__ = [
     "run_program",
     "metaqa_fidelity",
     "format_table",
-    "main",
 ]
 
 log = logging.getLogger(__name__)
@@ -268,14 +265,3 @@ def format_table(report: Mapping[str, Any]) -> str:
     lines.append(f"KB: {report['kb_triples']} triples, loaded in {report['load_seconds']:.2f}s; "
                  f"total {report['seconds']:.1f}s")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyql.datasets.gold``: the command ``pyql fidelity gold``."""
-    from pyql.cli.fidelity import gold_main
-
-    return gold_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

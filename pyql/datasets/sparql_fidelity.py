@@ -25,24 +25,22 @@ SPARQL then run on the graph in pyoxigraph; the answer sets must be equal. A que
 cannot be built (a variable both a node and a literal, orders between variables no values meet)
 is *unchecked*. Two variables compared with each other are dates unless known otherwise.
 
-Figures (the full sample files; ``python -m pyql.datasets.sparql_fidelity DATASET``) are in
+Figures (the full sample files; ``pyql fidelity sparql DATASET``) are in
 ``docs/freebase.md``.
 
 Command line::
 
-    python -m pyql.datasets.sparql_fidelity webqsp|cwq|grailqa [--limit N] [--sample N] [--json]
+    pyql fidelity sparql webqsp|cwq|grailqa [--limit N] [--sample N] [--data-dir DIR] [--json]
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import gzip
 import json
 import logging
 import random
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -52,6 +50,7 @@ from typing import Any
 
 from pyql.datasets.paths import default_data_dir
 from pyql.profiles import Profile, get_profile
+from pyql.registry import UnknownNameError
 from pyql.sparql.from_sparql import (
     CONSTRUCTS,
     Body,
@@ -76,7 +75,6 @@ __all__ = [
     "virtuoso_reading",
     "check_query",
     "sparql_fidelity",
-    "main",
 ]
 
 log = logging.getLogger(__name__)
@@ -111,7 +109,7 @@ def load_gold_queries(dataset: str, data_dir: Path | None = None) -> list[GoldQu
     if dataset == "grailqa":
         rows = json.loads(gzip.open(root / "grailqa_sample.json.gz").read())
         return [GoldQuery(str(r["qid"]), r["sparql_query"], r["level"]) for r in rows]
-    raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+    raise UnknownNameError("dataset", dataset, DATASETS)
 
 
 # -- Virtuoso's reading of the gold literals -----------------------------------------------------
@@ -704,26 +702,3 @@ def sparql_fidelity(
         if progress is not None:
             progress(n, len(queries))
     return FidelityReport(dataset, items, time.perf_counter() - start)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyql.datasets.sparql_fidelity",
-        description="Coverage of gold SPARQL -> PyQL and equivalence on synthesized graphs.",
-    )
-    parser.add_argument("dataset", choices=DATASETS)
-    parser.add_argument("--data", type=Path, default=None, help="datasets directory (PYQL_DATA)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N questions")
-    parser.add_argument("--sample", type=int, default=None, help="N questions at random")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    args = parser.parse_args(argv)
-    logging.getLogger("rdflib").setLevel(logging.ERROR)
-    report = sparql_fidelity(args.dataset, data_dir=args.data, limit=args.limit,
-                             sample=args.sample, seed=args.seed)
-    print(json.dumps(report.summary(), indent=2) if args.json else report.format())
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

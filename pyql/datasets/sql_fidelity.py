@@ -33,9 +33,8 @@ Command line::
 
     pyql fidelity sql wikisql [--sample N] [--seed S] [--json]
     pyql fidelity sql spider  [--sample N] [--seed S] [--json]
-    python -m pyql.datasets.sql_fidelity wikisql|spider ...     # the same command
 
-Data comes from :func:`pyql.datasets.paths.default_data_dir` unless ``--data DIR`` is given.
+Data comes from :func:`pyql.datasets.paths.default_data_dir` unless ``--data-dir DIR`` is given.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ import logging
 import math
 import random
 import sqlite3
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -63,7 +61,6 @@ __all__ = [
     "spider_fidelity",
     "normalise_cell",
     "same_rows",
-    "main",
 ]
 
 log = logging.getLogger(__name__)
@@ -418,17 +415,3 @@ def spider_fidelity(
     report.tree = dict(tree_status)
     report.elapsed = time.perf_counter() - start
     return report
-
-
-# ------------------------------------------------------------------ command line
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pyql.datasets.sql_fidelity``: the command ``pyql fidelity sql``."""
-    from pyql.cli.fidelity import sql_main
-
-    return sql_main(argv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
     from pyql.results import ResultSet
+    from pyql.session import Session
     from pyql.sql.schema import Schema
 
 __all__ = ["DB"]
@@ -33,6 +34,14 @@ class DB(ABC):
         #: how many queries this backend ran (for QPQ accounting)
         self.query_count = 0
         self._count_lock = threading.Lock()
+
+    @staticmethod
+    def session_class() -> type[Session]:
+        """The Session ``Session(db)`` makes: a :class:`~pyql.sql.session.SqlSession` (asked of
+        the backend, so that :mod:`pyql.session` never imports its SQL subclass)."""
+        from pyql.sql.session import SqlSession
+
+        return SqlSession
 
     def check(self, sql: str | exp.Expression) -> exp.Expression:
         """The guard alone: the verified tree of ``sql``, or :class:`~pyql.db.guard.GuardError`."""

@@ -1,6 +1,6 @@
 """KB backends: the embedded Oxigraph store and SPARQL endpoints."""
 
-from pyql.errors import ProfileError
+from pyql.errors import LocationError, ProfileError
 from pyql.kb.base import KB, ensure_read_only
 from pyql.kb.oxigraph import OxigraphKB
 
@@ -21,9 +21,10 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
     other file RDF loaded into memory (its format told by its extension).
 
     ``profile`` defaults to ``metaqa`` for a kb.txt and ``generic`` for anything else; a kb.txt
-    takes no other profile (:class:`~pyql.errors.ProfileError`). ``timeout`` is an endpoint's
-    wall-clock seconds per query (None: its default; the embedded store has no time limit).
-    Every command opens ``--kb`` through here (``pyql run``, ``pyql ask``)."""
+    takes no other profile (:class:`~pyql.errors.ProfileError`). Anything else is a
+    :class:`~pyql.errors.LocationError`. ``timeout`` is an endpoint's wall-clock seconds per
+    query (None: its default; the embedded store has no time limit). Every ``--kb`` goes
+    through here (``pyql run``, ``pyql ask``, ``pyql eval``, ``pyql mcp``)."""
     from pathlib import Path
 
     if location.startswith(("http://", "https://")):
@@ -31,7 +32,9 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
 
         options = {} if timeout is None else {"timeout": timeout}
         return SparqlEndpointKB(location, profile=profile or "generic", **options)
-    path = Path(location)
+    path = Path(location).expanduser()
+    if not path.exists():
+        raise LocationError(location, kind="kb")
     if path.is_dir():
         return OxigraphKB(path=path, profile=profile or "generic", read_only=True)
     if path.suffix == ".txt" and path.is_file():

@@ -245,6 +245,10 @@ class SqlSession(Session):
 
     tools = "sql"
 
+    @property
+    def backend(self) -> DB:
+        return self.db
+
     def __init__(
         self,
         db: DB,

@@ -169,9 +169,12 @@ def test_the_directory_overrides_tiktoken(tiktoken_dir: Path, tmp_path: Path,
     assert list(tmp_path.iterdir()) == []  # tiktoken was not asked
 
 
-def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pyql.agent.prompt_stats import main, prompt_stats
+def test_prompt_stats(tiktoken_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pyql.agent.prompt_stats import prompt_stats
     from pyql.agent.prompting import prompt_profiles
+    from pyql.cli import app
 
     rows = prompt_stats(str(tiktoken_dir))
     # every prompt: ours in both modes, the verbatim originals in text mode
@@ -189,8 +192,10 @@ def test_prompt_stats(tiktoken_dir: Path, capsys: pytest.CaptureFixture[str]) ->
     paper = [r for r in rows if r["profile"].startswith("paper-")]
     assert len(paper) == 5 and all(abs(r["static_tokens"] - r["original_tokens"]) <= 1
                                    for r in paper)  # the verbatim prompt is the original
-    assert main(["--tiktoken-dir", str(tiktoken_dir)]) == 0
-    out = capsys.readouterr().out
+    result = CliRunner().invoke(app, ["prompts", "stats", "--tiktoken-dir", str(tiktoken_dir)],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
     assert "GrailQA" in out and "paper-webqsp" in out
 
 

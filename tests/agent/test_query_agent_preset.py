@@ -93,6 +93,17 @@ def test_choose_answer_on_stop_asks_for_the_variable(kb: OxigraphKB) -> None:
     assert "The value of variable" in choice
 
 
+def test_choose_answer_under_the_original_request_is_its_request(kb: OxigraphKB) -> None:
+    llm = ScriptedLLM([" the director.\nAction 1: add_fact(Kismet, directed_by, ?d)",
+                       " his films.\nAction 2: add_fact(?f, directed_by, ?d)", "set_answer(?f)"])
+    agent = QueryAgent(llm, kb, guidelines=None, preset=preset(
+        max_steps=2, on_stop="choose_answer", request="paper", dataset="grailqa"))
+    result = agent.run("films of the director of [Kismet]", {"Kismet": "Kismet"})
+    assert set(result.answers) == {"Kismet", "Juarez"} and result.usage.llm_calls == 3
+    choice = llm.calls[2]
+    assert (choice["stop"], choice["max_tokens"], choice["temperature"]) == (["\n"], 256, 0.0)
+
+
 def test_execute_on_stop_runs_the_query_as_it_is(kb: OxigraphKB) -> None:
     llm = ScriptedLLM([STEPS[1]])
     result = QueryAgent(llm, kb, guidelines=None,
@@ -153,12 +164,13 @@ def test_paper_preset_sets_the_original_session_semantics(kb: OxigraphKB) -> Non
 
 
 def test_paper_walk_runs_under_the_paper_preset(kb: OxigraphKB) -> None:
-    # the original MetaQA demo's spelling, the walk's execute() answers with the node reached
+    # the original MetaQA demo's spelling, the walk's execute() answers with the node reached;
+    # replies continue the original's "Thought n:" as its parser reads them
     llm = ScriptedLLM([
-        "Thought 1 : the director.\nAction 1 : relate(directed_by)",
-        "Thought 2 : relations.\nAction 2 : get_relation()",
-        "Thought 3 : his films.\nAction 3 : relate(directed_by)",
-        "Thought 4 : done.\nAction 4 : execute()",
+        " the director.\nAction 1: relate(directed_by)",
+        " relations.\nAction 2: get_relation()",
+        " his films.\nAction 3: relate(directed_by)",
+        " done.\nAction 4: execute()",
     ])
     agent = QueryAgent(llm, kb, guidelines=None, preset="paper", dataset="metaqa-2hop",
                        ranker="bm25")

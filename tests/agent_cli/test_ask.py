@@ -376,9 +376,12 @@ def test_ask_with_the_paper_preset_uses_the_original_prompt(fake_openai):
     result = ask(QUESTION, "--kb", str(movies_path()), "--preset", "paper:grailqa",
                  "--ranker", "bm25", "--json", env=env_for(fake_openai))
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    system = fake_openai.chat_requests[0].body["messages"][0]["content"]
-    assert system.startswith("You need to understand a question")
-    assert "Remeber the following RULES" in system  # the original's wording, typo included
+    messages = fake_openai.chat_requests[0].body["messages"]
+    prompt = messages[0]["content"]  # the original's request: one user message
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    assert prompt.startswith("\nYou need to understand a question") and prompt.endswith(
+        "\nThought 1:")
+    assert "Remeber the following RULES" in prompt  # the original's wording, typo included
 
 
 def test_ask_preset_errors_are_one_line(fake_openai):

@@ -1,10 +1,8 @@
-"""``pyql prompts stats`` (and ``python -m pyql.agent.prompt_stats``, the same command)."""
+"""``pyql prompts stats``."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -32,16 +30,6 @@ def test_prompts_stats(tiktoken_dir: str) -> None:
     assert table.stdout.splitlines()[0].split() == [
         "profile", "dataset", "mode", "system", "tools", "static", "original", "ratio"]
     assert len(table.stdout.splitlines()) == 2 + len(prompt_stats(tiktoken_dir))
-
-
-def test_python_m_prompt_stats_is_the_same_command(tiktoken_dir: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pyql.agent.prompt_stats", "--tiktoken-dir",
-                           tiktoken_dir, "--json"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == prompt_stats(tiktoken_dir)
-    bad = subprocess.run([sys.executable, "-m", "pyql.agent.prompt_stats", "--nope"],
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--nope" in bad.stderr
 
 
 def test_a_missing_encoding_is_one_error_line(tmp_path, monkeypatch) -> None:

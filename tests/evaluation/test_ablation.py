@@ -1,5 +1,5 @@
 """The ERASER on/off ablation as a mode of the runner: two resumable sub-runs, one combined
-summary and table, on any split; the module entry (``python -m ...ablation``) runs it twice."""
+summary and table, on any split."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pyql.agent.evaluation import ablation
 from pyql.agent.evaluation.datasets import DatasetError, get_dataset
 from pyql.agent.evaluation.records import CONFIG, METRICS, RunConfig
 from pyql.agent.evaluation.runner import evaluate, load_config, read_results, resume
+from pyql.plugins import PluginConflictError
 
 # the fixes named as the oracle: the test is about the bookkeeping, not the fix rates
 NOISY = ("noisy-gold:1.0:reversed_direction,invalid_action:"
@@ -74,19 +75,6 @@ def test_the_ablation_runs_on_a_test_split(tmp_path: Path, mini_metaqa: Path) ->
     assert all(r.id.startswith("1hop-test-") for r in read_results(tmp_path / "abl/eraser_on"))
 
 
-def test_the_module_entry_prints_clean_and_noisy(tmp_path: Path, mini_metaqa: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    code = ablation.main(["--dataset", "metaqa-1hop", "--n", "5", "--rate", "1",
-                          "--types", "wrong_arity", "--data-dir", str(mini_metaqa),
-                          "--out", str(tmp_path / "out")])
-    assert code == 0
-    table = capsys.readouterr().out
-    assert "| clean gold (gold) | ERASER on |" in table
-    assert "| noisy gold (noisy-gold:1:wrong_arity) | w/o ERASER |" in table
-    assert "| wrong_arity |" in table
-    assert (tmp_path / "out" / "noisy_gold" / "eraser_off" / CONFIG).exists()
-
-
 def test_the_registry_takes_more_datasets(mini_metaqa: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from pyql.agent.evaluation import datasets
@@ -102,7 +90,8 @@ def test_the_registry_takes_more_datasets(mini_metaqa: Path,
     class Clash(datasets.MetaQA2Hop):
         name = "metaqa-1hop"
 
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(PluginConflictError) as clash:
         datasets.register_dataset(Clash)
+    assert clash.value.name == "metaqa-1hop" and len(clash.value.plugins) == 2
     with pytest.raises(TypeError):
         datasets.register_dataset(dict)  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ def error_line(result) -> str:  # noqa: ANN001
 def test_unknown_strategy_is_one_line_before_any_run(tmp_path: Path, mini_metaqa: Path) -> None:
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
                     "--strategy", "nope", "--out", str(tmp_path / "run"))
-    assert "unknown strategy 'nope'; installed: " in error_line(result)
+    assert "unknown strategy 'nope'; known: " in error_line(result)
     assert not (tmp_path / "run").exists()
 
 

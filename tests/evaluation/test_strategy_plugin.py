@@ -60,6 +60,6 @@ def test_an_unknown_strategy_stops_the_run_with_the_installed_names(tmp_path: Pa
                                                                   mini_metaqa: Path) -> None:
     config = RunConfig(dataset="metaqa-1hop", llm="gold", strategy="nope",
                        data_dir=str(mini_metaqa), limit=2)
-    with pytest.raises(EvalAbort, match="unknown strategy 'nope'; installed: .*queryagent"):
+    with pytest.raises(EvalAbort, match="unknown strategy 'nope'; known: .*queryagent"):
         evaluate(config, tmp_path / "run", progress=False)
     assert issubclass(UnknownStrategyError, LookupError)

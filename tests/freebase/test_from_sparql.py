@@ -203,7 +203,7 @@ def _gold(pyql_data, dataset: str) -> list[str]:
 @pytest.mark.parametrize(("dataset", "target"), [("webqsp", 0.95), ("cwq", 0.90), ("grailqa", 0.90)])
 def test_coverage_on_a_sample(pyql_data, dataset: str, target: float) -> None:
     """The issue's coverage targets, on 80 gold queries of each dataset (the full runs are
-    ``python -m pyql.datasets.sparql_fidelity DATASET``, figures in docs/freebase.md)."""
+    ``pyql fidelity sparql DATASET``, figures in docs/freebase.md)."""
     queries = random.Random(13).sample(_gold(pyql_data, dataset), 80)
     converted = 0
     for q in queries:

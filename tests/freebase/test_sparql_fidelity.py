@@ -11,7 +11,6 @@ from pyql.datasets.sparql_fidelity import (
     Unsynthesizable,
     check_query,
     load_gold_queries,
-    main,
     sparql_fidelity,
     synthesize,
     virtuoso_reading,
@@ -107,7 +106,13 @@ def test_real_queries_agree(pyql_data, dataset: str) -> None:
     assert summary["agree"] == summary["checked"], report.format()
 
 
-def test_command_prints_a_table(pyql_data, capsys) -> None:
-    assert main(["grailqa", "--data", str(pyql_data), "--limit", "5"]) == 0
-    out = capsys.readouterr().out
+def test_command_prints_a_table(pyql_data) -> None:
+    from typer.testing import CliRunner
+
+    from pyql.cli import app
+
+    result = CliRunner().invoke(app, ["fidelity", "sparql", "grailqa", "--data-dir",
+                                      str(pyql_data), "--limit", "5"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
     assert out.startswith("grailqa: 5/5 gold queries converted")

@@ -15,13 +15,9 @@ from pyql.guidelines.packs.kb._common import SPARQL
 
 __all__ = ["BackendError", "BackendTimeout", "QueryRejected", "is_query_rejection"]
 
-#: the error type (``KBFeedback.error_type``) of an engine that rejected the query it was sent
-_REJECTED = "BackendQueryError"
-
-
 def is_query_rejection(feedback: Feedback) -> bool:
     """The engine rejected the query the step built: a query error, not a server fault."""
-    return feedback.kb.status == "backend_error" and feedback.kb.error_type == _REJECTED
+    return feedback.kb.status == "backend_error" and feedback.kb.rejected
 
 
 def _detail(feedback: Feedback) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.srp.compare import compare
-from pyql.agent.srp.labelled import id_part, reference_part
+from pyql.agent.evaluation.compare import compare, reference_part
+from pyql.agent.srp.labelled import id_part
 from pyql.agent.srp.references import build_reference_base
 from tests.agent.conftest import METAQA_LINES
 

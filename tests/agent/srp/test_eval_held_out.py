@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pyql.agent.evaluation.compare import reference_part
 from pyql.agent.evaluation.records import RESULTS, RunConfig
 from pyql.agent.evaluation.runner import evaluate
-from pyql.agent.srp.labelled import reference_part
 from pyql.agent.srp.references import build_reference_base
 from pyql.agent.srp.strategy import SRP
 from tests.agent.srp.test_compare import data  # noqa: F401 - the small MetaQA data directory

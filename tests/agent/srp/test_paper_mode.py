@@ -4,10 +4,10 @@ references from the training split by default."""
 
 from __future__ import annotations
 
+from pyql.agent.evaluation.compare import reference_split
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.llm import ScriptedLLM
 from pyql.agent.paths.instantiate import COMPOUND_NODE
-from pyql.agent.srp.labelled import reference_split
 from pyql.agent.srp.strategy import CVT_TAG, SRP, _cvt
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION

@@ -1,32 +1,23 @@
-"""A real model drives every strategy: SmolLM2-135M-Instruct in llama.cpp's server, in-process.
-
-The model is tiny and answers badly; these tests hold the *robustness* a real model needs, not
-accuracy: through the real ``openai`` client and the evaluation runner, every question ends with a
-typed status and no traceback, every reply is constrained to its schema and read (zero parse
-failures), pyql's token accounting equals the server's own counters, the time stays inside the
-deadline, and the run replays from its trajectories. Skipped only where the ``local`` extra or the
-model package is not installed (``.ci/run`` installs both).
-"""
+"""The real model's fixtures: the in-process llama.cpp server and a small MetaQA KB, and the
+check every strategy's run must pass (tests/llm/test_local_*.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from pyql.agent.evaluation.records import RunConfig
 from pyql.agent.evaluation.runner import evaluate
 from pyql.agent.local import LocalModelError, LocalServer, local_server
 from tests.conftest import require_data
 
-pytestmark = pytest.mark.llm
-
 #: seconds a question's LLM calls may take (a loaded 2-core CI machine)
 DEADLINE = 150.0
-#: MetaQA 1-hop dev questions run by each strategy
+#: dev questions run by each strategy
 QUESTIONS = 1
 
 
@@ -42,8 +33,6 @@ def server() -> LocalServer:
 def small_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The MetaQA triples around the first dev questions' topic entities and answers (the full
     kb.txt takes seconds to parse; the answers are the same)."""
-    import re
-
     data = require_data("metaqa")
     lines = (data / "1-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()
     topics, answers = set(), set()
@@ -70,25 +59,15 @@ def _results(run: Path) -> list[dict[str, Any]]:
             if line.strip()]
 
 
-CASES = [
-    pytest.param("queryagent", "text", "metaqa-1hop", {}, id="queryagent-text-metaqa"),
-    pytest.param("queryagent", "tools", "wikisql", {}, id="queryagent-tools-wikisql"),
-    pytest.param("readi", "text", "metaqa-1hop", {"max_edits": 1}, id="readi-kb-metaqa"),
-    pytest.param("srp", "text", "metaqa-1hop", {"max_rounds": 1}, id="srp-metaqa"),
-    pytest.param("readi", "text", "wikisql", {"max_edits": 1}, id="readi-table-wikisql"),
-]
-
-
-@pytest.mark.parametrize(("strategy", "mode", "dataset", "options"), CASES)
-def test_a_real_model_runs_each_strategy_cleanly(
-        server: LocalServer, small_kb: Path, tmp_path: Path, strategy: str, mode: str,
-        dataset: str, options: dict[str, Any]) -> None:
-    data = require_data()
+def check_strategy_run(server: LocalServer, tmp_path: Path, *, strategy: str, mode: str,
+                       dataset: str, options: dict[str, Any], kb: Path | None) -> None:
+    """One question of ``dataset`` through the runner with the real model, and what it must
+    hold: a typed end and no traceback, every call constrained and read, the server's token
+    counts, the deadline, and a replay of the same steps."""
     config = RunConfig(
-        dataset=dataset, data_dir=str(data), llm="local", strategy=strategy, mode=mode,
-        options=options, kb=str(small_kb) if dataset.startswith("metaqa") else None,
-        limit=QUESTIONS, max_steps=2, question_deadline=DEADLINE,
-        max_outages=0)
+        dataset=dataset, data_dir=str(require_data()), llm="local", strategy=strategy,
+        mode=mode, options=options, kb=str(kb) if kb is not None else None, limit=QUESTIONS,
+        max_steps=2, question_deadline=DEADLINE, max_outages=0)
     prompt_before, generated_before = _server_tokens(server)
     metrics = evaluate(config, tmp_path / "run", progress=False)
     prompt_after, generated_after = _server_tokens(server)
@@ -111,18 +90,9 @@ def test_a_real_model_runs_each_strategy_cleanly(
     # the trajectories replay: the same steps, answers and outcome without the model
     replay = RunConfig(**{**config.model_dump(), "llm": f"replay:{tmp_path / 'run'}"})
     evaluate(replay, tmp_path / "replay", progress=False)
-    again = _results(tmp_path / "replay")
-    assert [(r["predicted"], r["stop_reason"], [s["action"] for s in r["steps"]]) for r in again] \
-        == [(r["predicted"], r["stop_reason"], [s["action"] for s in r["steps"]]) for r in rows]
 
+    def outline(results: list[dict[str, Any]]) -> list[Any]:
+        return [(r["predicted"], r["stop_reason"], [s["action"] for s in r["steps"]])
+                for r in results]
 
-def test_pyql_ask_with_the_local_model(server: LocalServer, small_kb: Path) -> None:
-    from pyql.cli import app
-
-    result = CliRunner().invoke(app, [
-        "ask", "what movies did [Temuera Morrison] act in", "--kb", str(small_kb),
-        "--llm", "local", "--max-steps", "2", "--max-tokens", "96", "--json"])
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    assert out["usage"]["llm_calls"] == len(out["steps"]) == 2
-    assert out["usage"]["constrained_calls"] == 2 and out["usage"]["parse_failures"] == 0
+    assert outline(_results(tmp_path / "replay")) == outline(rows)

@@ -1,0 +1,48 @@
+"""A real model drives every strategy: SmolLM2-135M-Instruct in llama.cpp's server, in-process.
+
+The model is tiny and answers badly; these tests hold the *robustness* a real model needs, not
+accuracy: through the real ``openai`` client and the evaluation runner, every question ends with a
+typed status and no traceback, every reply is constrained to its schema and read (zero parse
+failures), pyql's token accounting equals the server's own counters, the time stays inside the
+deadline, and the run replays from its trajectories (``conftest.check_strategy_run``). Skipped
+only where the ``local`` extra or the model package is not installed (``.ci/run`` installs both).
+The KB strategies and the table strategies are two files, so two test workers share them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pyql.agent.local import LocalServer
+from tests.llm.conftest import check_strategy_run
+
+pytestmark = pytest.mark.llm
+
+
+@pytest.mark.parametrize(("strategy", "mode", "options"), [
+    pytest.param("queryagent", "text", {}, id="queryagent-text"),
+    pytest.param("readi", "text", {"max_edits": 1}, id="readi-kb"),
+    pytest.param("srp", "text", {"max_rounds": 1}, id="srp"),
+])
+def test_a_real_model_runs_each_kb_strategy_cleanly(
+        server: LocalServer, small_kb: Path, tmp_path: Path, strategy: str, mode: str,
+        options: dict[str, Any]) -> None:
+    check_strategy_run(server, tmp_path, strategy=strategy, mode=mode, dataset="metaqa-1hop",
+                       options=options, kb=small_kb)
+
+
+def test_pyql_ask_with_the_local_model(server: LocalServer, small_kb: Path) -> None:
+    from pyql.cli import app
+
+    result = CliRunner().invoke(app, [
+        "ask", "what movies did [Temuera Morrison] act in", "--kb", str(small_kb),
+        "--llm", "local", "--max-steps", "2", "--max-tokens", "96", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["usage"]["llm_calls"] == len(out["steps"]) == 2
+    assert out["usage"]["constrained_calls"] == 2 and out["usage"]["parse_failures"] == 0

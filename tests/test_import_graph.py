@@ -1,0 +1,220 @@
+"""The package's import graph keeps its layers and has no cycle.
+
+Every module of the ``pyql`` distribution is parsed with :mod:`ast` (nothing is imported), and
+every ``import`` is collected, those inside functions too (an import deferred into a function is
+still a dependency; only ``if TYPE_CHECKING:`` blocks, which never run, are left out). An edge
+goes to the module named (``from pyql.x import y`` to ``pyql.x.y`` when that is a module).
+
+The layers, bottom up: the core (``pyql/``), the guidelines (``pyql.guidelines``), the agent's
+strategies and their parts (``pyql.agent``), the evaluation (``pyql.agent.evaluation``), and the
+commands (the modules the ``pyql.commands`` entry points name), which may import anything.
+
+- the core imports neither ``pyql.agent`` nor ``pyql.guidelines``;
+- the guidelines do not import ``pyql.agent``;
+- nothing in ``pyql.agent`` outside the evaluation imports the evaluation;
+- no cycle, at module or function level.
+
+What cannot be removed yet is in :data:`UPWARD` and :data:`CYCLES`, each with its reason; an
+entry that is no longer needed fails the test, so the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: package -> directory (``[tool.setuptools] package-dir`` of pyproject.toml)
+PACKAGE_DIRS = {"pyql": "pyql", "pyql.guidelines": "guidelines", "pyql.agent": "agent",
+                "pyql.prompts": "prompts"}
+
+_ITEM_4 = ("issue 21 item 4: stand-ins are declared and owned by the evaluation layer; until "
+           "then a strategy's stand_in builds its stand-in from the --llm spec")
+#: (importer, imported) prefix pairs allowed to go up a layer, and why
+UPWARD: dict[tuple[str, str], str] = {
+    ("pyql.environment", "pyql.guidelines"):
+        "the plugin seam: a Session given no guidelines takes the installed ones "
+        "(pyql.guidelines.default_registry, the pyql.guidelines entry points)",
+    ("pyql.mcp", "pyql.agent"):
+        "pyql mcp is a command plugin (pyql.commands: mcp) that serves the agent's entity "
+        "linking, relation ranking and prompts; it lives under pyql/ but sits above the agent",
+    ("pyql.agent.query_agent", "pyql.agent.evaluation"): _ITEM_4,
+    ("pyql.agent.readi.standin", "pyql.agent.evaluation"): _ITEM_4,
+    ("pyql.agent.srp.stand_in", "pyql.agent.evaluation"): _ITEM_4,
+    ("pyql.agent.vanilla", "pyql.agent.evaluation"): _ITEM_4,
+}
+#: import cycles allowed for now (the modules of each), and why
+CYCLES: dict[frozenset[str], str] = {
+    frozenset({"pyql.agent.evaluation.noisy", "pyql.agent.evaluation.specs"}):
+        "specs validates noisy-gold's injection types and noisy reads its stand-in parameters "
+        "from specs (deferred imports both ways); " + _ITEM_4,
+    frozenset({"pyql.agent.evaluation.ablation", "pyql.agent.evaluation.runner"}):
+        "the runner runs the ablation mode and the ablation reads results through the runner's "
+        "read_results; issue 21 item 6 moves reading into a run-directory type",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, directory in PACKAGE_DIRS.items():
+        for path in sorted((ROOT / directory).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / directory).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                hidden.update(id(n) for n in ast.walk(inner))
+    return hidden
+
+
+def _named(name: str, path: Path) -> Iterator[str]:
+    """The modules the imports of ``name`` (at ``path``) name, deferred imports included."""
+    tree = ast.parse(path.read_text(), str(path))
+    hidden = _type_checking_nodes(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            for alias in node.names:
+                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        edges = set()
+        for target in _named(name, path):
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _commands() -> set[str]:
+    """The modules the ``pyql.commands`` entry points of pyproject.toml name."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text.split('[project.entry-points."pyql.commands"]', 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r'^\s*[\w-]+\s*=\s*"([\w.]+):', section, re.MULTILINE))
+
+
+COMMANDS = _commands()
+
+
+def _layer_violations() -> dict[tuple[str, str], set[str]]:
+    """``(importer, imported) -> {allow-list keys that cover it}`` for every upward edge."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for source, targets in GRAPH.items():
+        if source in COMMANDS:
+            continue
+        for target in targets:
+            core = not any(_within(source, p) for p in ("pyql.agent", "pyql.guidelines",
+                                                         "pyql.prompts"))
+            up = (
+                (core and any(_within(target, p) for p in ("pyql.agent", "pyql.guidelines")))
+                or (_within(source, "pyql.guidelines") and _within(target, "pyql.agent"))
+                or (_within(source, "pyql.agent") and not _within(source, "pyql.agent.evaluation")
+                    and _within(target, "pyql.agent.evaluation"))
+            )
+            if up:
+                out[(source, target)] = {key for key in UPWARD
+                                         if _within(source, key[0]) and _within(target, key[1])}
+    return out
+
+
+def _cycles() -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in sorted(GRAPH):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(GRAPH[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(GRAPH[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def test_the_walk_sees_every_module_and_deferred_imports() -> None:
+    assert {"pyql.session", "pyql.guidelines.registry", "pyql.agent.strategy",
+            "pyql.agent.evaluation.runner", "pyql.cli.kb"} <= set(GRAPH)
+    # imported inside a function (DB.session_class), and only there
+    assert "pyql.sql.session" in GRAPH["pyql.db.base"]
+    # an `if TYPE_CHECKING:` import is not an edge
+    assert "pyql.db.base" not in GRAPH["pyql.sql.session"]
+    assert COMMANDS >= {"pyql.agent.cli", "pyql.agent.evaluation.cli", "pyql.cli.kb"}
+
+
+def test_no_upward_import() -> None:
+    violations = _layer_violations()
+    unexplained = sorted(edge for edge, reasons in violations.items() if not reasons)
+    assert unexplained == [], "upward imports: " + ", ".join(f"{a} -> {b}" for a, b in unexplained)
+
+
+def test_every_allowed_upward_import_is_still_needed() -> None:
+    used = set().union(*_layer_violations().values())
+    assert sorted(set(UPWARD) - used) == [], "drop these entries from UPWARD"
+
+
+def test_no_import_cycle() -> None:
+    cycles = _cycles()
+    unexplained = [sorted(c) for c in cycles if c not in CYCLES]
+    assert unexplained == [], f"import cycles: {unexplained}"
+    assert sorted(map(sorted, set(CYCLES) - set(cycles))) == [], "drop these entries from CYCLES"
+
