@@ -151,8 +151,8 @@ class Readi:
     the reader sees the joined constraints' solutions, ``max_triples`` of each (else the union of
     each constraint's). ``table_mode``:
     ``program`` or ``retrieval`` (module docstring); ``max_rows``: the most rows retrieved.
-    ``llms``: another model per module (``{"edit": llm2}``; the options ``generate_model``,
-    ``edit_model``, ``answer_model`` name one on the same server as ``llm``).
+    ``llms``: another model per module (``{"edit": llm2}``); ``generate_model``, ``edit_model``,
+    ``answer_model`` name one on the same server as ``llm`` (:func:`module_llm`).
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -222,6 +222,9 @@ class Readi:
         table_mode: TableMode = "program",
         max_rows: int = 50,
         llms: Mapping[Module, LLM] | None = None,
+        generate_model: str | None = None,
+        edit_model: str | None = None,
+        answer_model: str | None = None,
     ) -> None:
         if table_mode not in ("program", "retrieval"):
             raise ValueError(f"table_mode must be program or retrieval, not {table_mode!r}")
@@ -240,6 +243,10 @@ class Readi:
         if unknown:
             raise ValueError(f"llms are per module: generate, edit, answer, not "
                              f"{', '.join(sorted(unknown))}")
+        for module, name in (("generate", generate_model), ("edit", edit_model),
+                             ("answer", answer_model)):
+            if name is not None:
+                self.llms[module] = module_llm(llm, name, module)
         self.table_mode: TableMode = table_mode
         self.max_rows = max_rows
         self.backend = backend
@@ -299,9 +306,7 @@ class Readi:
                                          "max_triples"),
                                    flags=("exclude_topic", "cvt_ids", "intersection")),
         }
-        llms = {module: module_llm(llm, kwargs.pop(f"{module}_model"), module)
-                for module in ("generate", "edit", "answer") if f"{module}_model" in kwargs}
-        return cls(llm, backend, llms=llms, **kwargs)
+        return cls(llm, backend, **kwargs)
 
     @classmethod
     def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
