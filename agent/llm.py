@@ -301,7 +301,8 @@ class _OpenAIBase(Retrying):
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if self._api_key is None and client is None:
             if self.base_url is None:
-                raise LLMAuthError("no API key: pass api_key= or set OPENAI_API_KEY", model=model)
+                raise LLMAuthError(f"no API key for {model}: pass api_key= or set OPENAI_API_KEY",
+                                   model=model)
             self._api_key = "unused"  # local OpenAI-compatible servers often need none
         self.timeout = float(timeout)
         self.deadline = deadline

@@ -81,11 +81,13 @@ from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import Constrain, action_format, resolve_constrain
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db.base import DB
-from pyql.environment import render_values, resolve_guidelines
+from pyql.environment import Environment, render_values, resolve_guidelines
 from pyql.errors import InputError, ParseError
 from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
 from pyql.session import Observation, Session
+from pyql.sparql import Sparql
+from pyql.sql.session import SqlSession
 from pyql.syntax import lex_atom
 
 if TYPE_CHECKING:
@@ -101,7 +103,8 @@ Mode = Literal["text", "tools"]
 class SessionFactory(Protocol):
     """Makes the environment of one question (anything with the Session's ``run`` contract)."""
 
-    def __call__(self, *, entities: Mapping[str, str], guidelines: Any, table: str | None) -> Any: ...
+    def __call__(self, *, entities: Mapping[str, str], guidelines: Any, table: str | None
+                 ) -> Environment: ...
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ class QueryAgent:
         return get_prompt_profile("freebase")
 
     def new_session(self, entities: Mapping[str, str] | None = None, table: str | None = None
-                    ) -> Any:
+                    ) -> Environment:
         """The environment of one question, chosen from the backend."""
         entities = dict(entities or {})
         backend = self.backend
@@ -425,19 +428,18 @@ class QueryAgent:
                        on_step=on_step if on_step is not None else self.on_step)
         entities = dict(entities or {})
         session = self.new_session(entities, table)
-        backend = next((b for b in (getattr(session, "kb", None), getattr(session, "db", None))
-                        if b is not None), self.backend)
+        backend = session.backend
         if columns is None:
-            memory = getattr(session, "memory", None)
-            columns = tuple(getattr(memory, "columns", ()) or getattr(session, "columns", ()) or ())
-        if schema is None and self.profile.context == "schema":
-            schema = getattr(session, "schema", None)
+            columns = session.memory.columns
+        if schema is None and self.profile.context == "schema" and isinstance(session,
+                                                                              SqlSession):
+            schema = session.schema
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": question_message(
                 self.profile, question, entities=entities, columns=columns, schema=schema)},
         ]
-        labels_before = getattr(backend, "label_query_count", None)
+        labels_before = backend.label_query_count if isinstance(backend, KB) else None
         prompt_tokens: _PromptTokens | None = None
         finished = False
         stop_reason = "max_steps"
@@ -515,11 +517,11 @@ class QueryAgent:
                 answers, _, extra = rec.env(
                     lambda: self._finish(rec, session, question, messages), backend=backend)
             rec.add_queries(extra)
-            last_obs = session.observations[-1] if getattr(session, "observations", None) else last_obs
-        program = getattr(session, "program", None)
+            last_obs = session.observations[-1] if session.observations else last_obs
+        program: Program | None = session.program
         if program is None:
             program = Program(tools=self.profile.tools)
-        labels_after = getattr(backend, "label_query_count", None)
+        labels_after = backend.label_query_count if isinstance(backend, KB) else None
         label_queries = (labels_after - labels_before if isinstance(labels_after, int)
                          and isinstance(labels_before, int) else 0)
         usage = rec.finish_usage(label_queries=label_queries)
@@ -613,12 +615,9 @@ class QueryAgent:
             return ParseError(str(exc), tool.arguments, 0)
         return call_from_arguments(tool.name, arguments, self._signatures, tool.arguments)
 
-    def _act(self, session: Any, decision: _Decision) -> Observation:
+    def _act(self, session: Environment, decision: _Decision) -> Observation:
         if isinstance(decision.action, InputError):
-            reject = getattr(session, "reject", None)
-            if reject is None:  # not a pyql Environment: it parses the text and reports itself
-                return session.run(decision.action_text)
-            return reject(decision.action_text, decision.action)
+            return session.reject(decision.action_text, decision.action)
         return session.run(decision.action)
 
     def _turn(self, step: Step, reply: LLMReply) -> list[dict[str, Any]]:
@@ -645,31 +644,30 @@ class QueryAgent:
             {"role": "user", "content": f"Observation {n} : {step.observation}"},
         ]
 
-    def _execute_current(self, session: Any) -> tuple[Any, ...]:
+    def _execute_current(self, session: Environment) -> tuple[Any, ...]:
         """Answers of the current query when the loop ended without execute(): executed only
         if an answer was set (set_answer or an aggregation)."""
-        memory = getattr(session, "memory", None)
-        query = getattr(session, "query", None)
-        has_answer = bool(getattr(memory, "answer", None)) or (
-            getattr(query, "aggregate", None) is not None)
+        query = session.query
+        has_answer = bool(session.memory.answer) or (
+            isinstance(query, Sparql) and query.aggregate is not None)
         if not has_answer:
             return ()
         return self._execute(session)
 
-    def _execute(self, session: Any) -> tuple[Any, ...]:
+    def _execute(self, session: Environment) -> tuple[Any, ...]:
         obs = session.run(Call(name="execute"))
         if not obs.ok:
             log.info("the final execute() was not accepted: %s", obs.text)
             return ()
         return tuple(obs.answers or ())
 
-    def _finish(self, rec: Recorder, session: Any, question: str,
+    def _finish(self, rec: Recorder, session: Environment, question: str,
                 messages: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
         """The original's end without execute() (the preset's ``on_stop``): ``execute`` runs the
         query as it is; ``choose_answer`` first asks the model which variable answers the
         question, from the last results (:data:`~pyql.agent.presets.ANSWER_CHOICE_PROMPT`),
         and executes with it (the choice call is accounted by ``rec``)."""
-        values = next((o.values for o in reversed(getattr(session, "observations", ()))
+        values = next((o.values for o in reversed(session.observations)
                        if o.ok and o.values), None)
         if self.preset.on_stop != "choose_answer" or not values:
             return self._execute(session)

@@ -298,8 +298,9 @@ def run_minimal(kb: KB, server: GoldServer, items: Sequence[Question], concurren
 
 def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
                 data_dir: str | None) -> RunStats:
-    from pyql.agent.evaluation.records import RESULTS, RunConfig
-    from pyql.agent.evaluation.runner import evaluate, read_results
+    from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.rundir import RunDir
+    from pyql.agent.evaluation.runner import evaluate
     from pyql.agent.evaluation.specs import build_provider
 
     spec = f"openai:{MODEL}"
@@ -310,7 +311,7 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
                        max_steps=10)
     stats = RunStats("harness", concurrency)
     with tempfile.TemporaryDirectory(prefix="pyql-throughput-") as tmp:
-        results = Path(tmp) / RESULTS
+        results = RunDir(tmp).results_path
         stop = threading.Event()
 
         def watch() -> None:  # RSS once 50 result lines are written
@@ -334,7 +335,7 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
             watcher.join()
         stats.total = time.perf_counter() - start
         _end(stats, server)
-        for result in read_results(tmp, steps=False):
+        for result in RunDir(tmp).results(steps=False):
             stats.count(calls=int(result.usage.get("llm_calls", 0)),
                         seconds=float(result.usage.get("seconds", 0.0)),
                         error=result.error is not None, hit1=result.metrics.get("hit@1", 0.0),

@@ -42,6 +42,7 @@ KB_DATASETS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop")
 def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
          data: Path, work: Path) -> dict[str, Any]:
     from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.rundir import RunDir
     from pyql.agent.evaluation.runner import evaluate
 
     options: dict[str, Any] = {}
@@ -57,10 +58,8 @@ def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
     metrics = evaluate(config, work / f"{dataset}-{strategy}-{constrain}", progress=False)
     metrics["wall_seconds"] = time.perf_counter() - started
     hints: dict[str, int] = {}
-    for line in (work / f"{dataset}-{strategy}-{constrain}" / "results.jsonl").read_text(
-            ).splitlines():
-        row = json.loads(line)
-        for code, n in (row.get("guidelines") or {}).items():
+    for result in RunDir(work / f"{dataset}-{strategy}-{constrain}").results(steps=False):
+        for code, n in result.guidelines.items():
             hints[code] = hints.get(code, 0) + n
     metrics["hints_by_code"] = dict(sorted(hints.items(), key=lambda kv: -kv[1]))
     return metrics

@@ -28,7 +28,6 @@ runs::
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 from pyql.agent.evaluation.noisy import INJECTION_TYPES, SILENT_TYPES, Injection, summarise
 from pyql.agent.evaluation.records import METRICS, RunConfig
+from pyql.agent.evaluation.rundir import RunDir, RunDirError
 
 __all__ = ["NOTE", "SIDES", "ABLATION_TABLE", "side_configs", "summarise_ablation",
            "format_table"]
@@ -97,8 +97,6 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     ``steps`` and ``hints`` per question, ``errors``, ``outage_total``), the ``gain`` of the
     primary score (on − off), ``complete`` (both sides ran every question), and with a noisy
     stand-in the injection rates per side."""
-    from pyql.agent.evaluation.runner import read_results
-
     settings: dict[str, dict[str, Any]] = {}
     stand_in: dict[str, Any] | None = None
     injections: dict[str, dict[str, Any]] = {}
@@ -108,14 +106,17 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
     complete = True
     for name, _ in SIDES:
         side = out_dir / name
-        metrics = json.loads((side / METRICS).read_text(encoding="utf-8"))
+        run_dir = RunDir(side)
+        metrics = run_dir.read_metrics()
+        if metrics is None:
+            raise RunDirError(f"{side}: the ablation side has no {METRICS}")
         complete = complete and bool((metrics.get("run") or {}).get("complete", True))
         primary = metrics.get("primary", primary)
         stand_in = stand_in or metrics.get("stand_in")
         row = {k: metrics.get(k) for k in _SETTING_KEYS if metrics.get(k) is not None}
         row["hints"] = (metrics.get("guidelines") or {}).get("per_question", 0.0)
         settings[name] = row
-        results = read_results(side, steps=False)
+        results = run_dir.results(steps=False)
         records = _injections(results)
         if records:
             injections[name] = _rates(summarise(records))

@@ -209,7 +209,8 @@ class SqlBackend(Backend):
         db, identity = self.db(item.db_id)
         view = DBView(db, cache=cache, identity=identity)
 
-        def session(*, entities: Mapping[str, str], guidelines: Any, table: str | None) -> Any:
+        def session(*, entities: Mapping[str, str], guidelines: Any, table: str | None
+                    ) -> SqlSession:
             return SqlSession(view, table=table, guidelines=guidelines)  # type: ignore[arg-type]
 
         return session

@@ -13,12 +13,16 @@ A run directory holds:
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+if TYPE_CHECKING:
+    from pyql.agent.accounting import Usage
+    from pyql.agent.trajectory import Step
+
 __all__ = ["EvalItem", "StepRecord", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS",
-           "OUTAGES", "item_seed"]
+           "OUTAGES", "item_seed", "usage_record"]
 
 CONFIG = "config.json"
 RESULTS = "results.jsonl"
@@ -63,7 +67,9 @@ class EvalItem(BaseModel):
 
 
 class StepRecord(BaseModel):
-    """One step of a trajectory, as the report shows it."""
+    """One step of a trajectory, as the report shows it: the
+    :class:`~pyql.agent.trajectory.Step` fields of the same names, and ``seconds`` (the step's
+    LLM and environment time). Made by :meth:`of`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -77,6 +83,25 @@ class StepRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+
+    @classmethod
+    def of(cls, step: Step) -> StepRecord:
+        """The record of ``step`` (every field but ``seconds`` is the step's own)."""
+        return cls(**{name: getattr(step, name) for name in _STEP_FIELDS},
+                   seconds=step.llm_latency + step.env_latency)
+
+
+#: the fields a StepRecord takes from its Step as they are
+_STEP_FIELDS = tuple(name for name in StepRecord.model_fields if name != "seconds")
+
+
+def usage_record(usage: Usage) -> dict[str, float]:
+    """A question's :class:`~pyql.agent.accounting.Usage` as the numbers of
+    ``QuestionResult.usage``: each of its scalar fields, read from the model itself (a field
+    added to ``Usage`` is recorded too); ``estimated_tokens`` is 1.0 or 0.0. The guideline
+    triggers are ``QuestionResult.guidelines``."""
+    return {name: float(value) for name, value in usage
+            if isinstance(value, (int, float))}
 
 
 class QuestionResult(BaseModel):

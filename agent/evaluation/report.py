@@ -24,8 +24,10 @@ all markup). It shows:
   guideline hint (highlighted), the query after the step, tokens and time.
 
 All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (rows, then
-trajectories) and the page is written as it is produced, so memory stays small; a question that appears
-twice (a resumed run) counts once, its last line wins; malformed lines are skipped and counted.
+trajectories) and the page is written as it is produced, so memory stays small; a question that
+appears twice (a resumed run) counts once, its last line wins; malformed lines are skipped and
+counted (the run directory's one reader, :meth:`~pyql.agent.evaluation.rundir.RunDir.lines`,
+with a callback; a torn last line is not counted: it is being written).
 
 **Big runs.** Every question gets a row in the list (id, question, outcome, gold and predicted
 answers, usage: about 1.5 kB), so search and filters cover the whole run, and the JS pages the
@@ -40,7 +42,7 @@ Observations and other long texts are cut to a preview with an expander, and to
 
 **Metrics.** The headline numbers, the breakdowns by question meta and the guideline tables are
 the run's one aggregate, :func:`pyql.agent.evaluation.metrics.aggregate` (what the runner writes
-to ``metrics.json``; ``runner.recompute_metrics`` rewrites it): read from ``metrics.json`` when it
+to ``metrics.json``; ``RunDir.recompute_metrics`` rewrites it): read from ``metrics.json`` when it
 counts the questions of ``results.jsonl``, else computed by that function over ``results.jsonl``.
 Outages (the KB/DB or the LLM failed: ``QuestionResult.status`` in
 :data:`~pyql.agent.evaluation.records.OUTAGES`) are not scored: the summary gives ``scored``, the
@@ -82,6 +84,7 @@ from pyql.agent.evaluation.records import (
     RunConfig,
     StepRecord,
 )
+from pyql.agent.evaluation.rundir import RunDir, RunDirError
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -144,10 +147,6 @@ _STATUS_LABELS = {
     "unscored": "Unscored",
 }
 _STAND_IN = re.compile(r"^\s*(noisy-)?gold\b", re.IGNORECASE)
-
-
-class RunDirError(PyqlError):
-    """The run directory cannot be reported (missing, or no ``results.jsonl``)."""
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -266,29 +265,15 @@ def _read_config(run_dir: Path) -> tuple[RunConfig | None, dict[str, Any], str |
 
 
 def _read_metrics(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / METRICS
-    if not path.is_file():
-        return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        log.warning("%s: cannot read (%s); computing metrics from %s", path, exc, RESULTS)
+        return RunDir(run_dir).read_metrics()
+    except RunDirError as exc:
+        log.warning("%s; computing metrics from %s", exc, RESULTS)
         return None
-    return raw if isinstance(raw, dict) else None
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                yield number, line
-
-
-def _parse(line: str) -> QuestionResult | None:
-    try:
-        return QuestionResult.model_validate_json(line)
-    except ValidationError:
-        return None
+def _skip(number: int, why: str) -> None:
+    """A malformed line of ``results.jsonl``: counted by the first pass, skipped."""
 
 
 @dataclass
@@ -326,19 +311,15 @@ class _Run:
 
 
 def _load(run_dir: Path) -> _Run:
-    results_path = run_dir / RESULTS
     if not run_dir.is_dir():
         raise RunDirError(f"no such run directory: {run_dir}")
-    if not results_path.is_file():
+    if not RunDir(run_dir).results_path.is_file():
         raise RunDirError(f"{run_dir} has no {RESULTS}: is it a run directory?")
     config, config_raw, config_note = _read_config(run_dir)
     by_id: dict[str, _Row] = {}
-    bad = seen = 0
-    for number, line in _iter_lines(results_path):
-        result = _parse(line)
-        if result is None:
-            bad += 1
-            continue
+    bad: list[int] = []
+    seen = 0
+    for number, result in RunDir(run_dir).lines(malformed=lambda n, _: bad.append(n)):
         seen += 1
         codes = tuple(s.hint for s in result.steps if s.hint)
         light = result.model_copy(update={"steps": (), "query": "", "program": ""})
@@ -349,8 +330,8 @@ def _load(run_dir: Path) -> _Run:
     steps_hist: dict[int, Counter[str]] = defaultdict(Counter)
     for row in rows:
         steps_hist[row.n_steps][row.status] += 1
-    return _Run(run_dir, config, config_raw, config_note, rows, metrics, source, notes, bad,
-                seen - len(rows), steps_hist)
+    return _Run(run_dir, config, config_raw, config_note, rows, metrics, source, notes,
+                len(bad), seen - len(rows), steps_hist)
 
 
 #: what a ``metrics.json`` must hold to be shown as it is (older runs wrote less)
@@ -361,7 +342,7 @@ def _metrics(run_dir: Path, rows: Sequence[_Row]) -> tuple[dict[str, Any], str, 
     """(the run's aggregate, where it comes from, notes): ``metrics.json`` when it is current
     (counts the questions of ``results.jsonl`` and has every section), else
     :func:`pyql.agent.evaluation.metrics.aggregate` over ``results.jsonl`` (what
-    ``runner.recompute_metrics`` would write). The one place that chooses the numbers."""
+    ``RunDir.recompute_metrics`` would write). The one place that chooses the numbers."""
     notes: list[str] = []
     recorded = _read_metrics(run_dir)
     if recorded is not None:
@@ -812,14 +793,16 @@ def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
 
     def items() -> Iterator[dict[str, Any]]:
         # second pass: rows are in file order (of their last line), so one forward scan suffices
-        lines: Iterator[tuple[int, str]] = (
-            _iter_lines(run.run_dir / RESULTS) if embedded else iter(()))
+        wanted = {row.line for row in rows if row.result.id in embedded}
+        lines: Iterator[tuple[int, QuestionResult]] = (
+            RunDir(run.run_dir).lines(malformed=_skip, numbers=wanted) if embedded
+            else iter(()))
         for index, row in enumerate(rows):
             result: QuestionResult | None = None
             if row.result.id in embedded:
-                for number, line in lines:
+                for number, read in lines:
                     if number == row.line:
-                        result = _parse(line)
+                        result = read
                         break
             yield _question(index, row, result, group_key)
 

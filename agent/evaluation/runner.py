@@ -1,31 +1,14 @@
 """Run the agent over a dataset: concurrent, rate-limit aware, and resumable after a crash.
 
-:func:`evaluate` starts a run in a fresh directory; :func:`resume` finishes one. A run directory
-(:mod:`pyql.agent.evaluation.records`) holds:
-
-- ``config.json``: the :class:`~pyql.agent.evaluation.records.RunConfig`, written (atomically)
-  once the dataset and its backend have opened and before any question runs;
-- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line, in
-  the order questions finish, append-only. Each line is written whole by one ``os.write`` of
-  ``json + "\\n"`` on an ``O_APPEND`` descriptor, under a lock; ``fdatasync``-ed at most once a
-  second (and when the run ends), so a process that is killed loses no written line (the lines
-  are in the OS's cache) and a machine that loses power loses at most the last second of
-  results, which :func:`resume` runs again. After a crash the file is a run of complete lines,
-  possibly followed by one partial line, which :func:`resume` truncates away (and syncs) before
-  it appends anything. Readers skip a last line
-  without its newline; if an id ever appeared twice (a file edited by hand), its last line
-  would count, as in ``pyql report``;
-- ``trajectories.jsonl``: every question's :class:`~pyql.agent.trajectory.Trajectory`
-  (``meta.id`` = the question id; the raw LLM replies, so ``--llm replay:RUN_DIR`` can replay
-  the run), written in one ``os.write`` just before its result line, not synced (a question
-  whose result line is missing runs again, so a trajectory can appear twice; replay uses the
-  last complete one). Its partial last line is cut on resume too;
-- ``metrics.json``: :func:`pyql.agent.evaluation.metrics.aggregate` of ``results.jsonl``, plus a
-  ``run`` section (this session's wall time, concurrency, rate-limit pauses, cache hits,
-  ``complete``) and, for a stand-in, ``stand_in`` (its name and the values of its declared
-  parameters, :func:`pyql.agent.evaluation.specs.stand_in_assumptions`), rewritten every few
-  seconds and, at the end, recomputed from the file;
-- ``.lock``: held (``flock``) while a process runs the directory; a second process is refused.
+:func:`evaluate` starts a run in a fresh directory; :func:`resume` finishes one. The run
+directory's files (``config.json``, ``results.jsonl``, ``trajectories.jsonl``, ``metrics.json``,
+``.lock``: how each is written durably and read back) belong to
+:class:`~pyql.agent.evaluation.rundir.RunDir`; this module decides what goes in them.
+``metrics.json`` is rewritten every few seconds during a run, with a ``run`` section (this
+session's wall time, concurrency, rate-limit pauses, cache hits, ``complete``) and, for a
+stand-in, ``stand_in`` (its name and the values of its declared parameters,
+:func:`pyql.agent.evaluation.specs.stand_in_assumptions`), and at the end recomputed from
+``results.jsonl``.
 
 The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
 shows it) of the last line of each question id (:func:`read_results`,
@@ -73,13 +56,12 @@ means a bug, not a bad question.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -105,15 +87,24 @@ from pyql.agent.evaluation.datasets import (
     select_indices,
 )
 from pyql.agent.evaluation.metrics import aggregate, corrections, step_usage
+from pyql.agent.evaluation.progress import RunProgress
 from pyql.agent.evaluation.records import (
-    CONFIG,
-    METRICS,
     OUTAGES,
-    RESULTS,
     EvalItem,
     QuestionResult,
     RunConfig,
     StepRecord,
+    usage_record,
+)
+from pyql.agent.evaluation.rundir import (
+    TRAJECTORIES,
+    ResultsLog,
+    RunDir,
+    RunDirError,
+    iter_records,
+    load_config,
+    read_results,
+    recompute_metrics,
 )
 from pyql.agent.evaluation.specs import (
     LLMProvider,
@@ -122,7 +113,6 @@ from pyql.agent.evaluation.specs import (
     build_provider,
     stand_in_assumptions,
 )
-from pyql.agent.jsonl import json_lines
 from pyql.agent.presets import preset_temperature, primary_metric
 from pyql.agent.strategy import (
     StrategyConfig,
@@ -153,8 +143,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TRAJECTORIES = "trajectories.jsonl"
-LOCK = ".lock"
 #: seconds between rewrites of metrics.json during a run
 METRICS_INTERVAL = 5.0
 #: abort when this many first questions all fail with unexpected exceptions
@@ -163,10 +151,6 @@ _BUG_THRESHOLD = 5
 PROCESS_MIN_QUESTIONS = 2000
 #: at most this many worker processes when chosen automatically
 MAX_AUTO_PROCESSES = 4
-
-
-class RunDirError(PyqlError):
-    """The run directory cannot be used (already a run, not a run, locked, corrupt)."""
 
 
 class EvalAbort(PyqlError):
@@ -231,188 +215,6 @@ def _status(record: QuestionResult) -> str:
     return record.status
 
 
-# -- files --------------------------------------------------------------------------------------
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _sync(fd: int) -> None:
-    (getattr(os, "fdatasync", None) or os.fsync)(fd)
-
-
-def _atomic_write_json(path: Path, value: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    data = json.dumps(value, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-class ResultsLog:
-    """An append-only JSON-lines file: whole lines only, one ``write`` each (module docstring).
-    """
-
-    def __init__(self, path: Path, *, sync: bool = True, sync_interval: float = 1.0) -> None:
-        self.path = path
-        self.sync = sync
-        #: seconds between two syncs (0: sync every append)
-        self.sync_interval = sync_interval
-        self._fd: int | None = None
-        self._lock = threading.Lock()
-        self._synced = float("-inf")
-        self._dirty = False
-
-    def repair(self) -> int:
-        """Cut a partial last line off (and sync the cut); return the bytes dropped. Only the
-        file's tail is read."""
-        if not self.path.exists():
-            return 0
-        with open(self.path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            end, block = size, 1 << 16
-            while end > 0:
-                start = max(0, end - block)
-                handle.seek(start)
-                chunk = handle.read(end - start)
-                found = chunk.rfind(b"\n")
-                if found >= 0:
-                    end = start + found + 1
-                    break
-                end = start
-        if end == size:
-            return 0
-        log.warning("%s: dropping a partial last line (%d bytes) left by an interrupted run",
-                    self.path, size - end)
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, end)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return size - end
-
-    def open(self) -> ResultsLog:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self
-
-    def append(self, *lines: str) -> None:
-        """Append ``lines`` (no newline in any) as one write; when ``sync``, sync the file if
-        the last sync is ``sync_interval`` seconds old (:meth:`close` syncs the rest)."""
-        if any("\n" in line for line in lines):
-            raise ValueError("a record must be one line")
-        data = "".join(line + "\n" for line in lines).encode()
-        with self._lock:
-            if self._fd is None:
-                raise RuntimeError(f"{self.path} is not open")
-            _write_all(self._fd, data)
-            if self.sync:
-                now = time.monotonic()
-                if now - self._synced >= self.sync_interval:
-                    _sync(self._fd)
-                    self._synced, self._dirty = now, False
-                else:
-                    self._dirty = True
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                if self._dirty:
-                    _sync(self._fd)
-                    self._dirty = False
-                os.close(self._fd)
-                self._fd = None
-
-
-def iter_records(path: Path, *, drop: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
-    """The records of a results file, one line at a time (a last line without its newline is
-    skipped: it is being written, or was cut short); ``drop`` removes keys (``steps``) to save
-    memory. A line that is not a result record raises :class:`RunDirError`."""
-    if not path.exists():
-        return
-    for number, record in json_lines(path, complete=True, error=RunDirError):
-        if not isinstance(record, dict) or "id" not in record:
-            raise RunDirError(f"{path}:{number}: not a result record (no id)")
-        for key in drop:
-            record.pop(key, None)
-        yield record
-
-
-def _unique(records: Iterator[dict[str, Any]]) -> Iterator[QuestionResult]:
-    """One result per id: the last line of an id counts (as ``pyql report`` reads it)."""
-    last: dict[str, dict[str, Any]] = {}
-    for record in records:
-        last[record["id"]] = record
-    for record in last.values():
-        yield QuestionResult.model_validate(record)
-
-
-def read_results(out_dir: str | os.PathLike[str], *, steps: bool = True) -> list[QuestionResult]:
-    """The results of a run directory (complete lines only; the last line of an id counts);
-    ``steps=False`` leaves the step records out (much less memory on a large run)."""
-    path = Path(out_dir) / RESULTS
-    return list(_unique(iter_records(path, drop=() if steps else ("steps",))))
-
-
-def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:
-    path = Path(out_dir) / CONFIG
-    if not path.is_file():
-        raise RunDirError(f"{out_dir} is not a run directory (no {CONFIG})")
-    try:
-        return RunConfig.model_validate_json(path.read_bytes())
-    except ValueError as exc:
-        raise RunDirError(f"{path}: not a run configuration: {exc}") from None
-
-
-def recompute_metrics(out_dir: str | os.PathLike[str], *, primary: str | None = None,
-                      run: dict[str, Any] | None = None,
-                      stand_in: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Aggregate ``results.jsonl`` and rewrite ``metrics.json`` (with ``run`` and the stand-in's
-    assumptions, ``stand_in``, when given)."""
-    metrics = aggregate(_unique(iter_records(Path(out_dir) / RESULTS, drop=("steps",))))
-    if primary is not None:
-        metrics["primary"] = primary
-    if run is not None:
-        metrics["run"] = run
-    if stand_in is not None:
-        metrics["stand_in"] = stand_in
-    _atomic_write_json(Path(out_dir) / METRICS, metrics)
-    return metrics
-
-
-class _Lock:
-    def __init__(self, out_dir: Path) -> None:
-        self.path = out_dir / LOCK
-        self._fd: int | None = None
-
-    def __enter__(self) -> _Lock:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock
-            return self
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._fd)
-            self._fd = None
-            raise RunDirError(f"another pyql eval is running on {self.path.parent}") from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
 # -- one question -------------------------------------------------------------------------------
 
 
@@ -432,16 +234,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _step_records(steps: tuple[Step, ...] | list[Step]) -> tuple[StepRecord, ...]:
-    return tuple(
-        StepRecord(n=s.n, thought=s.thought, action=s.action, observation=s.observation,
-                   hint=s.hint, status=s.status, query=s.query,
-                   prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens,
-                   seconds=s.llm_latency + s.env_latency)
-        for s in steps
-    )
-
-
 def _slim(result: QuestionResult) -> QuestionResult:
     """What the aggregate needs (no steps): kept in memory for the running metrics."""
     return result.model_copy(update={"steps": ()}) if result.steps else result
@@ -449,19 +241,17 @@ def _slim(result: QuestionResult) -> QuestionResult:
 
 class _MemoCounter(TokenCounter):
     """A token counter that remembers its counts: the system prompt is counted again for every
-    question, a stand-in's reply once as the completion and once as the next prompt's turn.
-    Bounded: the memo is emptied when full."""
+    question, a stand-in's reply once as the completion and once as the next prompt's turn,
+    a message's role (``user``, ``assistant``) with every message: a call to the encoder costs
+    microseconds even for a word. Bounded: the memo is emptied when full."""
 
     _MAX = 8192
-    _MIN_CHARS = 16
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._memo: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        if len(text) < self._MIN_CHARS:
-            return super().count(text)
         found = self._memo.get(text)
         if found is None:
             found = super().count(text)
@@ -517,8 +307,9 @@ class _Session:
         self.concurrency = concurrency
         #: worker processes answering (1: this process, ``concurrency`` threads)
         self.processes = 1
-        self.results_log = ResultsLog(out_dir / RESULTS)
-        self.trajectory_log = ResultsLog(out_dir / TRAJECTORIES, sync=False)
+        self.run_dir = RunDir(out_dir)
+        self.results_log = self.run_dir.results_log()
+        self.trajectory_log = self.run_dir.trajectory_log()
         self.stop = threading.Event()
         self.done: dict[str, QuestionResult] = {}
         self.session_done = 0
@@ -637,21 +428,13 @@ class _Session:
             predicted=_jsonable(tuple(res.answers)),
             metrics=self.dataset.score(item, res.answers) if status == "ok" else {},
             usage={
-                "llm_calls": usage.llm_calls, "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "cached_tokens": usage.cached_tokens, "cost": usage.cost,
-                "kb_queries": usage.kb_queries, "label_queries": usage.label_queries,
-                "seconds": usage.seconds,
-                "llm_seconds": usage.llm_seconds, "steps": len(trajectory.steps),
-                "estimated_tokens": 1.0 if usage.estimated_tokens else 0.0,
-                "constrained_calls": usage.constrained_calls,
-                "parse_failures": usage.parse_failures,
+                **usage_record(usage), "steps": len(trajectory.steps),
                 **step_usage(trajectory.steps, item.answers),
                 **self._measures(trajectory.steps, item),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,
-            program=str(res.program), steps=_step_records(trajectory.steps),
+            program=str(res.program), steps=tuple(map(StepRecord.of, trajectory.steps)),
             meta=self._meta(item), status=status, error=error,
         )
         lines = list(trajectory.lines())
@@ -686,7 +469,7 @@ class _Session:
                    "llm_calls": sum(1 for s in steps if s.reply_text or s.tool_calls),
                    "kb_queries": sum(s.kb_queries for s in steps)},
             finished=False, stop_reason=status, error=error, status=status,
-            steps=_step_records(steps), meta=self._meta(item),
+            steps=tuple(map(StepRecord.of, steps)), meta=self._meta(item),
         )
         trajectory = Trajectory(
             question=item.question, entities=dict(item.entities), strategy=self.config.strategy,
@@ -733,65 +516,6 @@ class _Session:
 
 
 # -- the run ------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """A rich progress bar with ETA and the running scores (or nothing)."""
-
-    def __init__(self, enabled: bool, total: int, done: int, primary: str, label: str) -> None:
-        self.primary = primary
-        self.sums: dict[str, float] = {primary: 0.0, "f1": 0.0}
-        self.n = 0
-        self.errors = 0
-        self.outages = 0
-        self._bar: Any = None
-        self._task: Any = None
-        if not enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        from pyql.cli.output import shared_stderr
-
-        self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=shared_stderr(), transient=False,
-        )
-        self._task = self._bar.add_task(label, total=total, completed=done, stats="")
-
-    def __enter__(self) -> _Progress:
-        if self._bar is not None:
-            self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def add(self, result: QuestionResult, *, advance: bool = True) -> None:
-        if result.status in OUTAGES:
-            self.outages += 1
-        else:
-            self.n += 1
-            for key in self.sums:
-                self.sums[key] += float(result.metrics.get(key, 0.0))
-            self.errors += 1 if result.error is not None else 0
-        if self._bar is not None and advance:
-            parts = [f"{self.primary} {self.sums[self.primary] / max(self.n, 1):.3f}"]
-            if self.primary != "f1" and "f1" in result.metrics:
-                parts.append(f"F1 {self.sums['f1'] / max(self.n, 1):.3f}")
-            parts.append(f"errors {self.errors}")
-            if self.outages:
-                parts.append(f"outages {self.outages}")
-            self._bar.update(self._task, advance=1, stats=" · ".join(parts))
 
 
 def _run_coroutine(coro: Any) -> Any:
@@ -849,7 +573,7 @@ def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> in
     return max(1, min(os.cpu_count() or 1, MAX_AUTO_PROCESSES))
 
 
-async def _drive(session: _Session, todo: list[EvalItem], progress: _Progress,
+async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                  started: float, processes: int = 1) -> None:
     loop = asyncio.get_running_loop()
     pool: Any
@@ -923,7 +647,7 @@ def _write_running_metrics(session: _Session, started: float, total: int) -> Non
     metrics = aggregate(session.done.values(), primary=session.primary)
     metrics["run"] = session.run_section(started, total)
     metrics["stand_in"] = session.stand_in()
-    _atomic_write_json(session.out_dir / METRICS, metrics)
+    session.run_dir.write_metrics(metrics)
 
 
 def _client_options(config: RunConfig) -> dict[str, Any]:
@@ -998,25 +722,24 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
     k = concurrency if concurrency is not None else config.concurrency
     if k < 1:
         raise ValueError("concurrency must be at least 1")
-    with _Lock(out_dir):
+    run_dir = RunDir(out_dir)
+    with run_dir.lock():
         session, dataset = _open(config, out_dir, provider=provider, gate=gate, concurrency=k)
         try:
             if fresh:
-                _atomic_write_json(out_dir / CONFIG, config.model_dump(mode="json"))
+                run_dir.write_config(config)
             session.results_log.repair()
             session.trajectory_log.repair()
             wanted = {item.id for item in session.items}
-            for record in iter_records(out_dir / RESULTS, drop=("steps",)):
-                earlier = session.done.get(record["id"])
+            for _, result in run_dir.lines(steps=False):
+                earlier = session.done.get(result.id)
                 if earlier is not None and earlier.status not in OUTAGES:
                     log.warning("%s: question %s appears twice; the last line counts",
-                                out_dir / RESULTS, record["id"])
-                elif record["id"] not in wanted:
+                                run_dir.results_path, result.id)
+                elif result.id not in wanted:
                     log.warning("%s: question %s is not in this run's selection",
-                                out_dir / RESULTS, record["id"])
-                result = QuestionResult.model_validate(record)
-                session.done[record["id"]] = _slim(result.model_copy(
-                    update={"status": _status(result)}))
+                                run_dir.results_path, result.id)
+                session.done[result.id] = result.model_copy(update={"status": _status(result)})
             # questions that ended in an outage run again (their new line counts)
             todo = [item for item in session.items
                     if item.id not in session.done or session.done[item.id].status in OUTAGES]
@@ -1028,7 +751,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             session.trajectory_log.open()
             _write_running_metrics(session, started, len(session.items))
             label = f"{config.dataset} {config.split} · {config.llm}"
-            with _Progress(progress, len(session.items), len(session.items) - len(todo),
+            with RunProgress(progress, len(session.items), len(session.items) - len(todo),
                            session.primary, label) as bar:
                 for result in session.done.values():
                     bar.add(result, advance=False)
@@ -1048,14 +771,15 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
 
 
 def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str, Any]:
-    """metrics.json recomputed from results.jsonl, with this session's ``run`` section."""
-    done = {r.id for r in _unique(iter_records(out_dir / RESULTS, drop=("steps",)))
-            if r.status not in OUTAGES}
+    """metrics.json recomputed from results.jsonl (read once), with this session's ``run``
+    section."""
+    results = session.run_dir.results(steps=False)
+    done = {r.id for r in results if r.status not in OUTAGES}
     section = session.run_section(started, len(session.items))
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)
-    return recompute_metrics(out_dir, primary=session.primary, run=section,
-                             stand_in=session.stand_in())
+    return session.run_dir.recompute_metrics(primary=session.primary, run=section,
+                                             stand_in=session.stand_in(), results=results)
 
 
 def _default_data_dir() -> Path:
@@ -1076,7 +800,8 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
     the run had to stop, and the dataset's errors when it cannot be read.
     """
     out = Path(out_dir)
-    if (out / CONFIG).exists() or (out / RESULTS).exists():
+    run_dir = RunDir(out)
+    if run_dir.holds_run():
         raise RunDirError(f"{out} already holds a run: resume it (pyql eval --resume {out}) or "
                           "choose another --out")
     config = _with_checked_options(config)
@@ -1088,13 +813,13 @@ def evaluate(config: RunConfig, out_dir: str | os.PathLike[str], *, progress: bo
         if config.data_dir is None:  # pinned, so that a resume from elsewhere reads the same data
             config = config.model_copy(update={"data_dir": str(_default_data_dir())})
         if config.ablation:
-            _atomic_write_json(out / CONFIG, config.model_dump(mode="json"))
+            run_dir.write_config(config)
             return _ablation(config, out, progress=progress, provider=provider, gate=gate,
                              concurrency=None)
         return _execute(config, out, fresh=True, progress=progress, provider=provider,
                         gate=gate, concurrency=None)
     except BaseException:
-        if not (out / CONFIG).exists():  # the run never started: leave no run directory behind
+        if not run_dir.config_path.exists():  # the run never started: leave no run directory behind
             _discard(out, created)
         raise
 
@@ -1113,7 +838,7 @@ def _with_checked_options(config: RunConfig) -> RunConfig:
 def _discard(out: Path, created: bool) -> None:
     """Remove what a run that never started left in ``out``: its lock, and the directory itself
     when this run created it and nothing else is in it."""
-    (out / LOCK).unlink(missing_ok=True)
+    RunDir(out).discard_lock()
     if created and not any(out.iterdir()):
         out.rmdir()
 
@@ -1131,7 +856,7 @@ def _ablation(config: RunConfig, out: Path, *, progress: bool, provider: LLMProv
 
     for name, side in side_configs(config).items():
         where = out / name
-        if (where / CONFIG).exists():
+        if RunDir(where).config_path.exists():
             resume(where, progress=progress, concurrency=concurrency, provider=provider,
                    gate=gate)
         else:
@@ -1139,7 +864,7 @@ def _ablation(config: RunConfig, out: Path, *, progress: bool, provider: LLMProv
             _execute(side, where, fresh=True, progress=progress, provider=provider, gate=gate,
                      concurrency=concurrency)
     summary = summarise_ablation(config, out)
-    _atomic_write_json(out / METRICS, summary)
+    RunDir(out).write_metrics(summary)
     (out / ABLATION_TABLE).write_text(format_table({config.llm: summary}) + "\n",
                                       encoding="utf-8")
     return summary

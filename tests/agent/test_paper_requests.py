@@ -47,9 +47,16 @@ class RecordedEnvironment:
     """A question's environment that answers each action with the observation a recorded
     trajectory printed (Figures 5-7: their Freebase is not here), and keeps the actions."""
 
+    #: the parts of the Environment contract QueryAgent reads (no KB behind it)
+    backend = None
+    query = None
+    program = None
+
     def __init__(self, observations: list[tuple[str, bool]]) -> None:
         self.recorded = observations
         self.actions: list[str] = []
+        self.memory = Memory()
+        self.observations: list[Observation] = []
 
     def run(self, action: Any) -> Observation:
         text = str(action)
@@ -58,7 +65,9 @@ class RecordedEnvironment:
         summary = self.recorded[n - 1][0] if n <= len(self.recorded) else ""
         call = Call(name="execute") if text.startswith("execute(") else None
         feedback = Feedback(step=n, action_text=text, call=call, memory=Memory())
-        return Observation(step=n, action=text, feedback=feedback, summary=summary)
+        obs = Observation(step=n, action=text, feedback=feedback, summary=summary)
+        self.observations.append(obs)
+        return obs
 
 
 def through_openai(fake: FakeOpenAI, replies: list[str]) -> OpenAIChat:

@@ -1,5 +1,12 @@
-"""The real model's fixtures: the in-process llama.cpp server and a small MetaQA KB, and the
-check every strategy's run must pass (tests/llm/test_local_*.py)."""
+"""A real model drives every strategy: SmolLM2-135M-Instruct in llama.cpp's server, in-process.
+
+The model is tiny and answers badly; these tests hold the *robustness* a real model needs, not
+accuracy: through the real ``openai`` client and the evaluation runner, every question ends with a
+typed status and no traceback, every reply is constrained to its schema and read (zero parse
+failures), pyql's token accounting equals the server's own counters, the time stays inside the
+deadline, and the run replays from its trajectories (:func:`check_strategy_run`). Skipped only
+where the ``local`` extra or the model package is not installed (``.ci/run`` installs both).
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""A real model drives every strategy: SmolLM2-135M-Instruct in llama.cpp's server, in-process.
-
-The model is tiny and answers badly; these tests hold the *robustness* a real model needs, not
-accuracy: through the real ``openai`` client and the evaluation runner, every question ends with a
-typed status and no traceback, every reply is constrained to its schema and read (zero parse
-failures), pyql's token accounting equals the server's own counters, the time stays inside the
-deadline, and the run replays from its trajectories (``conftest.check_strategy_run``). Skipped
-only where the ``local`` extra or the model package is not installed (``.ci/run`` installs both).
-The KB strategies and the table strategies are two files, so two test workers share them.
-"""
+"""A real model (SmolLM2-135M in llama.cpp, in-process) drives the table strategies (QueryAgent
+tools mode, Readi) on WikiSQL; what every run must hold is ``conftest.check_strategy_run``. A
+second file, so two test workers share the model."""
 
 from __future__ import annotations
 

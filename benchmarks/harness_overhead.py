@@ -1,0 +1,150 @@
+"""The evaluation harness's CPU against the environment's: ``pyql eval --llm gold`` vs bare
+Sessions replaying the same gold programs (``pyql fidelity gold``), side by side in one process.
+
+Both sides answer the same ``--n`` MetaQA ``--hops``-hop questions of ``--split`` on the same KB
+(the on-disk Oxigraph store ``pyql eval`` keeps in its cache directory, opened once here):
+
+- **bare**: :func:`pyql.datasets.gold.metaqa_fidelity` with that KB: per question a fresh
+  :class:`~pyql.Session`, the gold program's calls through ``Session.run``, the answers scored;
+- **harness**: :func:`pyql.agent.evaluation.runner.evaluate` with ``--llm gold`` (the QueryAgent
+  answering through the gold stand-in, ERASER on, text mode) into a temporary run directory:
+  the dataset's items, the strategy, trajectories, ``results.jsonl``, ``metrics.json``. One
+  process (``processes=1``, concurrency 1), so the CPU is this process's.
+
+CPU is ``time.process_time`` (user + system of this process, every thread) around each side;
+the harness's includes opening its own handle on the store and reading the questions, which the
+bare side gets for free (both are measured and printed: a few ms). The sides alternate
+``--rounds`` times (bare, harness, bare, ...) so a drift of the shared machine hits both; the
+ratio printed is the median of the per-round ratios harness/bare.
+
+Usage (from the repository root)::
+
+    python benchmarks/harness_overhead.py [--n 4000] [--hops 3] [--split dev] [--rounds 3]
+        [--profile harness|bare] [--json out.json] [--data-dir DIR]
+
+``--profile`` runs that side once under cProfile and prints its top functions (cumulative and
+own time) instead of the comparison. Target: harness / bare <= 1.25.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import logging
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pyql.agent.evaluation.datasets import get_dataset
+from pyql.agent.evaluation.records import RunConfig
+from pyql.agent.evaluation.runner import evaluate
+from pyql.datasets.gold import metaqa_fidelity
+from pyql.datasets.paths import default_data_dir
+
+
+def bare(kb: Any, data_dir: Path, hops: int, split: str, n: int) -> dict[str, Any]:
+    """Gold programs through bare Sessions: CPU seconds and the scores."""
+    cpu = time.process_time()
+    report = metaqa_fidelity(data_dir, hops=(hops,), split=split, limit=n, kb=kb)
+    cpu = time.process_time() - cpu
+    h = report["hops"][hops]
+    return {"cpu": cpu, "n": h["n"], "hit@1": h["hit1"], "f1": h["f1"]}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None = None
+            ) -> dict[str, Any]:
+    """``pyql eval --llm gold``: CPU seconds (this process's and its worker processes') and
+    the scores."""
+    config = RunConfig(dataset=f"metaqa-{hops}hop", split=split, data_dir=str(data_dir),
+                       llm="gold", limit=n, processes=processes)
+    with tempfile.TemporaryDirectory(prefix="pyql-harness-") as out:
+        cpu, children = time.process_time(), _children_cpu()
+        metrics = evaluate(config, Path(out) / "run", progress=False)
+        cpu = time.process_time() - cpu + _children_cpu() - children
+    return {"cpu": cpu, "n": metrics["n"], "hit@1": metrics["hit@1"], "f1": metrics["f1"]}
+
+
+def profile(side: str, kb: Any, data_dir: Path, hops: int, split: str, n: int) -> None:
+    """Profile one side: the calling thread, and the harness's worker thread (where the
+    questions are answered: cProfile sees only the thread that enables it)."""
+    from pyql.agent.evaluation import runner
+
+    profiler = cProfile.Profile()
+    if side == "bare":
+        profiler.runcall(bare, kb, data_dir, hops, split, n)
+    else:
+        run_item = runner._Session.run_item
+        runner._Session.run_item = lambda self, item: profiler.runcall(run_item, self, item)
+        try:
+            harness(data_dir, hops, split, n, processes=1)
+        finally:
+            runner._Session.run_item = run_item
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(45)
+    stats.sort_stats("tottime").print_stats(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=4000, help="questions per side")
+    parser.add_argument("--hops", type=int, default=3, choices=(1, 2, 3))
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--rounds", type=int, default=3, help="bare/harness pairs")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--processes", type=int, default=None,
+                        help="the harness's worker processes (default: pyql eval's choice)")
+    parser.add_argument("--profile", choices=("harness", "bare"), default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    data_dir = (args.data_dir or default_data_dir()).resolve()
+
+    started = time.process_time()
+    backend = get_dataset(f"metaqa-{args.hops}hop", data_dir).backend(split=args.split)
+    print(f"KB store opened in {time.process_time() - started:.2f} s CPU", flush=True)
+    # one unmeasured pass of each side: the store's caches, imports, the tokenizer
+    warm = min(args.n, 50)
+    bare(backend.kb, data_dir, args.hops, args.split, warm)
+    harness(data_dir, args.hops, args.split, warm, processes=1)
+    if args.profile:
+        profile(args.profile, backend.kb, data_dir, args.hops, args.split, args.n)
+        return 0
+
+    rounds: list[dict[str, Any]] = []
+    for number in range(1, args.rounds + 1):
+        b = bare(backend.kb, data_dir, args.hops, args.split, args.n)
+        h = harness(data_dir, args.hops, args.split, args.n, processes=args.processes)
+        if (b["hit@1"], b["f1"]) != (h["hit@1"], h["f1"]) or b["n"] != h["n"]:
+            print(f"the sides disagree: bare {b}, harness {h}", file=sys.stderr)
+            return 1
+        ratio = h["cpu"] / b["cpu"]
+        rounds.append({"bare": b, "harness": h, "ratio": ratio})
+        print(f"round {number}: bare {1000 * b['cpu'] / b['n']:.2f} ms CPU/question, "
+              f"harness {1000 * h['cpu'] / h['n']:.2f} ms CPU/question, ratio {ratio:.3f} "
+              f"(n {h['n']}, Hit@1 {h['hit@1']:.3f}, F1 {h['f1']:.3f})", flush=True)
+    ratio = statistics.median(r["ratio"] for r in rounds)
+    bare_ms = statistics.median(1000 * r["bare"]["cpu"] / r["bare"]["n"] for r in rounds)
+    harness_ms = statistics.median(1000 * r["harness"]["cpu"] / r["harness"]["n"]
+                                   for r in rounds)
+    print(f"median: bare {bare_ms:.2f} ms, harness {harness_ms:.2f} ms CPU per question; "
+          f"harness / bare = {ratio:.3f} (target <= 1.25)")
+    if args.json:
+        args.json.write_text(json.dumps({"n": args.n, "hops": args.hops, "split": args.split,
+                                         "rounds": rounds, "ratio": ratio}, indent=2) + "\n")
+    backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
