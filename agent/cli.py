@@ -168,6 +168,7 @@ def ask_command(
     deadline: opts.DeadlineOpt = None,
     constrain: opts.ConstrainOpt = "auto",
     max_tokens: opts.MaxTokensOpt = None,
+    temperature: opts.TemperatureOpt = None,
     kb_timeout: opts.KbTimeoutOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object (no live steps).")
@@ -212,9 +213,15 @@ def ask_command(
             options = check_options(strategy_type, options)
         except StrategyOptionError as exc:
             raise CliError(str(exc), code=2) from None
+        from pyql.agent.presets import preset_temperature
+
+        preset_name, _, preset_dataset = (preset or "").partition(":")
+        if temperature is None:
+            temperature = preset_temperature(preset_name or None, strategy)
         llm = _make_llm(model, base_url, api_key, local=local, timeout=llm_timeout,
                         max_retries=max_retries,  # first: a missing key fails fast
-                        max_tokens=max_tokens or max_reply_tokens(strategy_type))
+                        max_tokens=max_tokens or max_reply_tokens(strategy_type),
+                        temperature=temperature)
         given = entity_table(entity, entities_file)
         linking: Linking | None = None
         if db is not None:
@@ -234,7 +241,6 @@ def ask_command(
         if out is not None:
             _show_header(out, question, entities, linking, given, table if db else None,
                          llm.model, mode, not no_guidelines)
-        preset_name, _, preset_dataset = (preset or "").partition(":")
         config = StrategyConfig(guidelines=not no_guidelines, max_steps=max_steps, mode=mode,
                                 table=table, options=options, preset=preset_name or None,
                                 dataset=preset_dataset or None, ranker=ranker,
@@ -303,11 +309,12 @@ def _local_spec(spec: str | None) -> str | None:
 
 def _make_llm(model: str | None, base_url: str | None, api_key: str | None, *,
               local: str | None = None, timeout: float | None = None,
-              max_retries: int | None = None, max_tokens: int | None = None) -> Any:
+              max_retries: int | None = None, max_tokens: int | None = None,
+              temperature: float | None = None) -> Any:
     from pyql.agent.llm import OpenAIChat
 
     bounds: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries,
-                              "max_tokens": max_tokens}
+                              "max_tokens": max_tokens, "temperature": temperature}
     given = {k: v for k, v in bounds.items() if v is not None}
     if local is not None:
         from pyql.agent.local import local_chat

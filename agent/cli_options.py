@@ -84,6 +84,12 @@ MaxTokensOpt = Annotated[
                  help="Longest LLM reply, in tokens (default: the strategy's; QueryAgent 256, "
                  "Readi/SRP 512)."),
 ]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option("--temperature", min=0.0, max=2.0, metavar="T",
+                 help="Sampling temperature of every LLM call (default: the preset's; Readi and "
+                 "SRP under --preset paper 0.3, their papers'; else 0)."),
+]
 KbTimeoutOpt = Annotated[
     float | None,
     typer.Option("--kb-timeout", min=0.001, metavar="SECONDS",

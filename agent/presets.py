@@ -39,6 +39,8 @@ __all__ = [
     "dataset_family",
     "get_preset",
     "PAPER_METRICS",
+    "PAPER_TEMPERATURES",
+    "preset_temperature",
     "primary_metric",
 ]
 
@@ -276,3 +278,22 @@ def primary_metric(default: str, *, metric: str, strategy: str, preset: str | No
     if preset == "paper" and metric == "kbqa":
         return PAPER_METRICS.get(strategy, default)
     return default
+
+
+#: the sampling temperature each paper states for every module of its strategy, used under
+#: ``preset="paper"`` when no ``--temperature`` is given: Readi 5.3 ("Temperature is 0.3 for all
+#: modules"), SRP 4.1 ("Temperature is 0.3 for all modules"). QueryAgent's is :attr:`Preset.
+#: temperature` (0, the original's ag_utils.py:141, the client's default).
+PAPER_TEMPERATURES: dict[str, float] = {"readi": 0.3, "srp": 0.3}
+
+
+def preset_temperature(preset: str | None, strategy: str) -> float | None:
+    """The temperature ``preset`` sets for ``strategy``'s LLM client (None: the client's own,
+    0).
+
+    >>> preset_temperature("paper", "readi"), preset_temperature(None, "readi")
+    (0.3, None)
+    """
+    if preset == "paper":
+        return PAPER_TEMPERATURES.get(strategy)
+    return None

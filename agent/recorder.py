@@ -88,22 +88,27 @@ class Recorder:
     def llm(self, messages: Sequence[Message], *, stop: Sequence[str] | None = None,
             tools: Sequence[Mapping[str, Any]] | None = None, format: ReplyFormat | None = None,
             prompt_tokens: Callable[[Sequence[Message]], int] | None = None,
-            max_tokens: int | None = None, temperature: float | None = None) -> AccountedCall:
+            max_tokens: int | None = None, temperature: float | None = None,
+            client: LLM | None = None) -> AccountedCall:
         """One accounted call. With constraints on and a ``format``, the schema is sent and the
         reply read back; its usage is the server's, else estimated (``prompt_tokens`` counts a
         growing prompt incrementally). ``max_tokens`` and ``temperature`` are sent with this
-        request (over the client's own settings) to a client whose ``complete`` takes them."""
+        request (over the client's own settings) to a client whose ``complete`` takes them.
+        ``client``: another model for this call (a strategy whose modules use different LLMs,
+        e.g. Readi's ``edit_model``); the question's model else."""
+        model_client = client if client is not None else self.model
         constrained = self.constrained and format is not None
-        sampling = sampling_kwargs(self.model, max_tokens=max_tokens, temperature=temperature)
+        sampling = sampling_kwargs(model_client, max_tokens=max_tokens, temperature=temperature)
         if constrained:
             assert format is not None
             # stop sequences stay: a JSON string has no raw newline to stop at, and a server
             # that ignores the schema still stops where the strategy expects
-            reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
-                                        response_format=format.response_format(), **sampling)
+            reply = model_client.complete(  # type: ignore[call-arg]
+                messages, stop=stop, tools=tools, response_format=format.response_format(),
+                **sampling)
         else:
-            reply = self.model.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
-                                        **sampling)
+            reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
+                                          **sampling)
         raw = reply.text
         if constrained:
             assert format is not None
@@ -115,7 +120,7 @@ class Recorder:
                        else self.counter.count_messages(messages, tools))
             tokens = TokenUsage(prompt_tokens=counted, completion_tokens=self.counter.count(out),
                                 estimated=True)
-        model = reply.model or getattr(self.model, "model", "")
+        model = reply.model or getattr(model_client, "model", "")
         cost = reply.cost
         if cost is None:
             cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,

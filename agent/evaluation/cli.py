@@ -238,6 +238,7 @@ def eval_command(
         "replay run, else 1)", min=1)] = None,
     constrain: opts.ConstrainOpt = "auto",
     max_tokens: opts.MaxTokensOpt = None,
+    temperature: opts.TemperatureOpt = None,
 ) -> None:
     """Evaluate the agent (or gold programs) on a dataset: metrics, progress, resumable results.
 
@@ -259,7 +260,7 @@ def eval_command(
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes, constrain=constrain,
-        max_tokens=max_tokens, kb_timeout=kb_timeout,
+        max_tokens=max_tokens, kb_timeout=kb_timeout, temperature=temperature,
     )
     if json_output:
         print_json(metrics)
@@ -283,7 +284,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
          processes: int | None = None, constrain: str = "auto",
-         max_tokens: int | None = None, kb_timeout: float | None = None) -> dict[str, Any]:
+         max_tokens: int | None = None, kb_timeout: float | None = None,
+         temperature: float | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.records import RunConfig
@@ -312,6 +314,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--option", options or None), ("--ablation", ablation or None),
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
+                ("--temperature", temperature),
                 ("--kb-timeout", kb_timeout),
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
@@ -359,6 +362,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
             kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
             constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
+            temperature=temperature,
             pyql_version=__version__,
         )
         return evaluate(config, out, progress=progress)

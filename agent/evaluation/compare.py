@@ -30,7 +30,19 @@ from typing import Any
 from pyql.agent.evaluation.datasets import get_dataset
 from pyql.agent.srp.labelled import LabelledQuestion, id_part, labelled_items
 
-__all__ = ["compare", "reference_part"]
+__all__ = ["compare", "reference_part", "reference_split"]
+
+
+def reference_split(datasets: Sequence[str],
+                    data_dir: str | os.PathLike[str] | None = None) -> str:
+    """The split a reference base is built from by default: ``train`` when every dataset has
+    one (the SRP paper, 4.2: "We extract references from training set"), else the first
+    dataset's default split (evaluate on the rest of it: ``--fraction``, the held-out
+    questions)."""
+    found = [get_dataset(name, data_dir) for name in datasets]
+    if found and all("train" in d.splits() for d in found):
+        return "train"
+    return found[0].default_split if found else "dev"
 
 
 def reference_part(datasets: Sequence[str], split: str, *, fraction: float = 1.0,

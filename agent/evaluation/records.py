@@ -186,6 +186,8 @@ class RunConfig(BaseModel):
     #: strategy's ``max_reply_tokens``)
     constrain: Literal["auto", "on", "off"] = "auto"
     max_tokens: int | None = None
+    #: the sampling temperature of every LLM call (None: the preset's, else the client's, 0)
+    temperature: float | None = None
     #: wall-clock seconds per KB query (a SPARQL endpoint's; None: the KB's own, 30)
     kb_timeout: float | None = None
     #: stop the run after this many questions in a row ended in an outage (0: never)

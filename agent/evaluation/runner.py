@@ -113,7 +113,7 @@ from pyql.agent.evaluation.specs import (
     build_provider,
     stand_in_assumptions,
 )
-from pyql.agent.presets import primary_metric
+from pyql.agent.presets import preset_temperature, primary_metric
 from pyql.agent.strategy import (
     StrategyConfig,
     StrategyType,
@@ -656,6 +656,10 @@ def _client_options(config: RunConfig) -> dict[str, Any]:
         "max_tokens": config.max_tokens or max_reply_tokens(get_strategy(config.strategy))}
     if config.llm_timeout is not None:
         options["timeout"] = config.llm_timeout
+    temperature = (config.temperature if config.temperature is not None
+                   else preset_temperature(config.preset, config.strategy))
+    if temperature is not None:
+        options["temperature"] = temperature
     return options
 
 

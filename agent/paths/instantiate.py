@@ -51,6 +51,7 @@ __all__ = [
     "PathInstantiator",
     "PathStuck",
     "StuckReason",
+    "node_id",
 ]
 
 #: how many relations around a stuck node the error lists (appendix B.2)
@@ -217,6 +218,22 @@ class Instantiation:
         return tuple(c.stuck for c in self.constraints if c.stuck is not None)
 
     @property
+    def instantiated_length(self) -> int:
+        return sum(len(c.hops) for c in self.constraints)
+
+    def features(self) -> dict[str, float]:
+        """The reasoning-path features of the Readi paper's Table 8 (Appendix E) for this
+        instantiation: ``lpp`` (relations of the path), ``lip`` (relations instantiated),
+        ``aip`` (their ratio, the instantiation progress) and ``cer`` (1 when an instantiation
+        ends at a compound node, the paper's "ending with intermediate nodes"); averaged over
+        questions by evaluation. (ISR, the instantiation success rate, is :attr:`complete`.)"""
+        lpp = self.path.length
+        lip = self.instantiated_length
+        ends_compound = any(c.hops and c.hops[-1].compound for c in self.constraints)
+        return {"lpp": float(lpp), "lip": float(lip), "aip": lip / lpp if lpp else 0.0,
+                "cer": float(ends_compound)}
+
+    @property
     def instances(self) -> tuple[str, ...]:
         """What the instantiation retrieved: the program's answers and the entities of the
         sampled triples (the paper's answer coverage asks whether a gold answer is here)."""
@@ -259,12 +276,17 @@ class PathInstantiator:
     relations an error lists, ``max_triples`` the sampled triples kept per constraint;
     ``exclude_topic`` adds ``add_filter(?v, !=, topic)`` on every hop variable of the program;
     ``max_attempts`` bounds the walks of one constraint (backtracking over connecting
-    candidates)."""
+    candidates). ``cvt_ids``: a compound node of the retrieved triples shows its id
+    (``m.0k0p0c``, as the Readi paper's answering demos write them), so the triples through one
+    node stay apart; off, every one is :data:`COMPOUND_NODE`. ``intersection``: when several
+    constraints are instantiated, the retrieved triples are those of the joined program's
+    solutions (what the constraints agree on); off, the union of each constraint's sample."""
 
     def __init__(self, kb: KB, binder: RelationBinder, *, max_frontier: int = 2000,
                  max_candidates: int = MAX_CANDIDATES, max_triples: int = 50,
                  exclude_topic: bool = True, max_attempts: int = 8,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, cvt_ids: bool = False,
+                 intersection: bool = False) -> None:
         if max_frontier < 1:
             raise ValueError("max_frontier must be at least 1")
         self.kb = kb
@@ -275,6 +297,8 @@ class PathInstantiator:
         self.exclude_topic = exclude_topic
         self.max_attempts = max(1, max_attempts)
         self.timeout = timeout
+        self.cvt_ids = cvt_ids
+        self.intersection = intersection
 
     def session(self, entities: Mapping[str, str]) -> Session:
         return Session(self.kb, dict(entities), row_cap=self.max_frontier, timeout=self.timeout)
@@ -369,29 +393,55 @@ class PathInstantiator:
     def _triples(self, session: Session, mention: str, hops: Sequence[Hop]
                  ) -> tuple[tuple[str, str, str], ...]:
         """Sampled instances of the chain, as labelled (head, relation, tail) triples."""
-        if not hops:
+        return self._labelled(session, [(mention, hops, [h.var[1:] for h in hops])])
+
+    def _labelled(self, session: Session,
+                  chains: Sequence[tuple[str, Sequence[Hop], Sequence[str]]]
+                  ) -> tuple[tuple[str, str, str], ...]:
+        """The solutions of the session's query (at most ``max_triples``) as labelled triples
+        of each chain: (topic mention, its hops, the variable name of each hop)."""
+        chains = [c for c in chains if c[1]]
+        if not chains:
             return ()
         from pyql.terms import Var
 
-        query = session.query
-        variables = tuple(Var(h.var[1:]) for h in hops)
-        rs = self.kb.select(query.to_sparql(select=variables, limit=self.max_triples),
+        names = list(dict.fromkeys(n for _, _, vs in chains for n in vs))
+        rs = self.kb.select(session.query.to_sparql(select=tuple(Var(n) for n in names),
+                                                    limit=self.max_triples),
                             timeout=self.timeout)
         cells = [c for row in rs.rows for c in row if c is not None]
         labels = dict(zip(map(str, cells), session.display(cells), strict=True))
         out: dict[tuple[str, str, str], None] = {}
         for row in rs.rows:
-            head = mention
-            for hop, cell in zip(hops, row, strict=False):
-                tail = labels.get(str(cell), str(cell)) if cell is not None else "?"
-                if hop.compound or tail == session.profile.unnamed_label:
-                    tail_shown = COMPOUND_NODE
-                else:
-                    tail_shown = tail
-                out.setdefault((head, hop.bound, tail_shown) if hop.forward
-                               else (tail_shown, hop.bound, head), None)
-                head = tail_shown
+            by_name = dict(zip(names, row, strict=False))
+            for mention, hops, variables in chains:
+                head = mention
+                for hop, name in zip(hops, variables, strict=False):
+                    cell = by_name.get(name)
+                    tail = labels.get(str(cell), str(cell)) if cell is not None else "?"
+                    if hop.compound or tail == session.profile.unnamed_label:
+                        tail_shown = (node_id(cell) if self.cvt_ids and cell is not None
+                                      else COMPOUND_NODE)
+                    else:
+                        tail_shown = tail
+                    out.setdefault((head, hop.bound, tail_shown) if hop.forward
+                                   else (tail_shown, hop.bound, head), None)
+                    head = tail_shown
         return tuple(out)
+
+    def _joined_triples(self, joined: Sequence[ConstraintInstance],
+                        entities: Mapping[str, str]) -> tuple[tuple[str, str, str], ...]:
+        """The triples of the joined program's solutions: what every constraint agrees on (the
+        intersection the paper's reader sees), not each constraint's own sample."""
+        session = Session(self.kb, dict(entities), timeout=self.timeout)
+        chains = []
+        for k, inst in enumerate(joined, 1):
+            names = [f"c{k}x{i}" for i in range(1, len(inst.hops) + 1)]
+            names[-1] = "x"
+            for call in inst.calls(_entity_atom(inst.constraint.entity), names):
+                checked(session.run(call))
+            chains.append((_mention(inst.constraint.entity, entities), inst.hops, names))
+        return self._labelled(session, chains)
 
     # -- a whole path -----------------------------------------------------------------------------
     def instantiate(self, path: ReasoningPath, entities: Mapping[str, str],
@@ -410,7 +460,10 @@ class PathInstantiator:
             longest = max(instances, key=lambda c: len(c.hops), default=None)
             joined = [longest] if longest is not None and longest.hops else []
         program, answers, query = self._run(joined, entities)
-        triples = tuple(dict.fromkeys(t for c in instances for t in c.triples))
+        if self.intersection and complete and len(joined) > 1:
+            triples = self._joined_triples(joined, entities)
+        else:
+            triples = tuple(dict.fromkeys(t for c in instances for t in c.triples))
         return Instantiation(path=path, constraints=instances, program=program, query=query,
                              answers=answers, kb_queries=self.kb.query_count - before,
                              complete=complete, triples=triples)
@@ -446,6 +499,19 @@ class PathInstantiator:
         for obs in observations:
             checked(obs)
         return program, tuple(last.answers or ()), last.query
+
+
+def node_id(term: Any) -> str:
+    """The local id of a node (``m.0k0p0c`` of ``<http://rdf.freebase.com/ns/m.0k0p0c>``, a blank
+    node's label).
+
+    >>> node_id("http://rdf.freebase.com/ns/m.0k0p0c"), node_id("_:b12")
+    ('m.0k0p0c', 'b12')
+    """
+    text = str(term).strip("<>")
+    if text.startswith("_:"):
+        return text[2:]
+    return text.rsplit("/", 1)[-1].rsplit("#", 1)[-1]
 
 
 def _mention(written: str, entities: Mapping[str, str]) -> str:

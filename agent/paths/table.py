@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -194,6 +195,9 @@ class TableInstantiation:
     columns: tuple[str, ...] = ()
     stuck: TableStuck | None = None
     kb_queries: int = 0
+    #: row conditions that matched no row and were dropped (``row_errors=False``: the paper's
+    #: Appendix A returns every row of the columns instead of an error)
+    dropped: tuple[RowCondition, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -212,7 +216,15 @@ class TableInstantiation:
                 "stuck": self.stuck.to_dict() if self.stuck else None,
                 "program": str(self.program), "query": self.query,
                 "answers": [str(a) for a in self.answers[:50]], "answer_count": len(self.answers),
-                "rows": len(self.rows), "kb_queries": self.kb_queries}
+                "rows": len(self.rows), "kb_queries": self.kb_queries,
+                # what a reader is shown (the answer prompt's rows), for stand-ins and metrics
+                "columns": list(self.columns),
+                "shown_rows": [[_cell(v) for v in r] for r in self.rows],
+                "dropped": [c.as_list() for c in self.dropped]}
+
+
+def _cell(value: Any) -> Any:
+    return value if value is None or isinstance(value, (int, float, str)) else str(value)
 
 
 def _column_atom(name: str) -> Atom:
@@ -228,15 +240,20 @@ def _value_atom(value: str | int | float) -> Atom:
 class TableInstantiator:
     """Instantiates table paths with a session from ``new_session`` (a
     :class:`~pyql.sql.session.SqlSession`, reset between uses); ``binder`` ranks candidates against the
-    question; ``max_rows`` bounds the retrieved rows, ``max_candidates`` the candidates listed."""
+    question; ``max_rows`` bounds the retrieved rows, ``max_candidates`` the candidates listed.
+    ``row_errors``: a row condition that matches no row is an error (pyql's program route);
+    off, only unknown columns are errors and such a condition retrieves every row of the
+    path's columns instead (the paper's Appendix A: "we just consider wrong columns as error. If
+    a selected row ... cannot be instantiated, we return all rows in the columns")."""
 
     def __init__(self, new_session: Callable[[], Any], binder: RelationBinder, *,
-                 max_rows: int = 50, max_candidates: int = 35) -> None:
+                 max_rows: int = 50, max_candidates: int = 35, row_errors: bool = True) -> None:
         self.new_session = new_session
         self._session: Any = None
         self.binder = binder
         self.max_rows = max_rows
         self.max_candidates = max_candidates
+        self.row_errors = row_errors
 
     def _fresh(self) -> Any:
         """A session with no query: one made by ``new_session``, reset between uses (a new
@@ -251,20 +268,24 @@ class TableInstantiator:
         session = session or self._fresh()
         return tuple(getattr(session.memory, "columns", ()) or ())
 
-    def example_row(self, columns: Sequence[str]) -> tuple[Any, ...]:
-        """One row of the table (the first), for the generation prompt."""
+    def example_row(self, columns: Sequence[str], rng: random.Random | None = None
+                    ) -> tuple[Any, ...]:
+        """One row of the table for the generation prompt: the first in the order of the first
+        column, or with ``rng`` a randomly sampled one (the paper's Appendix A)."""
         if not columns:
             return ()
         calls = [Call.of("set_answer", _column_atom(c)) for c in columns]
-        calls.append(Call.of("add_order", _column_atom(columns[0]), Atom(AtomKind.NAME, "asc"),
-                             Atom(AtomKind.NUMBER, "1")))
+        if rng is None:
+            calls.append(Call.of("add_order", _column_atom(columns[0]),
+                                 Atom(AtomKind.NAME, "asc"), Atom(AtomKind.NUMBER, "1")))
         calls.append(Call.of("execute"))
         session = self._fresh()
         last = [_ok(o) for o in session.run_program(Program(calls=tuple(calls), tools="sql"))][-1]
         rows = list(last.answers or ())
         if not rows:
             return ()
-        return rows[0] if isinstance(rows[0], tuple) else (rows[0],)
+        row = rng.choice(rows) if rng is not None else rows[0]
+        return row if isinstance(row, tuple) else (row,)
 
     def instantiate(self, path: TablePath, question: str = "", *,
                     allow_empty: bool = False) -> TableInstantiation:
@@ -293,6 +314,8 @@ class TableInstantiator:
             real = RowCondition(by_fold[cond.column.casefold()], cond.op, cond.value)
             obs = _ok(session.run(Call.of("add_condition", _column_atom(real.column),
                                           Atom(AtomKind.NAME, real.op), _value_atom(real.value))))
+            if obs.status == "empty" and not allow_empty and not self.row_errors:
+                return self._finish(path, [], None, by_fold, queries, dropped=path.rows)
             if obs.status == "empty" and not allow_empty:
                 values = self._values(accepted, real.column)
                 stuck = TableStuck("no_matching_row", path, real.column, cond, tuple(accepted),
@@ -324,7 +347,8 @@ class TableInstantiator:
         return list(next(iter(values.values())).values) if values else []
 
     def _finish(self, path: TablePath, accepted: Sequence[RowCondition], stuck: TableStuck | None,
-                by_fold: dict[str, str], queries: tuple[Any, int]) -> TableInstantiation:
+                by_fold: dict[str, str], queries: tuple[Any, int],
+                dropped: Sequence[RowCondition] = ()) -> TableInstantiation:
         columns = tuple(dict.fromkeys(by_fold[c.casefold()] for c in path.columns
                                       if c.casefold() in by_fold))
         answer = (by_fold.get(path.answer_column.casefold()) if path.answer_column else None)
@@ -344,7 +368,8 @@ class TableInstantiator:
             rows = tuple(r if isinstance(r, tuple) else (r,) for r in got)
         return TableInstantiation(path=path, program=program, query=query, answers=answers,
                                   rows=rows, columns=columns, stuck=stuck,
-                                  kb_queries=_query_count(queries[0]) - queries[1])
+                                  kb_queries=_query_count(queries[0]) - queries[1],
+                                  dropped=tuple(dropped))
 
 
 def _query_count(session: Any) -> int:

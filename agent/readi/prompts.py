@@ -100,21 +100,25 @@ def task_of(messages: Sequence[Mapping[str, Any]]) -> Task:
 _BRACES = re.compile(r"\{([^{}]*)\}")
 
 
-def parse_answers(text: str) -> tuple[str, ...]:
-    """The answers enclosed in ``{}`` (the paper's format), in order, without duplicates: each
-    ``{...}`` is one answer (commas belong to names), ``|`` separates several in one pair.
+def parse_answers(text: str, *, unique: bool = True) -> tuple[str, ...]:
+    """The answers enclosed in ``{}`` (the paper's format), in order, without duplicates (with
+    ``unique=False`` as written: a table's answer is a list of cells, and two rows can hold the
+    same one): each ``{...}`` is one answer (commas belong to names), ``|`` separates several in
+    one pair.
 
     >>> parse_answers("So, the answer is {De Smet}.")
     ('De Smet',)
     >>> parse_answers("{Paris, Texas} and {Lyon | Nice}")
     ('Paris, Texas', 'Lyon', 'Nice')
+    >>> parse_answers("{n/a} {n/a}"), parse_answers("{n/a} {n/a}", unique=False)
+    (('n/a',), ('n/a', 'n/a'))
     """
     found = [m.group(1).strip() for m in _BRACES.finditer(text)]
     out: list[str] = []
     for value in found:
         parts = [p.strip() for p in value.split("|")] if "|" in value else [value]
         out += [p for p in parts if p]
-    return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys(out)) if unique else tuple(out)
 
 
 def _json(value: Sequence[Any]) -> str:

@@ -17,9 +17,13 @@
   it planned at first). When the right relation is not offered it answers the same path
   (nothing to repair; Readi stops editing).
 - **answer**: a reader that can err: when a gold answer is among the retrieved instances (the
-  program's answers and the entities of the sampled triples, or the rows' cells) it answers one
-  with probability ``reader_accuracy``, else another instance (a distractor; ``{}`` when there
-  is none); without a gold answer among them, ``{}``.
+  program's answers and the entities of the retrieved triples) it answers them (each gold
+  answer found) with probability ``reader_accuracy``, else another instance (a distractor; ``{}`` when there is none); without
+  a gold answer among them, ``{}``. On a table it reads the rows it was shown (never the
+  program's answers): the gold answers are read when each is a cell (without case: WikiSQL's
+  gold is lower-cased) or what the question's aggregation (the gold path's ``COUNT``, ``MAX``,
+  ``MIN``, ``SUM``, ``AVG``) gives over the shown rows' answer column — what a reader that can
+  count and compare derives.
 
 The two probabilities are the stand-in's declared :data:`PARAMETERS` (``noisy-gold`` takes their
 defaults, ``gold`` the oracle's 1.0; ``noisy-gold:0.3:edit_success=1`` names the oracle edit).
@@ -233,8 +237,57 @@ class ReadiStandIn:
         return [self.noise.choice(wrong)] if wrong else []
 
     def _answer(self) -> str:
+        if isinstance(self.gold, TablePath):
+            return self._answer_rows()
         read = self.read(set(self._last.get("instances", ())))
-        return f"So, the answer is {{{read[0]}}}." if read else "So, the answer is {}."
+        return "So, the answer is " + (" ".join(f"{{{a}}}" for a in read) or "{}") + "."
+
+    def _answer_rows(self) -> str:
+        gold = self.gold
+        assert isinstance(gold, TablePath)
+        columns = [str(c).casefold() for c in self._last.get("columns", ())]
+        rows = self._last.get("shown_rows", ())
+        found: dict[str, str] = {}
+        for row in rows:
+            for cell in row:
+                if cell is not None:
+                    found.setdefault(_key(cell), str(cell))
+        column = (gold.answer_column or "").casefold()
+        if gold.aggregation and column in columns:
+            for value in _aggregate(gold.aggregation, [r[columns.index(column)] for r in rows]):
+                found.setdefault(_key(value), str(value))
+        right = [found[_key(a)] for a in self.answers if _key(a) in found]
+        if len(right) < len(self.answers):
+            return "So, the answer is {}."
+        if not self.succeeds(self.reader_accuracy):
+            wrong = sorted(v for k, v in found.items() if k not in {_key(a) for a in self.answers})
+            right = [self.noise.choice(wrong)] if wrong else []
+        return "So, the answer is " + " ".join(f"{{{a}}}" for a in right) + "."
+
+
+def _key(value: Any) -> str:
+    """Values a reader takes for the same: numbers by value (``3`` and ``3.0``), text without
+    case."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value).strip().casefold()
+    return repr(number)
+
+
+def _aggregate(name: str, cells: Sequence[Any]) -> list[Any]:
+    """What ``name`` gives over ``cells`` (empty when it needs numbers the cells are not)."""
+    present = [c for c in cells if c is not None and c != ""]
+    if name == "COUNT":
+        return [len(present)]
+    try:
+        numbers = [float(c) for c in present]
+    except (TypeError, ValueError):
+        return []
+    if not numbers:
+        return []
+    return {"MAX": [max(numbers)], "MIN": [min(numbers)], "SUM": [sum(numbers)],
+            "AVG": [sum(numbers) / len(numbers)]}.get(name, [])
 
 
 def _table_json(path: TablePath) -> str:

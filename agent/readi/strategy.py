@@ -21,13 +21,24 @@ was used: ``program`` or ``llm``).
 
 On SQL databases (a ``SqlDB`` or a session factory making ``SqlSession``\\ s) the path is a
 table path (:mod:`pyql.agent.paths.table`): columns, then row conditions, then the answer.
+``table_mode`` says how it is used: ``program`` (pyql's own: every row condition must match, and
+the instantiated PyQL-SQL program answers when complete) or ``retrieval`` (the paper's
+Appendix A: only unknown columns are errors, an unmatched row condition retrieves every row of
+the columns, the generation prompt shows a randomly sampled row, and the LLM answers from the
+retrieved rows).
+
+``preset="paper"`` (``pyql eval --strategy readi --preset paper``) sets the paper's choices
+(:data:`PAPER_SETTINGS`); options given one by one override them. ``docs/paper_preset.md`` puts
+them beside the paper's sections.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -65,15 +76,63 @@ from pyql.agent.structured import (
     table_path_format,
 )
 from pyql.agent.trajectory import Step, Trajectory
+from pyql.errors import PyqlError
 from pyql.kb.base import KB
 from pyql.program import Program
 
-__all__ = ["InitialPath", "Readi"]
+__all__ = ["PAPER_SETTINGS", "InitialPath", "ModuleLLMError", "Readi", "module_llm"]
 
 log = logging.getLogger(__name__)
 
 InitialPath = Literal["generate", "corrupt", "empty"]
 AnswerMode = Literal["auto", "program", "llm"]
+TableMode = Literal["program", "retrieval"]
+Module = Literal["generate", "edit", "answer"]
+
+#: Readi's options under ``preset="paper"`` (each overridable with ``--option``): the LLM reader
+#: always answers (Algorithm 1 line 13, section 4.5: "QA Reasoning" on the retrieved instances),
+#: compound nodes keep their ids in the retrieved triples (the answering demos of Appendix F,
+#: ``m.0k0p0c``), the reader sees the instances every constraint agrees on (Algorithm 1 line 12,
+#: ``Merge_Results``) and all of them, not a 50-row sample (up to the 2,000 of a hop), TableQA
+#: as Appendix A (``table_mode="retrieval"``, every retrieved row shown)
+PAPER_SETTINGS: Mapping[str, Any] = {
+    "answer": "llm", "cvt_ids": True, "intersection": True, "max_triples": 2000,
+    "table_mode": "retrieval", "max_rows": 1000}
+
+
+class ModuleLLMError(PyqlError, ValueError):
+    """A module's own model (``edit_model=NAME``) was asked of a client that cannot switch
+    models (a stand-in, a replay): ``module``, ``model`` and the ``client`` type name."""
+
+    def __init__(self, module: str, model: str, client: str) -> None:
+        self.module = module
+        self.model = model
+        self.client = client
+        super().__init__(f"{module}_model={model!r} needs an OpenAI-compatible client to run "
+                         f"another model on, not {client}")
+
+
+def module_llm(llm: LLM, model: str, module: str = "edit") -> LLM:
+    """A client like ``llm`` (same server, key, bounds and temperature) that asks ``model``:
+    the LLM of one Readi module when a run mixes models (the paper's Table 3 pairs a generation
+    model with an editing model). A wrapper of the client (the evaluation's rate gate, its LLM
+    cache: an ``llm`` attribute) is copied around the new client."""
+    from pyql.agent.llm import OpenAIChat
+
+    if isinstance(llm, OpenAIChat):
+        other = copy.copy(llm)
+        other.model = model
+        other.history = deque(maxlen=llm.history.maxlen)
+        other.token_counter = TokenCounter(model=model)
+        return other
+    inner = getattr(llm, "llm", None)
+    if inner is None or inner is llm:
+        raise ModuleLLMError(module, model, type(llm).__name__)
+    wrapper = copy.copy(llm)
+    wrapper.llm = module_llm(inner, model, module)  # type: ignore[attr-defined]
+    if hasattr(wrapper, "model"):
+        wrapper.model = model  # type: ignore[attr-defined]
+    return wrapper
 
 
 
@@ -88,6 +147,12 @@ class Readi:
     vocabulary per topic entity) — the starts of the paper's Table 3. ``answer``: ``auto`` (the
     program's answers when the instantiation is complete and has answers, else the LLM),
     ``program`` or ``llm``. ``max_frontier``/``max_candidates``: the instantiation caps.
+    ``cvt_ids``: compound nodes keep their ids in the triples the reader sees; ``intersection``:
+    the reader sees the joined constraints' solutions, ``max_triples`` of each (else the union of
+    each constraint's). ``table_mode``:
+    ``program`` or ``retrieval`` (module docstring); ``max_rows``: the most rows retrieved.
+    ``llms``: another model per module (``{"edit": llm2}``); ``generate_model``, ``edit_model``,
+    ``answer_model`` name one on the same server as ``llm`` (:func:`module_llm`).
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -118,6 +183,15 @@ class Readi:
         "exclude_topic": StrategyOption(bool, "drop the topic entity from the answers"),
         "seed": StrategyOption(int, "seed"),
         "table": StrategyOption(str, "the SQL table"),
+        "cvt_ids": StrategyOption(bool, "compound nodes keep their ids in the retrieved triples"),
+        "intersection": StrategyOption(bool, "the reader sees the joined constraints' instances"),
+        "max_triples": StrategyOption(int, "most solutions retrieved per constraint"),
+        "table_mode": StrategyOption(Literal["program", "retrieval"],
+                                     "tables: pyql's program route or the paper's retrieval"),
+        "max_rows": StrategyOption(int, "most table rows retrieved for the reader"),
+        "generate_model": StrategyOption(str, "the path generation module's model"),
+        "edit_model": StrategyOption(str, "the path editing module's model"),
+        "answer_model": StrategyOption(str, "the QA reasoning module's model"),
     }
 
     def __init__(
@@ -142,7 +216,20 @@ class Readi:
         price_table: PriceTable | Mapping[str, Any] | None = None,
         on_step: Callable[[Step], None] | None = None,
         constrain: Constrain | bool = "auto",
+        cvt_ids: bool = False,
+        intersection: bool = False,
+        max_triples: int = 50,
+        table_mode: TableMode = "program",
+        max_rows: int = 50,
+        llms: Mapping[Module, LLM] | None = None,
+        generate_model: str | None = None,
+        edit_model: str | None = None,
+        answer_model: str | None = None,
     ) -> None:
+        if table_mode not in ("program", "retrieval"):
+            raise ValueError(f"table_mode must be program or retrieval, not {table_mode!r}")
+        if max_rows < 1:
+            raise ValueError("max_rows must be at least 1")
         if max_edits < 0:
             raise ValueError("max_edits must be 0 or more")
         if initial_path not in ("generate", "corrupt", "empty"):
@@ -150,6 +237,18 @@ class Readi:
         if answer not in ("auto", "program", "llm"):
             raise ValueError(f"answer must be auto, program or llm, not {answer!r}")
         self.llm = llm
+        #: the model of each module that does not use ``llm``
+        self.llms: dict[str, LLM] = dict(llms or {})
+        unknown = set(self.llms) - {"generate", "edit", "answer"}
+        if unknown:
+            raise ValueError(f"llms are per module: generate, edit, answer, not "
+                             f"{', '.join(sorted(unknown))}")
+        for module, name in (("generate", generate_model), ("edit", edit_model),
+                             ("answer", answer_model)):
+            if name is not None:
+                self.llms[module] = module_llm(llm, name, module)
+        self.table_mode: TableMode = table_mode
+        self.max_rows = max_rows
         self.backend = backend
         #: paths, edits and answers are constrained to their JSON schemas (checked now)
         self.constrained = resolve_constrain(constrain, llm)
@@ -184,29 +283,54 @@ class Readi:
             self.binder = RelationBinder.shared(vocabulary, ranker, top_k=top_k)
             self.instantiator = PathInstantiator(
                 backend, self.binder, max_frontier=max_frontier, max_candidates=max_candidates,
-                exclude_topic=exclude_topic)
+                exclude_topic=exclude_topic, cvt_ids=cvt_ids, intersection=intersection,
+                max_triples=max_triples)
 
     @classmethod
     def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> Readi:
         """The ``readi`` strategy factory (entry point ``pyql.strategies``): ``ranker``,
         ``top_k``, ``seed``, ``table``, ``profile``, token counter and prices from ``config``;
         its ``options`` (``max_edits``, ``initial_path``, ``answer``, ``relations``, ...) as
-        keyword arguments (numbers given as text are read as numbers)."""
+        keyword arguments (numbers given as text are read as numbers); ``preset="paper"``
+        starts from :data:`PAPER_SETTINGS`. ``generate_model``/``edit_model``/``answer_model``
+        name a module's own model (:func:`module_llm`)."""
         kwargs: dict[str, Any] = {
+            **(PAPER_SETTINGS if config.preset == "paper" else {}),
             "seed": config.seed, "table": config.table,
             "token_counter": config.token_counter, "price_table": config.price_table,
             "constrain": config.constrain,
             # unset: Readi's own defaults (BM25)
             **config.given("ranker", "profile", "top_k"),
             **config.typed_options(ints=("max_edits", "corrupt_length", "max_frontier",
-                                         "max_candidates", "top_k"), flags=("exclude_topic",)),
+                                         "max_candidates", "top_k", "max_rows",
+                                         "max_triples"),
+                                   flags=("exclude_topic", "cvt_ids", "intersection")),
         }
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+        """Readi's reliable answering (SRP's Figure 3 measures it for Readi too), as pooled
+        ``reliable_answering:hits``/``:of`` counts: of the questions answered correctly, those
+        whose correct answer the KG gave (the program's answers, or an instance the reader was
+        shown: :func:`pyql.agent.srp.metrics.reliable_answer`)."""
+        from pyql.agent.srp.metrics import reliable_answer
+
+        answer = next((s for s in reversed(steps) if s.kind == "answer"), None)
+        if answer is None or getattr(item, "tools", "sparql") == "sql":
+            return {}
+        predicted = answer.data.get("answers", ())
+        supported = (predicted if answer.data.get("source") == "program"
+                     else answer.data.get("instances", ()))
+        correct, grounded = reliable_answer(predicted, supported, item.answers)
+        return {"reliable_answering:hits": float(correct and grounded),
+                "reliable_answering:of": float(correct)}
+
+    @classmethod
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """``gold`` / ``noisy-gold:R`` for an evaluation item (see
-        :mod:`pyql.agent.readi.standin`)."""
+        :mod:`pyql.agent.readi.standin`); the same under any ``preset`` (it reads the step
+        records, which a preset does not change the kind of)."""
         from pyql.agent.readi.standin import stand_in
 
         return stand_in(spec, item, seed=seed)
@@ -262,7 +386,7 @@ class Readi:
             reply = self._ask(run, prompts.edit_messages(self.profile, question,
                                                             stuck.render()),
                               kb_path_format([c.entity for c in path.constraints]
-                                             or list(entities)))
+                                             or list(entities)), "edit")
             edits += 1
             new_path, problem = self._read_edit(reply.text, path, entities)
             self._record_edit(run, reply, stuck, path, new_path, problem, edits)
@@ -287,7 +411,7 @@ class Readi:
             self._record_start(run, path, "corrupt")
             return path
         reply = self._ask(run, prompts.generation_messages(self.profile, run.question, mentions),
-                          kb_path_format(mentions))
+                          kb_path_format(mentions), "generate")
         problem = None
         try:
             path = parse_path(reply.text, entities=mentions)
@@ -337,7 +461,8 @@ class Readi:
             self.answer_mode == "auto" and inst.complete and bool(inst.answers))
         data = {"instances": list(instances[:500]), "instance_count": len(instances),
                 "retrieved": len(inst.triples), "complete": inst.complete,
-                "counts": _counts(edits, inst.complete, len(inst.triples))}
+                "counts": {**_counts(edits, inst.complete, len(inst.triples)),
+                           **inst.features()}}
         if use_program:
             return self._program_answer(run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, run.question, triples=inst.triples)
@@ -360,7 +485,9 @@ class Readi:
     def _run_table(self, run: Recorder, table: str | None
                    ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
         new_session = self._session_factory(table)
-        inst_ = TableInstantiator(new_session, self.binder, max_candidates=self.max_candidates)
+        inst_ = TableInstantiator(new_session, self.binder, max_candidates=self.max_candidates,
+                                  max_rows=self.max_rows,
+                                  row_errors=self.table_mode == "program")
         columns = inst_.columns()
         path = self._initial_table(run, inst_, table, columns)
         edits = 0
@@ -372,7 +499,7 @@ class Readi:
             assert inst.stuck is not None
             reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
                                                             inst.stuck.render(), columns=columns),
-                              table_path_format(columns))
+                              table_path_format(columns), "edit")
             edits += 1
             problem = None
             try:
@@ -401,10 +528,12 @@ class Readi:
             path = TablePath(cols)
             self._record_start(run, path, self.initial_path)
             return path
-        example = inst.example_row(columns)
+        example = inst.example_row(
+            columns, random.Random(f"{self.seed}:{run.question}")
+            if self.table_mode == "retrieval" else None)
         reply = self._ask(run, prompts.generation_messages(
             self.profile, run.question, table=table, columns=columns, example_row=example),
-            table_path_format(columns))
+            table_path_format(columns), "generate")
         problem = None
         try:
             path = parse_table_path(reply.text)
@@ -434,12 +563,13 @@ class Readi:
                 "instances": list(inst.instances[:500]), "instance_count": len(inst.instances),
                 "counts": _counts(edits, inst.complete, len(inst.rows))}
         use_program = self.answer_mode == "program" or (
-            self.answer_mode == "auto" and inst.complete)
+            self.answer_mode == "auto" and inst.complete and not inst.dropped)
         if use_program:
             return self._program_answer(run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, run.question, columns=inst.columns,
                                            rows=inst.rows)
-        return self._llm_answer(run, messages, data)
+        answers = self._llm_answer(run, messages, data)
+        return tuple(_table_value(a, inst.rows) for a in answers)
 
     def _program_answer(self, run: Recorder, answers: Sequence[Any], data: dict[str, Any]
                         ) -> tuple[Any, ...]:
@@ -452,8 +582,8 @@ class Readi:
     def _llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any]
                     ) -> tuple[Any, ...]:
         """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
-        reply = self._ask(run, messages, answers_format())
-        answers = prompts.parse_answers(reply.text)
+        reply = self._ask(run, messages, answers_format(), "answer")
+        answers = prompts.parse_answers(reply.text, unique=not self.tables)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),
                      data={**data, "source": "llm", "answers": list(answers),
@@ -461,9 +591,9 @@ class Readi:
         return answers
 
     # -- LLM calls and records ----------------------------------------------------------------------
-    def _ask(self, run: Recorder, messages: list[dict[str, Any]], format: ReplyFormat
-             ) -> AccountedCall:
-        return run.llm(messages, format=format)
+    def _ask(self, run: Recorder, messages: list[dict[str, Any]], format: ReplyFormat,
+             module: Module) -> AccountedCall:
+        return run.llm(messages, format=format, client=self.llms.get(module))
 
     def _record(self, run: Recorder, call: AccountedCall, kind: str, *, thought: str = "",
                 action: str = "", observation: str = "", issue: str | None = None,
@@ -488,6 +618,34 @@ class Readi:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),
                      data={"path": path.as_dict(), "text": str(path), "format_error": None,
                            "source": source}))
+
+
+def _table_value(text: str, rows: Sequence[Sequence[Any]]) -> Any:
+    """A reader's answer on a table as a value of the table: the retrieved cell it names (as the
+    database typed it; without case), else a number when it reads as one (a count, a sum the
+    reader computed), else the text.
+
+    >>> _table_value("guard", [("Guard", 3)]), _table_value("3", [("Guard", 3.0)])
+    ('Guard', 3.0)
+    >>> _table_value("2", [("Guard",)]), _table_value("Lake Tuz", [])
+    (2, 'Lake Tuz')
+    """
+    folded = text.strip().casefold()
+    for row in rows:
+        for cell in row:
+            if cell is not None and str(cell).strip().casefold() == folded:
+                return cell
+            if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+                try:
+                    if float(folded) == float(cell):
+                        return cell
+                except ValueError:
+                    pass
+    try:
+        number = float(folded)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in folded else number
 
 
 def _counts(edits: int, complete: bool, retrieved: int) -> dict[str, float]:

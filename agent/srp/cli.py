@@ -40,7 +40,9 @@ def build_command(
     dataset: Annotated[list[str], typer.Option("--dataset", "-d", help="a labelled dataset "
                                                "(repeat to mix several: metaqa-1hop ...)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="the directory to write")],
-    split: Annotated[str, typer.Option(help="the split to build from")] = "dev",
+    split: Annotated[str | None, typer.Option(
+        help="the split to build from (default: train where every dataset has one, as the "
+        "paper; else the dataset's default split)")] = None,
     fraction: Annotated[float, typer.Option(help="share of the split (by id hash) that "
                                             "references come from; evaluate on the rest")] = 1.0,
     salt: Annotated[str, typer.Option(help="salt of the id hash")] = "srp",
@@ -55,13 +57,14 @@ def build_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the manifest as JSON")] = False,
 ) -> None:
     """Build a reference base from a labelled split and write it to --out."""
-    from pyql.agent.evaluation.compare import reference_part
+    from pyql.agent.evaluation.compare import reference_part, reference_split
     from pyql.agent.srp.references import build_reference_base
     from pyql.errors import PyqlError
 
     if not 0.0 < fraction <= 1.0:
         fail(f"--fraction must be in (0, 1], not {fraction}")
     try:
+        split = split or reference_split(dataset, data_dir)
         questions, ids = reference_part(dataset, split, fraction=fraction, salt=salt,
                                         data_dir=data_dir)
         base = build_reference_base(questions, datasets=dataset, split=split, fraction=fraction,

@@ -8,6 +8,11 @@
   relations, the same directions: the path core's ``^relation`` notation).
 - **edits**, **rounds** (retrievals), **enforced** (plans whose first relation was mended to a
   checked one), **complete** (the last instantiation joined every constraint).
+- **reliable answering** (the paper's Figure 3, "the proportion of correct answers supported by
+  factual triples from the KG"): of the questions answered correctly (a predicted answer is a
+  gold one), those whose correct answer is an entity of the triples the answering module was
+  shown or an answer of the instantiated program (:func:`reliable_answer`; Readi's
+  ``measures`` reads its answer step the same way).
 
 :meth:`pyql.agent.srp.strategy.SRP.measures` hands them to the evaluation runner per question;
 metrics.json's ``strategy`` section pools them over the run.
@@ -23,7 +28,24 @@ from typing import Any
 
 from pyql.agent.trajectory import Step
 
-__all__ = ["judge_outcomes", "reference_hit", "srp_measures"]
+__all__ = ["judge_outcomes", "reference_hit", "reliable_answer", "srp_measures"]
+
+
+def reliable_answer(predicted: Iterable[Any], supported: Iterable[Any],
+                    gold: Iterable[Any]) -> tuple[bool, bool]:
+    """``(correct, supported)``: a predicted answer is a gold one, and one such is among the
+    ``supported`` values (what the KG gave the answer), compared without case.
+
+    >>> reliable_answer(["Paris"], ["paris", "Lyon"], ["Paris"])
+    (True, True)
+    >>> reliable_answer(["Paris"], ["Lyon"], ["Paris"])
+    (True, False)
+    """
+    def fold(values: Iterable[Any]) -> set[str]:
+        return {str(v).strip().casefold() for v in values}
+
+    right = fold(predicted) & fold(gold)
+    return bool(right), bool(right & fold(supported))
 
 
 def _names(sequences: Iterable[Sequence[Sequence[str]]]) -> set[str]:
@@ -69,7 +91,19 @@ def srp_measures(steps: Sequence[Step], item: Any) -> dict[str, Any]:
     outcomes = judge_outcomes(steps, item.answers)
     retrieves = [s for s in steps if s.kind == "retrieve"]
     plan = next((s for s in steps if s.kind == "plan"), None)
+    answer = next((s for s in reversed(steps) if s.kind == "answer"), None)
+    knowledge = next((s for s in reversed(steps) if s.kind == "knowledge"), None)
+    predicted: list[Any] = []
+    supported: list[Any] = []
+    if answer is not None:
+        predicted = [*answer.data.get("cot", ()), *answer.data.get("program_answers", ())]
+        supported = list(answer.data.get("program_answers", ()))
+    if knowledge is not None:
+        supported += [t[i] for t in knowledge.data.get("kept", ()) for i in (0, 2) if len(t) == 3]
+    correct, grounded = reliable_answer(predicted, supported, item.answers)
     return {
+        "correct": correct,
+        "reliable": correct and grounded,
         "judged": len(outcomes),
         "judge_correct": sum(1 for said, has in outcomes if said == has),
         "reference_hit": reference_hit(steps, _gold_relations(item)),

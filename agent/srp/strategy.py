@@ -40,17 +40,26 @@ metrics (``pyql.agent.evaluation.metrics.step_usage``). Malformed replies are re
 a relation check falls back to the ranker's order, a plan to the best checked relation per
 topic, a judge to the instantiation's own state, an edit ends the reflection.
 
-``reflection=False`` is the paper's "w/o self-reflection": no judge, no edit.
+``reflection=False`` is the paper's "w/o self-reflection": no judge, no edit;
+``relation_check=False`` its "w/o relation check" (no rating call: the plan is shown the topic's
+one-hop relations as ranked, ``check_count`` of them, and no first relation is mended);
+``reference_mode="random"`` its "w/ random reference" (``top_k_references`` drawn from the
+base, seeded by the question, instead of the nearest).
+
+``preset="paper"`` starts from :data:`PAPER_SETTINGS` (Table 6-10's plan keeps every path the
+model writes for a topic, the first relation is not forced, compound nodes keep their ids as
+the paper's triplet sequences show them); ``--temperature`` comes from the preset (0.3).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.llm import LLM
@@ -68,6 +77,7 @@ from pyql.agent.paths import (
     parse_chain,
     split_inverse,
 )
+from pyql.agent.paths.instantiate import COMPOUND_NODE
 from pyql.agent.paths.instantiate import checked as checked_observation
 from pyql.agent.ranking import RelationRanker
 from pyql.agent.recorder import Recorder
@@ -93,7 +103,8 @@ from pyql.kb.base import KB
 from pyql.program import Call, Program
 from pyql.syntax import Atom, AtomKind
 
-__all__ = ["SRP", "DEFAULT_MAX_ROUNDS", "DEFAULT_CHECK_COUNT", "open_references"]
+__all__ = ["CVT_TAG", "PAPER_SETTINGS", "SRP", "DEFAULT_MAX_ROUNDS", "DEFAULT_CHECK_COUNT",
+           "open_references"]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +117,15 @@ DEFAULT_CHECK_CANDIDATES = MAX_CANDIDATES
 #: triples shown to the answering prompt when the judge kept none
 MAX_ANSWER_TRIPLES = 100
 _INT_OPTIONS = ("top_k_references", "max_rounds", "check_count", "check_candidates",
-                "binding_top_k", "max_frontier", "max_triples")
+                "binding_top_k", "max_frontier", "max_triples", "plan_paths")
+#: how the edit prompt names a compound node: its instruction's and demonstration's tag (the
+#: path core writes ``<compound node>``)
+CVT_TAG = "<cvt></cvt>"
+#: SRP's options under ``preset="paper"``: every path the plan writes per topic (the plan demo
+#: writes two for "princess leia"), no first relation forced from the relation check (section
+#: 4.3: the checked relations are "candidates for the first relation"), CVT ids in the triplet
+#: sequences (section 4.4's ``m.0cg8r04``)
+PAPER_SETTINGS: Mapping[str, Any] = {"plan_paths": 0, "enforce_checked": False, "cvt_ids": True}
 
 
 @lru_cache(maxsize=16)
@@ -138,6 +157,31 @@ def _chain(inst: ConstraintInstance, hops: int | None = None) -> str:
     for hop in inst.hops[:hops]:
         parts += [hop.bound, hop.end()]
     return " → ".join(parts)
+
+
+def _cvt(text: str) -> str:
+    """``text`` with the path core's compound-node marker written as the edit prompt's tag."""
+    return text.replace(COMPOUND_NODE, CVT_TAG)
+
+
+def _merged(insts: Sequence[Instantiation]) -> Instantiation:
+    """Several alternative paths' instantiations as one: every distinct constraint (the judge
+    sees each one's sequence), the program and answers of the first complete one (else of the
+    one instantiated furthest; the plan's order is the model's preference). The others reach
+    the answer only through the triples the judge keeps."""
+    if len(insts) == 1:
+        return insts[0]
+    best = next((i for i in insts if i.complete),
+                max(insts, key=lambda i: i.instantiated_length))
+    seen: dict[tuple[str, tuple[str, ...]], ConstraintInstance] = {}
+    for inst in insts:
+        for c in inst.constraints:
+            seen.setdefault((c.constraint.entity, c.constraint.relations), c)
+    return Instantiation(
+        path=best.path, constraints=tuple(seen.values()), program=best.program,
+        query=best.query, answers=best.answers,
+        kb_queries=sum(i.kb_queries for i in insts), complete=any(i.complete for i in insts),
+        triples=tuple(dict.fromkeys(t for i in insts for t in i.triples)))
 
 
 class SRP:
@@ -187,6 +231,12 @@ class SRP:
         "profile": StrategyOption(str, "prompt profile"),
         "max_frontier": StrategyOption(int, "most values kept per hop"),
         "max_triples": StrategyOption(int, "most triples shown to the judge"),
+        "plan_paths": StrategyOption(int, "paths kept per topic from the plan (0: all)"),
+        "enforce_checked": StrategyOption(bool, "mend a plan's first relation to a checked one"),
+        "relation_check": StrategyOption(bool, "the relation check on or off (ablation)"),
+        "reference_mode": StrategyOption(Literal["nearest", "random"],
+                                         "nearest references, or random ones (ablation)"),
+        "cvt_ids": StrategyOption(bool, "compound nodes keep their ids in the triples"),
     }
 
     def __init__(
@@ -210,7 +260,16 @@ class SRP:
         token_counter: TokenCounter | None = None,
         on_step: Callable[[Step], None] | None = None,
         constrain: Constrain | bool = "auto",
+        plan_paths: int = 1,
+        enforce_checked: bool = True,
+        relation_check: bool = True,
+        reference_mode: Literal["nearest", "random"] = "nearest",
+        cvt_ids: bool = False,
     ) -> None:
+        if plan_paths < 0:
+            raise ValueError("plan_paths must be 0 (all) or more")
+        if reference_mode not in ("nearest", "random"):
+            raise ValueError(f"reference_mode must be nearest or random, not {reference_mode!r}")
         if not isinstance(kb, KB):
             raise TypeError(f"SRP runs on a pyql KB, not {type(kb).__name__}")
         if max_rounds < 0 or top_k_references < 0 or check_count < 1 or check_candidates < 1:
@@ -226,6 +285,10 @@ class SRP:
         self.check_count = check_count
         self.check_candidates = check_candidates
         self.reflection = reflection
+        self.plan_paths = plan_paths
+        self.enforce_checked = enforce_checked and relation_check
+        self.relation_check = relation_check
+        self.reference_mode = reference_mode
         if vocabulary is None:
             vocab = RelationVocabulary.of_kb(kb)
         elif isinstance(vocabulary, RelationVocabulary):
@@ -235,7 +298,7 @@ class SRP:
         # shared across questions, as Readi's: the bindings' cache outlives one question
         self.binder = RelationBinder.shared(vocab, ranker, top_k=binding_top_k)
         self.instantiator = PathInstantiator(kb, self.binder, max_frontier=max_frontier,
-                                             max_triples=max_triples)
+                                             max_triples=max_triples, cvt_ids=cvt_ids)
         name = profile or kb.profile.name
         self.profile = name if name in P.PROFILES else "freebase"
         self.price_table = PriceTable.of(price_table)
@@ -255,6 +318,8 @@ class SRP:
         m = srp_measures(steps, item)
         known = m["reference_hit"] is not None
         return {"judge_accuracy:hits": m["judge_correct"], "judge_accuracy:of": m["judged"],
+                "reliable_answering:hits": float(m["reliable"]),
+                "reliable_answering:of": float(m["correct"]),
                 "reference_hit_rate:hits": float(bool(m["reference_hit"])),
                 "reference_hit_rate:of": float(known), "edits": m["edits"],
                 "rounds": m["rounds"], "complete": float(m["complete"])}
@@ -272,7 +337,8 @@ class SRP:
         caps the relation-check candidates, ``config.profile`` picks the demonstrations; the
         options are constructor keywords (``references``, ``top_k_references``, ``max_rounds``,
         ``reflection``, ``check_count``, ``vocabulary``, ...)."""
-        kwargs: dict[str, Any] = {"token_counter": config.token_counter,
+        kwargs: dict[str, Any] = {**(PAPER_SETTINGS if config.preset == "paper" else {}),
+                                  "token_counter": config.token_counter,
                                   "price_table": config.price_table,
                                   "constrain": config.constrain,
                                   **config.given("ranker")}  # unset: SRP's own default
@@ -280,13 +346,14 @@ class SRP:
             kwargs["profile"] = config.profile
         if config.top_k is not None:
             kwargs["check_candidates"] = config.top_k
-        kwargs.update(config.typed_options(ints=_INT_OPTIONS, flags=("reflection",)))
+        kwargs.update(config.typed_options(ints=_INT_OPTIONS, flags=(
+            "reflection", "enforce_checked", "relation_check", "cvt_ids")))
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
+    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
         """``gold`` or ``noisy-gold:RATE``: an LLM that plays SRP's stages from the item's gold
-        program (:mod:`pyql.agent.srp.stand_in`)."""
+        program (:mod:`pyql.agent.srp.stand_in`); the same under any ``preset``."""
         from pyql.agent.srp.stand_in import stand_in
 
         return stand_in(spec, item, seed=seed)
@@ -356,13 +423,14 @@ class _Run:
         srp = self.srp
         references = self.hits = self._references()
         checked = self._relation_check(references)
-        path = self._plan(checked, references)
+        alternatives = self._plan(checked, references)
+        path = alternatives[0] if alternatives else None
         stop = "no_plan"
         inst: Instantiation | None = None
         judgement: Judgement | None = None
         rounds = 0
         while path is not None and path.constraints:
-            inst = self._retrieve(path, rounds)
+            inst = self._retrieve(alternatives, rounds)
             if not srp.reflection:
                 stop = "no_reflection"
                 break
@@ -382,6 +450,7 @@ class _Run:
                 stop = "unchanged_edit"
                 break
             path = edited
+            alternatives = [edited]
         answers = self._answer(inst, judgement)
         program = inst.program if inst is not None else Program(tools="sparql")
         usage = self.rec.finish_usage()
@@ -401,7 +470,14 @@ class _Run:
         if "id" in self.meta:
             base.check_disjoint([str(self.meta["id"])])
         start = time.perf_counter()
-        hits = base.retrieve(self.question, self.srp.top_k_references, mentions=self.entities)
+        if self.srp.reference_mode == "random":  # the paper's "w/ random reference" ablation
+            rng = random.Random(f"references:{self.question}")
+            drawn = rng.sample(list(base.references),
+                               min(self.srp.top_k_references, len(base.references)))
+            hits = [Retrieved(r, 0.0) for r in drawn]
+        else:
+            hits = base.retrieve(self.question, self.srp.top_k_references,
+                                 mentions=self.entities)
         shown = "\n".join(f"{h.score:.3f} {h.reference.question} | "
                           f"{P.render_reference_path(h.reference)}" for h in hits)
         self._env_step("references", f"retrieve {self.srp.top_k_references} references", shown, {
@@ -434,6 +510,9 @@ class _Run:
                            status="ok" if candidates else "empty")
             if not candidates:
                 checked[mention] = ()
+                continue
+            if not srp.relation_check:  # the ablation: the ranked relations, unrated
+                checked[mention] = tuple(candidates[:srp.check_count])
                 continue
             data: dict[str, Any] = {"entity": mention}
             text, step = self._ask("relation_check", P.relation_check_messages(
@@ -480,22 +559,33 @@ class _Run:
             "entity": constraint.entity, "from": first, "to": chosen, "how": how}
 
     def _plan(self, checked: Mapping[str, tuple[str, ...]], references: list[Retrieved]
-              ) -> ReasoningPath | None:
+              ) -> list[ReasoningPath]:
+        """The planned path, or several when the plan writes several paths for a topic and
+        ``plan_paths`` keeps them: the k-th alternative takes each topic's k-th path (its last
+        when it has fewer)."""
         srp = self.srp
         relations = {m: list(r) for m, r in checked.items() if r}
         if not relations:
-            return None
+            return []
         text, step = self._ask("plan", P.plan_messages(
             self.question, relations, [h.reference for h in references], profile=srp.profile),
             {"checked": relations}, plan_format(list(relations)))
         data = dict(step.data)
         constraints: dict[str, Constraint] = {}
+        more: dict[str, list[Constraint]] = {}
+        keep = srp.plan_paths or None
         try:
             reply = P.parse_plan(text)
             for _topic, chain in reply.paths:
                 constraint = self._constraint(chain)
-                if constraint is not None and constraint.entity not in constraints:
+                if constraint is None:
+                    continue
+                if constraint.entity not in constraints:
                     constraints[constraint.entity] = constraint
+                    more[constraint.entity] = [constraint]
+                elif (keep is None or len(more[constraint.entity]) < keep) \
+                        and constraint not in more[constraint.entity]:
+                    more[constraint.entity].append(constraint)
             thought = reply.thought
             if not constraints:
                 data["parse_error"] = "no_topic_path"
@@ -506,27 +596,41 @@ class _Run:
             constraints = {m: Constraint(m, (r[0],)) for m, r in relations.items()}
             data["fallback"] = "checked_relation"
         enforced = []
-        for entity, constraint in list(constraints.items()):
-            constraint, note = self._enforce(constraint, checked)
-            constraints[entity] = constraint
-            if note is not None:
-                enforced.append(note)
-        path = ReasoningPath(tuple(constraints.values()))
+        options: dict[str, list[Constraint]] = {}
+        for entity in constraints:
+            options[entity] = []
+            for constraint in more.get(entity, [constraints[entity]]):
+                if srp.enforce_checked:
+                    constraint, note = self._enforce(constraint, checked)
+                    if note is not None:
+                        enforced.append(note)
+                if constraint not in options[entity]:
+                    options[entity].append(constraint)
+        width = max(len(v) for v in options.values())
+        alternatives = [ReasoningPath(tuple(v[min(k, len(v) - 1)] for v in options.values()))
+                        for k in range(width)]
+        path = alternatives[0]
         data.update(path=str(path), constraints=path.as_dict(), enforced=enforced,
                     counts={"plans_mended": float(bool(enforced))})
-        self._record(step, thought=thought, observation=str(path), data=data,
+        if len(alternatives) > 1:
+            data["alternatives"] = [str(p) for p in alternatives]
+        self._record(step, thought=thought,
+                     observation="\n".join(str(p) for p in alternatives), data=data,
                      status="error" if "parse_error" in data else "ok",
                      accepted="parse_error" not in data)
-        return path
+        return alternatives
 
-    def _retrieve(self, path: ReasoningPath, round_: int) -> Instantiation:
-        inst, seconds, queries = self._kb_work(
-            lambda: self.srp.instantiator.instantiate(path, self.entities, self.question))
+    def _retrieve(self, paths: Sequence[ReasoningPath], round_: int) -> Instantiation:
+        def work() -> Instantiation:
+            return _merged([self.srp.instantiator.instantiate(p, self.entities, self.question)
+                            for p in paths])
+
+        inst, seconds, queries = self._kb_work(work)
         sequences = [list(c.triples) for c in inst.constraints]
         data = {**inst.to_dict(), "round": round_, "sequences": sequences}
         shown = "; ".join(_chain(c) for c in inst.constraints)
-        self._env_step("retrieve", str(path), shown, data, seconds=seconds, kb_queries=queries,
-                       status="ok" if inst.complete else "stuck")
+        self._env_step("retrieve", "\n".join(map(str, paths)), shown, data, seconds=seconds,
+                       kb_queries=queries, status="ok" if inst.complete else "stuck")
         return inst
 
     def _sequences(self, inst: Instantiation) -> list[tuple[int, tuple[Triple, ...]]]:
@@ -628,7 +732,8 @@ class _Run:
                        kb_queries=self._around_queries)
         before = [c.chain() for c in path.constraints]
         text, step = self._ask("edit", P.edit_messages(
-            self.question, before, errors, instantiated, candidates,
+            self.question, before, [_cvt(e) for e in errors], [_cvt(i) for i in instantiated],
+            {_cvt(k): v for k, v in candidates.items()},
             [h.reference for h in references], profile=srp.profile),
             {"round": round_, "before": str(path)}, edit_chains_format(list(self.entities)))
         data = dict(step.data)

@@ -289,7 +289,7 @@ def test_evaluation_counts_from_the_step_records(kb):
     counts = step_usage(result.steps, GOLD)
     assert counts == {"llm_calls.generate": 1.0, "llm_calls.edit": 1.0, "edits": 1.0,
                       "instantiated": 1.0, "retrieved": counts["retrieved"],
-                      "answer_coverage": 1.0}
+                      "answer_coverage": 1.0, "lpp": 2.0, "lip": 2.0, "aip": 1.0, "cer": 0.0}
     assert counts["retrieved"] > 0
     assert step_usage(result.steps, ["Nobody"])["answer_coverage"] == 0.0
     rows = [QuestionResult(id="a", usage={"llm_calls": 2, **counts}),
