@@ -296,15 +296,20 @@ def _llm_configured(model: str | None, base_url: str | None, api_key: str | None
 
 
 def _local_spec(spec: str | None) -> str | None:
-    """The GGUF path of ``--llm local[:PATH]`` (``""``: the default model); None without
-    ``--llm``."""
+    """The GGUF path of ``--llm local[:PATH]`` (``""``: the default model), read by the same
+    parser as ``pyql eval --llm``; None without ``--llm``."""
     if spec is None:
         return None
-    kind, sep, path = spec.partition(":")
-    if kind.strip().lower() != "local" or (sep and not path.strip()):
+    from pyql.agent.evaluation.specs import LLMSpecError, parse_llm_spec
+
+    try:
+        kind, path = parse_llm_spec(spec)
+    except LLMSpecError:
+        kind, path = "", ""
+    if kind != "local":
         raise typer.BadParameter(f"expected local or local:PATH.gguf, got {spec!r} (a remote "
                                  "model: --model/--base-url)", param_hint="--llm")
-    return path.strip()
+    return path
 
 
 def _make_llm(model: str | None, base_url: str | None, api_key: str | None, *,

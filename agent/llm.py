@@ -90,7 +90,6 @@ __all__ = [
     "sampling_kwargs",
     "prompt_fingerprint",
     "AccountedCall",
-    "accounted_complete",
 ]
 
 log = logging.getLogger(__name__)
@@ -219,23 +218,6 @@ class AccountedCall:
                 "raw_reply": (self.raw_text if self.raw_text is not None
                               and self.raw_text != reply.text else ""),
                 "cached_tokens": tokens.cached_tokens}
-
-
-def accounted_complete(llm: LLM, messages: list[Message], *, counter: TokenCounter,
-                       price_table: PriceTable) -> AccountedCall:
-    """``llm.complete(messages)`` with its usage: what the client reported, else counted with
-    ``counter`` (marked estimated); its cost: the client's, else from ``price_table``."""
-    reply = llm.complete(messages)
-    model = reply.model or getattr(llm, "model", "")
-    tokens = reply.usage
-    if tokens is None:
-        tokens = TokenUsage(prompt_tokens=counter.count_messages(messages),
-                            completion_tokens=counter.count(reply.text), estimated=True)
-    cost = reply.cost
-    if cost is None:
-        cost = price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
-                                tokens.cached_tokens)
-    return AccountedCall(reply, tokens, cost, prompt_fingerprint(messages), model)
 
 
 # -- OpenAI-compatible clients ------------------------------------------------------------------

@@ -97,18 +97,17 @@ class Recorder:
         ``client``: another model for this call (a strategy whose modules use different LLMs,
         e.g. Readi's ``edit_model``); the question's model else."""
         model_client = client if client is not None else self.model
-        constrained = self.constrained and format is not None
-        sampling = sampling_kwargs(model_client, max_tokens=max_tokens, temperature=temperature)
+        # a module's own client is constrained only if it, too, takes schemas
+        constrained = (self.constrained and format is not None
+                       and (client is None or bool(getattr(client, "structured_output", False))))
+        # stop sequences stay when constrained: a JSON string has no raw newline to stop at, and
+        # a server that ignores the schema still stops where the strategy expects
+        extra = sampling_kwargs(model_client, max_tokens=max_tokens, temperature=temperature)
         if constrained:
             assert format is not None
-            # stop sequences stay: a JSON string has no raw newline to stop at, and a server
-            # that ignores the schema still stops where the strategy expects
-            reply = model_client.complete(  # type: ignore[call-arg]
-                messages, stop=stop, tools=tools, response_format=format.response_format(),
-                **sampling)
-        else:
-            reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
-                                          **sampling)
+            extra["response_format"] = format.response_format()
+        reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
+                                      **extra)
         raw = reply.text
         if constrained:
             assert format is not None

@@ -27,7 +27,6 @@ from pyql.agent.llm import (
     OpenAIEmbeddings,
     ScriptedLLM,
     ToolCall,
-    accounted_complete,
     apply_stop,
     prompt_fingerprint,
 )
@@ -337,13 +336,15 @@ def test_apply_stop_and_fingerprint() -> None:
     assert prompt_fingerprint(MESSAGES) != prompt_fingerprint(MESSAGES, [{"type": "function"}])
 
 
-# -- accounted calls (Readi, SRP) ---------------------------------------------------------------
-def test_accounted_complete_estimates_and_prices_what_the_client_does_not_report() -> None:
+# -- accounted calls (every strategy's, through its Recorder) -------------------------------------
+def test_an_accounted_call_estimates_and_prices_what_the_client_does_not_report() -> None:
+    from pyql.agent.recorder import Recorder
+
     messages = [{"role": "user", "content": "who directed Kismet"}]
     counter = TokenCounter(encoding="cl100k_base")
     prices = PriceTable({"scripted": Price(1.0, 2.0)})
-    call = accounted_complete(ScriptedLLM(["William Dieterle"]), messages, counter=counter,
-                              price_table=prices)
+    call = Recorder(ScriptedLLM(["William Dieterle"]), counter=counter,
+                    price_table=prices).llm(messages)
     assert call.text == "William Dieterle" and call.model == "scripted"
     assert call.tokens.estimated
     assert call.tokens.prompt_tokens == counter.count_messages(messages)
@@ -356,7 +357,9 @@ def test_accounted_complete_estimates_and_prices_what_the_client_does_not_report
     assert fields["prompt_tokens"] == call.tokens.prompt_tokens and fields["cost"] == call.cost
 
 
-def test_accounted_complete_keeps_what_the_client_reported() -> None:
+def test_an_accounted_call_keeps_what_the_client_reported() -> None:
+    from pyql.agent.recorder import Recorder
+
     class Reporting:
         model = "client-model"
 
@@ -364,8 +367,8 @@ def test_accounted_complete_keeps_what_the_client_reported() -> None:
             return LLMReply(text="ok", usage=TokenUsage(prompt_tokens=7, completion_tokens=2),
                             cost=0.5, model="")
 
-    call = accounted_complete(Reporting(), [{"role": "user", "content": "x"}],  # type: ignore[arg-type]
-                              counter=TokenCounter(), price_table=PriceTable())
+    call = Recorder(Reporting(), counter=TokenCounter(),  # type: ignore[arg-type]
+                    price_table=PriceTable()).llm([{"role": "user", "content": "x"}])
     assert (call.tokens.prompt_tokens, call.tokens.completion_tokens) == (7, 2)
     assert not call.tokens.estimated and call.cost == 0.5
     assert call.model == "client-model"  # the reply named none

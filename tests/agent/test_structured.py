@@ -268,3 +268,12 @@ def test_the_cli_and_the_runner_send_the_strategys_reply_cap(fake_openai: FakeOp
     llm = _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key, max_tokens=256)
     llm.complete([{"role": "user", "content": "q"}])
     assert fake_openai.chat_requests[-1].body["max_tokens"] == 256
+
+
+def test_ask_takes_only_a_local_model_in_llm() -> None:
+    from typer.testing import CliRunner
+
+    from pyql.cli import app
+
+    result = CliRunner().invoke(app, ["ask", "q", "--kb", "x.ttl", "--llm", "openai:gpt-4o"])
+    assert result.exit_code == 2 and "expected local or local:PATH.gguf" in result.output
