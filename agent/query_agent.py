@@ -199,7 +199,7 @@ class QueryAgent:
 
     name = "queryagent"
     #: the original's ``max_tokens`` (one thought and one action)
-    max_reply_tokens = 256
+    max_reply_tokens = MAX_TOKENS
     #: what ``--option`` may set: constructor keywords (see the class docstring)
     declared_options: ClassVar[Mapping[str, StrategyOption]] = {
         "guidelines": StrategyOption(bool, "ERASER on or off"),
