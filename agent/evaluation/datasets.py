@@ -249,6 +249,11 @@ def open_db(spec: str, **options: Any) -> tuple[Any, str]:
 # -- datasets -----------------------------------------------------------------------------------
 
 
+#: what a dataset over Freebase asks for when no ``--kb`` is given
+FREEBASE_KB = ("a Freebase KB: pass --kb URL (a SPARQL endpoint holding Freebase) or a store "
+               "from `pyql kb load` (a local Oxigraph store or RDF file)")
+
+
 class EvalDataset(ABC):
     """A dataset an evaluation runs over."""
 
@@ -314,6 +319,19 @@ class EvalDataset(ABC):
             raise DatasetError(f"{self.name}: {what} not found: {path}")
         return path
 
+    def _kb_override(self, kb: str | None, db: str | None, profile: str, *,
+                     required: str | None = None) -> KBBackend | None:
+        """The backend of ``--kb`` (opened with ``profile``), or None without one; ``--db`` is
+        an error for a dataset over a KB, and so is no ``--kb`` when the dataset has no KB of
+        its own (``required``: what to pass)."""
+        if db is not None:
+            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
+        if kb is None:
+            if required is not None:
+                raise DatasetError(f"{self.name} needs {required}")
+            return None
+        return KBBackend(*open_kb(kb, profile))
+
 
 class MetaQADataset(EvalDataset):
     tools = "sparql"
@@ -363,10 +381,9 @@ class MetaQADataset(EvalDataset):
                 db: str | None = None) -> Backend:
         from pyql.datasets import metaqa
 
-        if db is not None:
-            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
-        if kb is not None:
-            return KBBackend(*open_kb(kb, "metaqa"))
+        override = self._kb_override(kb, db, "metaqa")
+        if override is not None:
+            return override
         source = self._require(metaqa.kb_path(self.data_dir), "KB file (kb.txt)")
         store = self.cache_dir / "metaqa" / _short_hash(str(source.resolve()))
         try:
@@ -592,12 +609,9 @@ class WebQSPDataset(EvalDataset):
 
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
-        if db is not None:
-            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
-        if kb is None:
-            raise DatasetError(f"{self.name} needs a Freebase KB: pass --kb URL (a SPARQL "
-                               "endpoint holding Freebase) or a local Oxigraph store / RDF file")
-        return KBBackend(*open_kb(kb, "freebase"))
+        backend = self._kb_override(kb, db, "freebase", required=FREEBASE_KB)
+        assert backend is not None
+        return backend
 
 
 #: the datasets ``pyql eval --dataset`` knows (the built-in ones; :func:`register_dataset` and

@@ -29,12 +29,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pyql.agent.evaluation.datasets import (
+    FREEBASE_KB,
     Backend,
     DatasetError,
     EvalDataset,
-    KBBackend,
     WebQSPDataset,
-    open_kb,
     select_indices,
 )
 from pyql.agent.evaluation.records import EvalItem
@@ -97,12 +96,8 @@ class _FreebaseDataset(EvalDataset):
 
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
-        if db is not None:
-            raise DatasetError(f"{self.name} runs on a KB: use --kb, not --db")
-        if kb is None:
-            raise DatasetError(f"{self.name} needs a Freebase KB: pass --kb URL (a SPARQL "
-                               "endpoint holding Freebase) or a store from `pyql kb load`")
-        backend = KBBackend(*open_kb(kb, "freebase"))
+        backend = self._kb_override(kb, db, "freebase", required=FREEBASE_KB)
+        assert backend is not None
         self._kb = backend.kb
         return backend
 
