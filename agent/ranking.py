@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pyql.datasets.paths import cache_dir
+
 __all__ = [
     "TOP_K",
     "RelationRanker",
@@ -156,13 +158,13 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 class EmbeddingCache:
     """Embeddings on disk (sqlite), keyed by sha256 of ``model`` + text; thread-safe.
 
-    ``EmbeddingCache()`` uses ``$PYQL_CACHE_DIR/embeddings.sqlite`` (default ``~/.cache/pyql``).
+    ``EmbeddingCache()`` uses ``embeddings.sqlite`` in :func:`pyql.datasets.paths.cache_dir`
+    (``$PYQL_CACHE``, else ``~/.cache/pyql``).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         if path is None:
-            base = os.environ.get("PYQL_CACHE_DIR") or Path.home() / ".cache" / "pyql"
-            path = Path(base) / "embeddings.sqlite"
+            path = cache_dir() / "embeddings.sqlite"
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()

@@ -173,7 +173,8 @@ def test_metaqa_kb_txt_is_parsed_once_then_reopened(tmp_path, monkeypatch):
     assert time.perf_counter() - started < 1.0
     assert len(again) == triples
     assert list((tmp_path / "cache" / "metaqa").iterdir()) == [cache_store_dir(kb_txt)]
-    from pyql.agent.evaluation.datasets import _short_hash, cache_dir
+    from pyql.agent.evaluation.datasets import _short_hash
+    from pyql.datasets.paths import cache_dir
 
     # the store pyql eval opens for its MetaQA datasets: one build serves both commands
     assert cache_store_dir(kb_txt) == cache_dir() / "metaqa" / _short_hash(str(kb_txt.resolve()))

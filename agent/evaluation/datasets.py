@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 
 from pyql.agent.evaluation.caches import DBView, KBView, QueryCache
 from pyql.agent.evaluation.records import EvalItem
-from pyql.datasets.paths import default_data_dir
+from pyql.datasets.paths import cache_dir, default_data_dir
 from pyql.errors import PyqlError
 from pyql.kb.base import KB
 from pyql.plugins import Plugin, PluginConflictError, PluginLoadError, plugins
@@ -86,14 +86,12 @@ __all__ = [
     "cache_dir",
     "open_kb",
     "open_db",
-    "CACHE_ENV",
     "MAX_ANSWER_ROWS",
 ]
 
 log = logging.getLogger(__name__)
 
 #: where built stores and databases are kept (default ``~/.cache/pyql``)
-CACHE_ENV = "PYQL_CACHE"
 
 #: rows an answer may have (SqlDB's default of 10,000 would cut Spider's largest answers short,
 #: 20,662 rows; observations are bounded by the Session, not by this)
@@ -102,12 +100,6 @@ MAX_ANSWER_ROWS = 1_000_000
 
 class DatasetError(PyqlError):
     """A dataset that cannot be read or run (missing files, unknown split, no backend)."""
-
-
-def cache_dir() -> Path:
-    """``$PYQL_CACHE``, else ``~/.cache/pyql`` (not created here)."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "pyql"
 
 
 def select_indices(n: int, limit: int | None = None, sample: int | None = None,

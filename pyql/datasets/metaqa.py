@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -38,7 +37,7 @@ from typing import Literal, NamedTuple
 import pyoxigraph as ox
 from pydantic import BaseModel, ConfigDict
 
-from pyql.datasets.paths import default_data_dir
+from pyql.datasets.paths import cache_dir, default_data_dir
 from pyql.errors import DatasetFileError, ParseError
 from pyql.kb.oxigraph import OxigraphKB
 from pyql.profiles import METAQA, RDFS
@@ -53,7 +52,6 @@ __all__ = [
     "RELATIONS",
     "metaqa_dir",
     "cache_store_dir",
-    "CACHE_ENV",
     "paths",
     "kb_path",
     "load_kb",
@@ -179,17 +177,11 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
 
 
-#: where commands keep the stores they build: ``$PYQL_CACHE``, else ``~/.cache/pyql`` (the
-#: directory ``pyql eval`` keeps its MetaQA store in: both use the same store)
-CACHE_ENV = "PYQL_CACHE"
-
-
 def cache_store_dir(kb_txt_path: str | Path) -> Path:
     """The directory of the cached on-disk store of one kb.txt (see :func:`load_kb`):
     ``<cache>/metaqa/<the first 12 hex digits of the SHA-256 of its resolved path>``, the one
     ``pyql eval`` builds too."""
-    root = os.environ.get(CACHE_ENV)
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "pyql"
+    base = cache_dir()
     source = str(Path(kb_txt_path).resolve())
     return base / "metaqa" / hashlib.sha256(source.encode()).hexdigest()[:12]
 

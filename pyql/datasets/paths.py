@@ -3,6 +3,9 @@
 Library code takes dataset paths as arguments; when a caller gives none, it uses
 :func:`default_data_dir`: ``$PYQL_DATA`` if set, else the first existing of ``./shared/data`` and
 ``../shared/data`` (relative to the current directory). Data is never copied into the package.
+
+What commands build from the data (parsed stores, embeddings) goes under :func:`cache_dir`:
+``$PYQL_CACHE``, else ``~/.cache/pyql``.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["default_data_dir", "ENV_VAR"]
+__all__ = ["default_data_dir", "cache_dir", "ENV_VAR", "CACHE_ENV"]
 
 #: the environment variable naming the data directory
 ENV_VAR = "PYQL_DATA"
+
+#: the environment variable naming the cache directory
+CACHE_ENV = "PYQL_CACHE"
 
 _CANDIDATES = (Path("shared") / "data", Path("..") / "shared" / "data")
 
@@ -40,3 +46,10 @@ def default_data_dir() -> Path:
         f"no dataset directory found (tried {tried}); set ${ENV_VAR} to the folder holding "
         "the shared datasets, or pass paths explicitly"
     )
+
+
+def cache_dir() -> Path:
+    """Where commands keep what they build from the data: ``$PYQL_CACHE``, else
+    ``~/.cache/pyql`` (not created here)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pyql"

@@ -87,6 +87,15 @@ def test_embedding_cache_round_trip(tmp_path: Path) -> None:
     cache.close()
 
 
+def test_embedding_cache_lives_in_the_one_cache_directory(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """$PYQL_CACHE is the cache directory of every command: parsed stores and embeddings."""
+    monkeypatch.setenv("PYQL_CACHE", str(tmp_path / "cache"))
+    cache = EmbeddingCache()
+    assert cache.path == tmp_path / "cache" / "embeddings.sqlite" and cache.path.exists()
+    cache.close()
+
+
 def test_get_ranker() -> None:
     assert isinstance(get_ranker("bm25"), BM25Ranker)
     assert get_ranker(None) is None
