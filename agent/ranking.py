@@ -39,6 +39,7 @@ from pyql.datasets.paths import cache_dir
 __all__ = [
     "TOP_K",
     "RelationRanker",
+    "check_ranker",
     "Embedder",
     "BM25Ranker",
     "EmbeddingRanker",
@@ -319,6 +320,16 @@ def get_ranker(spec: RelationRanker | str | None) -> RelationRanker | None:
         return EmbeddingRanker(SentenceTransformerEmbedder(), cache=EmbeddingCache())
     raise ValueError(f"unknown ranker {spec!r}; use 'bm25', 'openai', 'minilm', 'hybrid', "
                      "'hybrid:openai' or a RelationRanker")
+
+
+def check_ranker(spec: str | None) -> None:
+    """Fail before a run, not at its first question, when the ranker ``spec`` cannot be built:
+    the OpenAI embedding rankers need an API key (:class:`~pyql.agent.errors.LLMAuthError`).
+    Nothing is sent."""
+    if spec in ("openai", "hybrid:openai"):
+        from pyql.agent.llm import OpenAIEmbeddings
+
+        OpenAIEmbeddings()
 
 
 def rank_relations(question: str, relations: Sequence[str], ranker: RelationRanker | None, *,

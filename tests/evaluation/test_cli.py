@@ -149,6 +149,21 @@ def test_eval_settings_are_checked_before_the_run_directory(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flags", [["--preset", "paper"], ["--ranker", "openai"]])
+def test_an_embedding_ranker_without_a_key_fails_before_the_run(
+        tmp_path: Path, mini_metaqa: Path, flags: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paper preset ranks relations with OpenAI embeddings: without a key (a local model,
+    a stand-in) the run used to start and stop at its first question."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = tmp_path / "never"
+    result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
+                    "--out", str(out), *flags)
+    assert "needs OpenAI embeddings" in one_line_error(result, hint=True)
+    assert "--ranker bm25" in result.stderr
+    assert not out.exists()
+
+
 def test_a_run_that_never_starts_leaves_no_directory(tmp_path: Path, mini_metaqa: Path) -> None:
     out = tmp_path / "never"
     error = one_line_error(invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa),
