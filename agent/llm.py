@@ -716,7 +716,29 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-class ScriptedLLM:
+class _Playback:
+    """The cursor of a client that plays its replies in order (scripted or replayed)."""
+
+    model: str
+    _played: Sequence[Any]
+    _next: int
+
+    @property
+    def remaining(self) -> int:
+        return len(self._played) - self._next
+
+    def _take(self, holder: str, kind: str) -> Any:
+        """The next reply; :class:`LLMScriptExhaustedError` when ``holder`` has no more."""
+        if self._next >= len(self._played):
+            raise LLMScriptExhaustedError(
+                f"{holder} has {len(self._played)} {kind}; reply {self._next + 1} was asked",
+                model=self.model)
+        reply = self._played[self._next]
+        self._next += 1
+        return reply
+
+
+class ScriptedLLM(_Playback):
     """Returns scripted replies in order (DSPy's ``DummyLM`` idea) and records every request.
 
     A reply is: a string (text), a list of tool calls (``ToolCall``, ``{"name", "arguments"}``,
@@ -728,17 +750,13 @@ class ScriptedLLM:
     def __init__(self, replies: Iterable[ScriptedReply], *, model: str = "scripted",
                  structured_output: bool = False) -> None:
         self.model = model
-        self._replies = list(replies)
+        self._played = list(replies)
         self._next = 0
         #: takes ``response_format`` (the script then plays a server that honours schemas)
         self.structured_output = structured_output
         #: every request: {"messages", "stop", "tools", "response_format"}, and
         #: ``max_tokens`` / ``temperature`` when the request set them
         self.calls: list[dict[str, Any]] = []
-
-    @property
-    def remaining(self) -> int:
-        return len(self._replies) - self._next
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
@@ -748,12 +766,7 @@ class ScriptedLLM:
         call.update((k, v) for k, v in (("max_tokens", max_tokens), ("temperature", temperature))
                     if v is not None)
         self.calls.append(call)
-        if self._next >= len(self._replies):
-            raise LLMScriptExhaustedError(
-                f"the script has {len(self._replies)} replies; reply {self._next + 1} was asked",
-                model=self.model)
-        reply = self._replies[self._next]
-        self._next += 1
+        reply = self._take("the script", "replies")
         if isinstance(reply, Exception):
             raise reply
         if isinstance(reply, LLMReply):
@@ -768,7 +781,7 @@ class ScriptedLLM:
         return LLMReply(tool_calls=calls, model=self.model, finish_reason="tool_calls")
 
 
-class ReplayLLM:
+class ReplayLLM(_Playback):
     """Replays the LLM replies recorded in a trajectory (a JSONL path — its ``index``-th
     trajectory —, a :class:`~pyql.agent.trajectory.Trajectory`, or its steps).
 
@@ -792,36 +805,27 @@ class ReplayLLM:
             steps = [s if isinstance(s, Step) else Step.model_validate(s) for s in source]
         # the steps that recorded an LLM call (Readi's instantiations, SRP's retrievals... made
         # none): a call has the model's name, whatever the model wrote
-        self._steps = []
+        self._played = []
         for s in steps:
             if s.model or s.reply_text or s.tool_calls:
-                self._steps.append(s)
+                self._played.append(s)
             again = s.data.get("regenerated")
             if isinstance(again, str):  # the original's second call within the step
-                self._steps.append(s.model_copy(update={
+                self._played.append(s.model_copy(update={
                     "reply_text": again, "tool_calls": (), "prompt_hash": "", "prompt_tokens": 0,
                     "completion_tokens": 0, "cached_tokens": 0, "cost": 0.0}))
         self._stop_reason = stop_reason
-        self.model = next((s.model for s in self._steps if s.model), "replay")
+        self.model = next((s.model for s in self._played if s.model), "replay")
         self.check_prompts = check_prompts
         self._next = 0
-
-    @property
-    def remaining(self) -> int:
-        return len(self._steps) - self._next
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
                  max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
-        if self._next >= len(self._steps):
-            if self._stop_reason == "context_length":
-                raise LLMContextLengthError("the recorded run outgrew the context window here",
-                                            model=self.model)
-            raise LLMScriptExhaustedError(
-                f"the trajectory has {len(self._steps)} LLM replies; reply {self._next + 1} "
-                "was asked", model=self.model)
-        step = self._steps[self._next]
-        self._next += 1
+        if self.remaining <= 0 and self._stop_reason == "context_length":
+            raise LLMContextLengthError("the recorded run outgrew the context window here",
+                                        model=self.model)
+        step = self._take("the trajectory", "LLM replies")
         if self.check_prompts and step.prompt_hash:
             got = prompt_fingerprint(messages, tools)
             if got != step.prompt_hash:

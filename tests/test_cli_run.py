@@ -18,9 +18,8 @@ import select
 import subprocess
 import sys
 import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -29,6 +28,7 @@ from typer.testing import CliRunner
 
 import pyql.demo as demo
 from pyql.cli import app
+from tests.support.loopback import LoopbackEndpoint, send_results
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -77,7 +77,7 @@ def test_run_prints_the_final_query_whole_into_a_pipe():
 # -- item 4: long work streams --------------------------------------------------------------
 
 
-class GatedEndpoint:
+class GatedEndpoint(LoopbackEndpoint):
     """A SPARQL endpoint over the demo KB that holds queries containing ``gate`` until
     :meth:`open`."""
 
@@ -86,42 +86,20 @@ class GatedEndpoint:
         self.store.load(path=str(demo.movies_path()), format=ox.RdfFormat.TURTLE)
         self.gate = gate
         self.opened = threading.Event()
-        endpoint = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                endpoint.answer(self, urllib.parse.urlsplit(self.path).query)
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                endpoint.answer(self, self.rfile.read(length).decode())
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def answer(self, handler: BaseHTTPRequestHandler, form: str) -> None:
-        query = urllib.parse.parse_qs(form)["query"][0]
+    def answer(self, handler: BaseHTTPRequestHandler, params: dict[str, list[str]]) -> None:
+        query = params["query"][0]
         if self.gate in query:
             self.opened.wait(120)
-        body = self.store.query(query).serialize(format=ox.QueryResultsFormat.JSON)
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/sparql-results+json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        send_results(handler, self.store.query(query).serialize(format=ox.QueryResultsFormat.JSON))
 
     def open(self) -> None:
         self.opened.set()
 
     def close(self) -> None:
         self.opened.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 @pytest.fixture()

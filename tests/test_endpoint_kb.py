@@ -13,7 +13,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from pyql.errors import (
 from pyql.kb.endpoint import SparqlEndpointKB
 from pyql.profiles import GENERIC
 from pyql.terms import XSD, BlankNode, Entity, Literal
+from tests.support.loopback import RESULTS_JSON, LoopbackEndpoint, send_head
 
 if TYPE_CHECKING:
     from tests.support.virtuoso import VirtuosoServer
@@ -105,7 +106,7 @@ def select_json(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any
     return {"head": {"vars": columns}, "results": {"bindings": rows}}
 
 
-class FakeEndpoint:
+class FakeEndpoint(LoopbackEndpoint):
     """A local HTTP server that answers with scripted replies and records the requests."""
 
     def __init__(self) -> None:
@@ -113,34 +114,14 @@ class FakeEndpoint:
         self.default = Reply(body=select_json(["x"], []))
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()  # set at teardown: sleeping handlers give up
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                endpoint._answer(self, b"")
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                endpoint._answer(self, self.rfile.read(length))
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        super().__init__()
         self.server.handle_error = lambda request, address: None  # clients that hung up
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def script(self, *replies: Reply) -> None:
         self.replies = list(replies)
         self.requests = []
 
-    def _answer(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
-        url = urllib.parse.urlsplit(handler.path)
-        params = urllib.parse.parse_qs(url.query)
-        params.update(urllib.parse.parse_qs(body.decode()))
+    def answer(self, handler: BaseHTTPRequestHandler, params: dict[str, list[str]]) -> None:
         self.requests.append(
             {"method": handler.command, "params": params, "headers": dict(handler.headers)}
         )
@@ -152,14 +133,9 @@ class FakeEndpoint:
             payload = json.dumps(payload)
         if isinstance(payload, str):
             payload = payload.encode()
-        handler.send_response(reply.status)
-        content_type = "application/sparql-results+json" if reply.status == 200 else "text/plain"
-        handler.send_header("Content-Type", reply.headers.get("Content-Type", content_type))
-        for name, value in reply.headers.items():
-            if name != "Content-Type":
-                handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
+        content_type = RESULTS_JSON if reply.status == 200 else "text/plain"
+        send_head(handler, len(payload), status=reply.status,
+                  headers={"Content-Type": content_type, **reply.headers})
         handler.wfile.flush()
         if reply.stall_after_headers and self.release.wait(reply.stall_after_headers):
             return
@@ -167,8 +143,7 @@ class FakeEndpoint:
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
         self.thread.join(timeout=5)
 
 

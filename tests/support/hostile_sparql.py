@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pyoxigraph
+
+from tests.support.loopback import LoopbackEndpoint, send_results
 
 __all__ = ["HungEndpoint", "ShortRowsEndpoint"]
 
@@ -65,7 +66,7 @@ class HungEndpoint:
         self.close()
 
 
-class ShortRowsEndpoint:
+class ShortRowsEndpoint(LoopbackEndpoint):
     """See the module docstring. ``source``: a store, or an RDF file loaded into one (its
     format told by the extension)."""
 
@@ -78,26 +79,9 @@ class ShortRowsEndpoint:
             self.store.load(path=str(source), format=pyoxigraph.RdfFormat.from_extension(
                 source.suffix.lstrip(".")))
         self.requests = 0
-        endpoint = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                endpoint._answer(self, parse_qs(urlsplit(self.path).query))
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                endpoint._answer(self, parse_qs(self.rfile.read(length).decode()))
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sparql"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def _answer(self, handler: BaseHTTPRequestHandler, params: dict[str, list[str]]) -> None:
+    def answer(self, handler: BaseHTTPRequestHandler, params: dict[str, list[str]]) -> None:
         self.requests += 1
         result = self.store.query(params["query"][0])
         if isinstance(result, pyoxigraph.QueryBoolean):
@@ -108,23 +92,7 @@ class ShortRowsEndpoint:
             bindings = [{name: _cell(solution[name]) for name in kept
                          if solution[name] is not None} for solution in result]
             payload = {"head": {"vars": kept}, "results": {"bindings": bindings}}
-        body = json.dumps(payload).encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/sparql-results+json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> ShortRowsEndpoint:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
+        send_results(handler, json.dumps(payload).encode())
 
 def _cell(term: Any) -> dict[str, str]:
     if isinstance(term, pyoxigraph.NamedNode):

@@ -8,6 +8,8 @@ original applied them per dataset, and some refuse what gold programs of other d
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyql.feedback import Feedback, Hint, Relations
 from pyql.guidelines.base import Guideline, on
 from pyql.guidelines.derive import bound_variables, fmt_list, is_linked, linked_targets, term_text
@@ -35,7 +37,23 @@ class _OriginalKB(Guideline):
     toolsets = SPARQL
 
 
-class FactUnlinkedId(_OriginalKB):
+class _FactCheck(_OriginalKB):
+    """The original's checks of an add_fact call, given its three (resolved) arguments."""
+
+    triggers_on = on("add_fact")
+
+    def check(self, feedback: Feedback) -> Hint | None:
+        if len(feedback.args) != 3:
+            return None
+        head, relation, tail = feedback.args
+        return self.check_fact(feedback, head, relation, tail)
+
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
+        """The hint for ``add_fact(head, relation, tail)``, or None."""
+        raise NotImplementedError
+
+
+class FactUnlinkedId(_FactCheck):
     """add_fact with an entity id that is not one of the question's linked entities.
 
     The original refuses any ``m.``/``g.`` id outside the entity linking
@@ -52,13 +70,10 @@ class FactUnlinkedId(_OriginalKB):
     code = "PY401"
     name = "original.fact_unlinked_id"
     needs = frozenset({"python", "memory"})
-    triggers_on = on("add_fact")
     groups = ("sparql", "original", "graphq", "webqsp")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if len(feedback.args) != 3:
-            return None
-        for term in (feedback.args[0], feedback.args[2]):
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
+        for term in (head, tail):
             if _is_id(term) and not is_linked(term, feedback.memory) \
                     and not used_before(feedback, term_text(term)):
                 linked = linked_targets(feedback.memory)
@@ -102,7 +117,7 @@ class FilterVariableValue(_OriginalKB):
         )
 
 
-class FactBothIds(_OriginalKB):
+class FactBothIds(_FactCheck):
     """add_fact between two entity ids (GraphQ's original refuses it).
 
     ``ag_src/graphq_src/wikienv_graphq.py`` lines 125-128.
@@ -116,19 +131,17 @@ class FactBothIds(_OriginalKB):
 
     code = "PY403"
     name = "original.fact_both_ids"
-    triggers_on = on("add_fact")
     groups = ("sparql", "original", "graphq")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if len(feedback.args) != 3 or not (_is_id(feedback.args[0]) and _is_id(feedback.args[2])):
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
+        if not (_is_id(head) and _is_id(tail)):
             return None
-        head, tail = term_text(feedback.args[0]), term_text(feedback.args[2])
-        return self.hint(f"Head and tail cannot both be ids. Use get_relation({head}) or "
-                         f"get_relation({tail}).", [f"get_relation({head})",
-                                                    f"get_relation({tail})"])
+        ids = [term_text(head), term_text(tail)]
+        return self.hint(f"Head and tail cannot both be ids. Use get_relation({ids[0]}) or "
+                         f"get_relation({ids[1]}).", [f"get_relation({i})" for i in ids])
 
 
-class TypeTypeRelation(_OriginalKB):
+class TypeTypeRelation(_FactCheck):
     """add_fact with a ``type.type.*`` relation (GraphQ's original refuses them).
 
     ``ag_src/graphq_src/wikienv_graphq.py`` lines 264-266.
@@ -142,11 +155,9 @@ class TypeTypeRelation(_OriginalKB):
 
     code = "PY404"
     name = "original.type_type_relation"
-    triggers_on = on("add_fact")
     groups = ("sparql", "original", "graphq")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        relation = feedback.args[1] if len(feedback.args) == 3 else None
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
         if not isinstance(relation, Relation) or not relation.short.startswith("type.type"):
             return None
         return self.hint(f"{relation.short} relates types, not the entities of the question: "
@@ -184,7 +195,7 @@ class FactOperatorRelation(_OriginalKB):
             "complete enough.")
 
 
-class FactYearTail(_OriginalKB):
+class FactYearTail(_FactCheck):
     """add_fact whose tail is a plain number: a year for add_time_constrain (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 120-130.
@@ -198,26 +209,24 @@ class FactYearTail(_OriginalKB):
 
     code = "PY405"
     name = "original.fact_year_tail"
-    triggers_on = on("add_fact")
     groups = ("sparql", "original", "webqsp")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if len(feedback.args) != 3 or not isinstance(feedback.args[2], Literal):
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
+        if not isinstance(tail, Literal):
             return None
         call = feedback.call
         written = call.args[2] if call is not None and len(call.args) == 3 else None
-        text = feedback.args[2].lexical.strip()
+        text = tail.lexical.strip()
         if written is None or written.kind.name != "NUMBER" or not text.lstrip("+-").isdigit():
             return None
-        head, relation = term_text(feedback.args[0]), term_text(feedback.args[1])
         return self.hint(
             f"The third parameter {text} is invalid in add_fact: it looks like a year. To keep "
             "the results of a time, use add_time_constrain on the node that has the start and "
-            f"end relations (e.g. add_time_constrain({head}, {relation}, ..., {int(text)}, "
-            f"{int(text)})).")
+            f"end relations (e.g. add_time_constrain({term_text(head)}, {term_text(relation)}, "
+            f"..., {int(text)}, {int(text)})).")
 
 
-class FactHeadIsTail(_OriginalKB):
+class FactHeadIsTail(_FactCheck):
     """add_fact whose head and tail are the same (WebQSP's original).
 
     ``ag_src/webqsp_src/wikienv_webqsp.py`` lines 136-139.
@@ -231,11 +240,10 @@ class FactHeadIsTail(_OriginalKB):
 
     code = "PY406"
     name = "original.fact_head_is_tail"
-    triggers_on = on("add_fact")
     groups = ("sparql", "original", "webqsp")
 
-    def check(self, feedback: Feedback) -> Hint | None:
-        if len(feedback.args) != 3 or feedback.args[0] != feedback.args[2]:
+    def check_fact(self, feedback: Feedback, head: Any, relation: Any, tail: Any) -> Hint | None:
+        if head != tail:
             return None
         return self.hint("The third parameter should not be the same as the first parameter. "
                          "Consider naming a new variable.")
