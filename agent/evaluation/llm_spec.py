@@ -87,7 +87,8 @@ def probability(name: str, value: float, *, spec: str | None = None) -> float:
     pyql.agent.evaluation.llm_spec.LLMSpecError: rate is a probability (0 to 1), not 1.5
     """
     if not 0.0 <= value <= 1.0:
-        raise LLMSpecError(f"{name} is a probability (0 to 1), not {value:g}", spec=spec,
+        where = f"{spec}: " if spec else ""
+        raise LLMSpecError(f"{where}{name} is a probability (0 to 1), not {value:g}", spec=spec,
                            parameter=name, value=f"{value:g}")
     return value
 
@@ -253,7 +254,8 @@ def parse_llm_spec(spec: str | LLMSpec) -> LLMSpec:
     (True, 0.0, True)
     >>> parse_llm_spec("noisy-gold:1.5")
     Traceback (most recent call last):
-    pyql.agent.evaluation.llm_spec.LLMSpecError: rate is a probability (0 to 1), not 1.5
+    pyql.agent.evaluation.llm_spec.LLMSpecError: noisy-gold:1.5: rate is a probability
+    (0 to 1), not 1.5
     """
     if isinstance(spec, LLMSpec):
         return spec

@@ -16,9 +16,10 @@ import pytest
 
 from pyql.agent import strategy
 from pyql.agent.evaluation import standins
-from pyql.agent.evaluation.records import RunConfig
+from pyql.agent.evaluation.caches import CachedLLM, LLMCache
+from pyql.agent.evaluation.records import EvalItem, RunConfig
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results
-from pyql.agent.evaluation.specs import build_provider
+from pyql.agent.evaluation.specs import StandInProvider, build_provider
 from pyql.agent.evaluation.standins import NoStandInError, get_stand_in
 from pyql.plugins import PluginConflictError
 
@@ -113,3 +114,18 @@ def test_a_model_needs_no_stand_in(install: Install) -> None:
     assert standins.stand_in_assumptions("openai:gpt-4o-mini", name) is None
     with pytest.raises(NoStandInError):
         standins.stand_in_assumptions("noisy-gold:0.2", name)
+
+
+def test_the_records_come_from_the_stand_in_behind_the_llm_cache(tmp_path: Path,
+                                                                 mini_metaqa: Path) -> None:
+    # the strategy gets the stand-in wrapped by the cache; the runner reads the records from
+    # the stand-in it built, not by looking behind the wrapper
+    config = RunConfig(dataset="metaqa-1hop", llm="noisy-gold:0.5", data_dir=str(mini_metaqa),
+                       limit=6, llm_cache=str(tmp_path / "llm.sqlite"))
+    evaluate(config, tmp_path / "run", progress=False)
+    provider = build_provider("noisy-gold:0.5", llm_cache=LLMCache(tmp_path / "other.sqlite"))
+    assert isinstance(provider, StandInProvider)
+    results = read_results(tmp_path / "run")
+    made = provider.stand_in_for(EvalItem(id=results[0].id, question="q", program="execute()"))
+    assert isinstance(made.llm, CachedLLM) and made.llm.llm is made.stand_in
+    assert sum(len(r.meta["injections"]) for r in results) > 0
