@@ -300,16 +300,16 @@ def _local_spec(spec: str | None) -> str | None:
     parser as ``pyql eval --llm``; None without ``--llm``."""
     if spec is None:
         return None
-    from pyql.agent.evaluation.specs import LLMSpecError, parse_llm_spec
+    from pyql.agent.evaluation.llm_spec import LLMSpecError, parse_llm_spec
 
     try:
-        kind, path = parse_llm_spec(spec)
+        parsed = parse_llm_spec(spec)
     except LLMSpecError:
-        kind, path = "", ""
-    if kind != "local":
+        parsed = None
+    if parsed is None or parsed.kind != "local":
         raise typer.BadParameter(f"expected local or local:PATH.gguf, got {spec!r} (a remote "
                                  "model: --model/--base-url)", param_hint="--llm")
-    return path
+    return parsed.argument
 
 
 def _make_llm(model: str | None, base_url: str | None, api_key: str | None, *,

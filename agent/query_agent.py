@@ -338,37 +338,6 @@ class QueryAgent:
         kwargs.update(config.given("ranker", "max_steps", "top_k"), **config.options)
         return cls(llm, backend, **kwargs)
 
-    @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
-        """The LLM stand-in of ``--llm spec`` for one evaluation item (an
-        :class:`~pyql.agent.evaluation.records.EvalItem`): ``gold`` replays the item's gold
-        program one call per step (:class:`~pyql.agent.evaluation.specs.GoldLLM`);
-        ``noisy-gold:RATE[:TYPES]`` replays it with the paper's hallucinations (of ``TYPES``, default
-        all) injected at ``RATE``
-        (:class:`~pyql.agent.evaluation.noisy.NoisyGoldLLM`), seeded with ``seed`` (the
-        question's seed). An item without a program gets an LLM that fails when asked (the
-        question's error). Both read each step's record through their ``observe(step)``.
-        Under ``preset="paper"``, ``gold`` replays the item's program in the original's own
-        spelling when it has one (``meta["paper_program"]``: MetaQA's ``relate`` walk)."""
-        from pyql.agent.evaluation.specs import (
-            GoldLLM,
-            LLMSpecError,
-            no_program_reason,
-            parse_llm_spec,
-        )
-
-        kind, arg = parse_llm_spec(spec)
-        if kind not in ("gold", "noisy-gold"):
-            raise LLMSpecError(f"{cls.name} has no stand-in for --llm {spec}")
-        if item.program is None:
-            return GoldLLM(None, tools=item.tools, model=kind, reason=no_program_reason(item))
-        if kind == "gold":
-            paper = item.meta.get("paper_program") if preset == "paper" else None
-            return GoldLLM(paper or item.program, tools=item.tools)
-        from pyql.agent.evaluation.noisy import NoisyGoldLLM
-
-        return NoisyGoldLLM.from_spec(arg, item, seed=seed)
-
     def __repr__(self) -> str:
         return (f"QueryAgent(llm={self.llm!r}, profile={self.profile.name!r}, mode={self.mode!r}, "
                 f"guidelines={'on' if self.guidelines is not None else 'off'})")

@@ -7,10 +7,10 @@ plan, judge, edit), or a third party's. Each one:
 - is a class (a :class:`StrategyType`) built by ``from_config(llm, backend, config)`` from an LLM,
   a backend (a :class:`pyql.kb.KB`, a :class:`pyql.db.SqlDB` or a session factory) and a
   :class:`StrategyConfig` (the options every strategy understands, plus ``options`` for its own);
-- may offer LLM stand-ins for runs without a model (``--llm gold``, ``--llm noisy-gold:R``)
-  through an optional classmethod ``stand_in(spec, item, *, seed=0) -> LLM``: a strategy asks its
-  LLM different questions (QueryAgent: one action per call; Readi: a whole path, then edits), so
-  each strategy knows how to play its own gold model;
+- knows nothing of the LLM stand-ins of runs without a model (``--llm gold``,
+  ``--llm noisy-gold:R``): they belong to the evaluation, registered by strategy name in the
+  entry-point group ``pyql.standins`` (:mod:`pyql.agent.evaluation.standins`; a stand-in reads
+  the step records as one more step callback of the :class:`~pyql.agent.recorder.Recorder`);
 - may name questions an evaluation must leave out through an optional classmethod
   ``held_out(options) -> frozenset[str]`` of question ids (SRP: the questions its reference base
   was built from), which the runner drops before ``--limit``/``--sample``;

@@ -30,8 +30,8 @@ The trajectory has three steps: ``prompt`` (the target language, the prompt fami
 the table and dialect: what a stand-in reads, never the prompt's wording), ``generate`` (the
 one LLM call; ``action`` is the query read from the reply) and ``execute``.
 
-``--llm gold`` (:meth:`Vanilla.stand_in`) answers with the item's gold program compiled to the
-target language without a session: SPARQL by replaying it onto a query tree
+``--llm gold`` (:mod:`pyql.agent.evaluation.standins.vanilla`) answers with the item's gold
+program compiled to the target language without a session: SPARQL by replaying it onto a query tree
 (:meth:`pyql.program.Program.to_sparql` with the item's entities), SQL with
 :func:`pyql.sql.apply.program_to_sql` (no schema, hence none of the SqlSession's value
 coercions). It measures what one perfect call can reach through this route.
@@ -49,7 +49,7 @@ from typing import Any, Literal
 import jinja2
 
 from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import LLM, LLMReply
+from pyql.agent.llm import LLM
 from pyql.agent.prompting import format_schema, read_prompt
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
@@ -67,7 +67,7 @@ from pyql.program import Program
 from pyql.terms import BlankNode, Entity
 from pyql.terms import Literal as RdfLiteral
 
-__all__ = ["Outcome", "Vanilla", "VanillaFew", "VanillaGoldLLM", "extract_query"]
+__all__ = ["Outcome", "Vanilla", "VanillaFew", "extract_query"]
 
 Outcome = Literal["ok", "empty", "no_query", "refused", "query_error", "timeout"]
 
@@ -182,19 +182,6 @@ class Vanilla:
         if "timeout" in options:
             kwargs["timeout"] = float(options["timeout"])
         return cls(llm, backend, **kwargs)
-
-    @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None
-                 ) -> VanillaGoldLLM:
-        """``--llm gold``: :class:`VanillaGoldLLM` (the gold program compiled); there is no
-        noisy-gold for one-call generation (:class:`LLMSpecError`)."""
-        from pyql.agent.evaluation.specs import LLMSpecError, no_program_reason
-
-        if spec.strip().lower() != "gold":
-            raise LLMSpecError(f"{cls.name} has only the 'gold' stand-in, not {spec!r}")
-        reason = "" if item.program else no_program_reason(item)
-        return VanillaGoldLLM(item.program, entities=item.entities, tools=item.tools,
-                              reason=reason)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(llm={self.llm!r}, shots={self.shots!r})"
@@ -382,56 +369,3 @@ class VanillaFew(Vanilla):
 
     name = "vanilla-few"
     default_shots = "few"
-
-
-class VanillaGoldLLM:
-    """The gold stand-in of one-call generation: it reads the ``prompt`` step's record (the
-    target language, the KB profile, the table, the dialect) and answers with the gold program
-    compiled for it (module docstring). Without a gold program, asking it is the question's
-    error (:class:`~pyql.agent.errors.LLMScriptExhaustedError`)."""
-
-    prompts_matter = False
-
-    def __init__(self, program: str | None, *, entities: Mapping[str, str] | None = None,
-                 tools: str = "sparql", reason: str = "", model: str = "gold") -> None:
-        self.program = program
-        self.entities = dict(entities or {})
-        self.tools = tools
-        self.reason = reason or "no gold program"
-        self.model = model
-        self._record: dict[str, Any] = {}
-
-    def __repr__(self) -> str:
-        return f"VanillaGoldLLM({self.tools!r})"
-
-    def observe(self, step: Any) -> None:
-        if step.kind == "prompt":
-            self._record = dict(step.data)
-
-    def complete(self, messages: Sequence[Mapping[str, Any]], *, stop: Sequence[str] | None = None,
-                 tools: Sequence[Mapping[str, Any]] | None = None) -> LLMReply:
-        from pyql.agent.errors import LLMScriptExhaustedError
-
-        if not self.program:
-            raise LLMScriptExhaustedError(f"{self.reason}; the query was asked for",
-                                          model=self.model)
-        record = self._record
-        if record.get("language", self.tools) == "sql":
-            from pyql.sql.apply import program_to_sql
-
-            text = program_to_sql(_without_env_calls(self.program, "sql"),
-                                  record.get("dialect") or "sqlite", table=record.get("table"))
-        else:
-            program = _without_env_calls(self.program, "sparql")
-            text = program.to_sparql(profile=record.get("profile") or "freebase",
-                                     entities=self.entities)
-        language = record.get("language", self.tools)
-        return LLMReply(text=f"```{language}\n{text}\n```", model=self.model,
-                        finish_reason="stop", cost=0.0)
-
-
-def _without_env_calls(text: str, tools: str) -> Program:
-    """The gold program without the calls that only look at the environment."""
-    program = Program.parse(text, tools)
-    keep = [c for c in program.calls if c.name not in ("get_relation", "get_column", "execute")]
-    return Program(calls=tuple(keep), tools=program.tools)

@@ -1,6 +1,6 @@
 """One loader for pyql's plugin groups, with one conflict policy.
 
-pyql is extended through four entry-point groups, each read here:
+pyql is extended through five entry-point groups, each read here:
 
 ================== ============================================ =================================
 group              the value                                    read by
@@ -9,6 +9,7 @@ pyql.guidelines    a guideline class, instance or list          ``pyql.guideline
 pyql.strategies    a strategy class (``from_config``)           ``pyql.agent.strategy``
 pyql.eval_datasets an ``EvalDataset`` subclass                  ``pyql.agent.evaluation.datasets``
 pyql.commands      ``register(app: typer.Typer)``               ``pyql.cli.plugins``
+pyql.standins      a ``StandInFactory`` (by strategy name)      ``pyql.agent.evaluation.standins``
 ================== ============================================ =================================
 
 The policy, the same in every group (pluggy's: one manager, and a clash is an error, never a
@@ -63,6 +64,7 @@ GROUPS: dict[str, str] = {
     "pyql.strategies": "strategy",
     "pyql.eval_datasets": "dataset",
     "pyql.commands": "command",
+    "pyql.standins": "stand-in",
 }
 
 

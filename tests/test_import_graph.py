@@ -30,8 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"pyql": "pyql", "pyql.guidelines": "guidelines", "pyql.agent": "agent",
                 "pyql.prompts": "prompts"}
 
-_ITEM_4 = ("issue 21 item 4: stand-ins are declared and owned by the evaluation layer; until "
-           "then a strategy's stand_in builds its stand-in from the --llm spec")
 #: (importer, imported) prefix pairs allowed to go up a layer, and why
 UPWARD: dict[tuple[str, str], str] = {
     ("pyql.environment", "pyql.guidelines"):
@@ -40,17 +38,9 @@ UPWARD: dict[tuple[str, str], str] = {
     ("pyql.mcp", "pyql.agent"):
         "pyql mcp is a command plugin (pyql.commands: mcp) that serves the agent's entity "
         "linking, relation ranking and prompts; it lives under pyql/ but sits above the agent",
-    ("pyql.agent.query_agent", "pyql.agent.evaluation"): _ITEM_4,
-    ("pyql.agent.readi.standin", "pyql.agent.evaluation"): _ITEM_4,
-    ("pyql.agent.srp.stand_in", "pyql.agent.evaluation"): _ITEM_4,
-    ("pyql.agent.vanilla", "pyql.agent.evaluation"): _ITEM_4,
 }
 #: import cycles allowed for now (the modules of each), and why
-CYCLES: dict[frozenset[str], str] = {
-    frozenset({"pyql.agent.evaluation.noisy", "pyql.agent.evaluation.specs"}):
-        "specs validates noisy-gold's injection types and noisy reads its stand-in parameters "
-        "from specs (deferred imports both ways); " + _ITEM_4,
-}
+CYCLES: dict[frozenset[str], str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -184,8 +184,9 @@ class CachedLLM:
         return f"CachedLLM({self.llm!r}, {self.cache!r})"
 
     def __getattr__(self, name: str) -> Any:
-        # a stand-in's step hook (``observe``) and records (``reconcile``) stay reachable
-        if name in ("observe", "reconcile", "structured_output"):
+        # a stand-in's step hook (``observe``) stays reachable (its records are read from the
+        # stand-in the runner holds)
+        if name in ("observe", "structured_output"):
             return getattr(self.llm, name)
         raise AttributeError(name)
 

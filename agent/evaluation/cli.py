@@ -288,14 +288,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          temperature: float | None = None) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
+    from pyql.agent.evaluation.llm_spec import LLMSpecError, parse_llm_spec
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import EvalAbort, evaluate, resume
-    from pyql.agent.evaluation.specs import (
-        LLMSpecError,
-        noisy_spec,
-        parse_llm_spec,
-        stand_in_assumptions,
-    )
+    from pyql.agent.evaluation.standins import stand_in_assumptions
     from pyql.agent.strategy import UnknownStrategyError
     from pyql.datasets.paths import default_data_dir
     from pyql.errors import PyqlError
@@ -338,14 +334,13 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
         except UnknownNameError as exc:
             fail(str(exc))
-        kind, _ = parse_llm_spec(llm)
-        if constrain == "on" and kind not in ("openai", "local"):
+        spec = parse_llm_spec(llm)  # a bad rate or parameter fails before the run directory
+        if constrain == "on" and spec.kind not in ("openai", "local"):
             fail(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
-                 f"local), not the {kind} stand-in")
-        if llm.startswith("noisy-gold:"):
-            noisy_spec(llm.partition(":")[2])  # a bad rate fails before the run directory
+                 f"local), not the {spec.kind} stand-in")
         options = _checked_options(strategy or "queryagent", options or {})
-        stand_in_assumptions(llm, strategy or "queryagent")  # a bad stand-in parameter too
+        # what the strategy's stand-in cannot play, or a strategy without one, too
+        stand_in_assumptions(spec, strategy or "queryagent")
         _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(

@@ -97,6 +97,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from pyql.agent.accounting import TokenUsage
+from pyql.agent.evaluation.llm_spec import (
+    INJECTION_TYPES,
+    LLMSpecError,
+    StandInParameter,
+    probability,
+)
 from pyql.agent.llm import LLMReply, Message, Stop, ToolCall, Tools, apply_stop
 from pyql.agent.paper_request import paper_step_number
 from pyql.errors import ParseError
@@ -117,25 +123,11 @@ __all__ = [
     "summarise",
 ]
 
-#: the hallucination types, in the order tables list them
-INJECTION_TYPES: tuple[str, ...] = (
-    "wrong_relation",
-    "reversed_direction",
-    "missing_get_relation",
-    "invalid_action",
-    "wrong_arity",
-    "label_instead_of_id",
-    "cvt_answer",
-    "premature_execute",
-)
-
 #: the mistakes no guideline addresses (injected at the rate ``silent``)
 SILENT_TYPES: tuple[str, ...] = ("silent_relation",)
 
 
-def _declare() -> tuple[Any, ...]:
-    from pyql.agent.evaluation.specs import StandInParameter
-
+def _declare() -> tuple[StandInParameter, ...]:
     calibrated = ("QueryAgent §4.4 (200 GrailQA questions, GPT-3.5): 30% of the questions that "
                   "triggered ERASER were completely corrected; 0.6 per fix is about that for "
                   "two hints a question (0.6^2 = 0.36) - an assumption calibrated on it")
@@ -153,8 +145,8 @@ def _declare() -> tuple[Any, ...]:
     )
 
 
-#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
-PARAMETERS: tuple[Any, ...] = _declare()
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.llm_spec`)
+PARAMETERS: tuple[StandInParameter, ...] = _declare()
 
 #: the guideline codes whose hint names the problem of each injected mistake
 ADDRESSED_BY: dict[str, frozenset[str]] = {
@@ -290,15 +282,15 @@ class NoisyGoldLLM:
                  fix_on_error: float = 1.0, silent: float = 0.0) -> None:
         for name, value in (("rate", rate), ("fix_on_hint", fix_on_hint),
                             ("fix_on_error", fix_on_error), ("silent", silent)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, not {value!r}")
+            probability(name, value)
         if tools not in TOOLSETS:
             raise ValueError(f"tools must be one of {', '.join(TOOLSETS)}, not {tools!r}")
         chosen = tuple(types) if types is not None else INJECTION_TYPES
         unknown = [t for t in chosen if t not in INJECTION_TYPES]
         if unknown:
-            raise ValueError(f"unknown injection type(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(INJECTION_TYPES)}")
+            raise LLMSpecError(f"unknown injection type(s) {', '.join(unknown)}; known: "
+                               f"{', '.join(INJECTION_TYPES)}", parameter="types",
+                               value=",".join(unknown))
         self.model = "noisy-gold"
         self.program = Program.parse(program_text, tools)
         self.calls: tuple[Call, ...] = tuple(self.program.calls)
@@ -329,17 +321,6 @@ class NoisyGoldLLM:
     def __repr__(self) -> str:
         return (f"NoisyGoldLLM(rate={self.rate}, seed={self.seed}, tools={self.tools!r}, "
                 f"calls={len(self.calls)}, injections={len(self.injections)})")
-
-    @classmethod
-    def from_spec(cls, arg: str, item: Any, *, seed: int) -> NoisyGoldLLM:
-        """The stand-in of ``noisy-gold:ARG`` (``RATE[:TYPES][:KEY=VALUE,...]``) for an
-        evaluation item with a gold program; a bad spec is
-        :class:`~pyql.agent.evaluation.specs.LLMSpecError`."""
-        from pyql.agent.evaluation.specs import noisy_spec, stand_in_values
-
-        rate, types = noisy_spec(arg)
-        values = stand_in_values(f"noisy-gold:{arg}", PARAMETERS)
-        return cls(item.program, rate=rate, seed=seed, tools=item.tools, types=types, **values)
 
     # -- the LLM protocol -----------------------------------------------------------------------
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None

@@ -7,7 +7,7 @@ directory's files (``config.json``, ``results.jsonl``, ``trajectories.jsonl``, `
 ``metrics.json`` is rewritten every few seconds during a run, with a ``run`` section (this
 session's wall time, concurrency, rate-limit pauses, cache hits, ``complete``) and, for a
 stand-in, ``stand_in`` (its name and the values of its declared parameters,
-:func:`pyql.agent.evaluation.specs.stand_in_assumptions`), and at the end recomputed from
+:func:`pyql.agent.evaluation.standins.stand_in_assumptions`), and at the end recomputed from
 ``results.jsonl``.
 
 The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
@@ -29,7 +29,9 @@ over a per-question view of it, so query counts are exact. LLM calls go through 
 **Strategies.** Each question is answered by
 ``get_strategy(config.strategy).from_config(llm, backend, StrategyConfig(...))`` (entry-point
 group ``pyql.strategies``; ``config.options`` are the strategy's own options); the runner knows
-no strategy by name. ``--llm gold`` / ``noisy-gold`` come from the strategy's ``stand_in``.
+no strategy by name. ``--llm gold`` / ``noisy-gold`` come from the stand-in registered for the
+strategy's name (:mod:`pyql.agent.evaluation.standins`); the runner holds each question's
+stand-in and reads its records of the mistakes it made (``meta.injections``).
 ``config.ablation`` runs ERASER on and off as two sub-runs (:mod:`.ablation`).
 
 **Worker processes.** A CPU-bound stand-in run (``config.processes``; ``None``: the cores for at
@@ -110,9 +112,10 @@ from pyql.agent.evaluation.specs import (
     LLMProvider,
     LLMSpecError,
     RateGate,
+    StandInProvider,
     build_provider,
-    stand_in_assumptions,
 )
+from pyql.agent.evaluation.standins import stand_in_assumptions
 from pyql.agent.presets import preset_temperature, primary_metric
 from pyql.agent.strategy import (
     StrategyConfig,
@@ -261,20 +264,6 @@ class _MemoCounter(TokenCounter):
         return found
 
 
-def _injections(llm: Any, trajectory: Any) -> list[Any] | None:
-    """The injected mistakes of a noisy stand-in (``reconcile``-d with the trajectory)."""
-    for _ in range(8):
-        reconcile = getattr(llm, "reconcile", None)
-        if callable(reconcile):
-            records = reconcile(trajectory)
-            return [_jsonable(r.model_dump(mode="json") if hasattr(r, "model_dump") else r)
-                    for r in records]
-        llm = getattr(llm, "llm", None)
-        if llm is None:
-            return None
-    return None
-
-
 class _Stopped(Exception):
     """The run is stopping: the question was not started."""
 
@@ -410,7 +399,10 @@ class _Session:
         return {k: float(v) for k, v in measures(steps, item).items()} if measures else {}
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
-        llm = self.provider.for_item(item)
+        # a stand-in is held for its records; never looked for behind the LLM's wrappers
+        stand_in = (self.provider.stand_in_for(item)
+                    if isinstance(self.provider, StandInProvider) else None)
+        llm = stand_in.llm if stand_in is not None else self.provider.for_item(item)
         env = self.backend.for_item(item, cache=self.kb_cache)
         strategy = self.strategy.from_config(llm, env, self._strategy_config(item))
         # the question's budget of LLM time: its LLM calls (retries, backoff) use it up, the
@@ -438,8 +430,10 @@ class _Session:
             meta=self._meta(item), status=status, error=error,
         )
         lines = list(trajectory.lines())
-        injections = _injections(llm, trajectory)
+        injections = stand_in.mistakes(trajectory) if stand_in is not None else None
         if injections is not None:
+            injections = [_jsonable(r.model_dump(mode="json") if hasattr(r, "model_dump") else r)
+                          for r in injections]
             result = result.model_copy(update={"meta": {**result.meta, "injections": injections}})
         return result, lines
 
@@ -492,7 +486,7 @@ class _Session:
     def stand_in(self) -> dict[str, Any] | None:
         """The stand-in's name and parameter values (its declared assumptions), or None when a
         model answers: ``metrics.json``'s ``stand_in``."""
-        assumed = stand_in_assumptions(self.config.llm, self.strategy)
+        assumed = stand_in_assumptions(self.config.llm, self.config.strategy)
         return assumed.to_dict() if assumed is not None else None
 
     def run_section(self, started: float, items_total: int) -> dict[str, Any]:

@@ -326,15 +326,6 @@ class Readi:
         return {"reliable_answering:hits": float(correct and grounded),
                 "reliable_answering:of": float(correct)}
 
-    @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
-        """``gold`` / ``noisy-gold:R`` for an evaluation item (see
-        :mod:`pyql.agent.readi.standin`); the same under any ``preset`` (it reads the step
-        records, which a preset does not change the kind of)."""
-        from pyql.agent.readi.standin import stand_in
-
-        return stand_in(spec, item, seed=seed)
-
     def __repr__(self) -> str:
         return (f"Readi(llm={self.llm!r}, profile={self.profile!r}, max_edits={self.max_edits}, "
                 f"initial_path={self.initial_path!r})")

@@ -6,7 +6,8 @@ retrieval along the path, judge and edit, chain-of-thought answer) over a pyql K
 - :mod:`pyql.agent.srp.references`: the reference base (build, save, open, retrieve);
 - :mod:`pyql.agent.srp.prompts`: the paper's prompts and the parsers of their replies;
 - :mod:`pyql.agent.srp.pruning`: how far the judge's kept triples go along a path;
-- :mod:`pyql.agent.srp.stand_in`: ``gold`` / ``noisy-gold:R`` stand-ins;
+- its ``gold`` / ``noisy-gold:R`` stand-ins are the evaluation's
+  (:mod:`pyql.agent.evaluation.standins.srp`);
 - :mod:`pyql.agent.srp.metrics`: measures (strategies side by side on held-out questions:
   :mod:`pyql.agent.evaluation.compare`);
 - :mod:`pyql.agent.srp.cli`: ``pyql references build|show``.

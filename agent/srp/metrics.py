@@ -17,7 +17,7 @@
 :meth:`pyql.agent.srp.strategy.SRP.measures` hands them to the evaluation runner per question;
 metrics.json's ``strategy`` section pools them over the run.
 
-The gold path is the item's (:func:`pyql.agent.readi.standin.gold_path`, the first constraint
+The gold path is the item's (:func:`pyql.agent.paths.gold.gold_path`, the first constraint
 with relations, as references are labelled).
 """
 
@@ -77,7 +77,7 @@ def reference_hit(steps: Iterable[Step], gold_path: Sequence[str] | None) -> boo
 
 def _gold_relations(item: Any) -> tuple[str, ...] | None:
     from pyql.agent.paths import ReasoningPath
-    from pyql.agent.readi.standin import gold_path
+    from pyql.agent.paths.gold import gold_path
 
     path = gold_path(item)
     if not isinstance(path, ReasoningPath):

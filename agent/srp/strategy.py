@@ -350,14 +350,6 @@ class SRP:
             "reflection", "enforce_checked", "relation_check", "cvt_ids")))
         return cls(llm, backend, **kwargs)
 
-    @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0, preset: str | None = None) -> LLM:
-        """``gold`` or ``noisy-gold:RATE``: an LLM that plays SRP's stages from the item's gold
-        program (:mod:`pyql.agent.srp.stand_in`); the same under any ``preset``."""
-        from pyql.agent.srp.stand_in import stand_in
-
-        return stand_in(spec, item, seed=seed)
-
     def __repr__(self) -> str:
         return (f"SRP(llm={self.llm!r}, profile={self.profile!r}, references="
                 f"{len(self.references) if self.references is not None else 'none'}, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pyql.agent import QueryAgent, ScriptedLLM, StrategyConfig, build_strategy
+from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.presets import FORGOTTEN_OBSERVATION, Preset, PresetError, get_preset
 from pyql.agent.ranking import BM25Ranker
 from pyql.kb import OxigraphKB
@@ -186,7 +187,7 @@ def test_gold_stand_in_speaks_the_paper_spelling_under_the_paper_preset() -> Non
                     program="add_fact(Kismet, directed_by, ?x1)\nset_answer(?x1)\nexecute()",
                     tools="sparql", meta={"paper_program": "relate(directed_by)\nexecute()"})
     ask = [{"role": "user", "content": "q"}]
-    paper = QueryAgent.stand_in("gold", item, preset="paper")
+    paper = build_stand_in("queryagent", "gold", item, preset="paper")
     assert paper.complete(ask).text.endswith("relate(directed_by)")
-    ours = QueryAgent.stand_in("gold", item)
+    ours = build_stand_in("queryagent", "gold", item)
     assert ours.complete(ask).text.endswith("add_fact(Kismet, directed_by, ?x1)")

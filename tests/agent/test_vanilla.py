@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import pyql
-from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.evaluation.specs import LLMSpecError
+from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.llm import ScriptedLLM
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from pyql.agent.vanilla import Vanilla, VanillaFew, extract_query
@@ -98,21 +97,6 @@ def test_sql_writes_are_refused_and_errors_are_outcomes(sql: str, outcome: str) 
     assert db.execute("SELECT COUNT(*) FROM players").rows[0][0] > 0
 
 
-def test_gold_stand_in_compiles_the_gold_program(kb: OxigraphKB) -> None:
-    program = ("get_relation(John Godey)\nadd_fact(?m, written_by, John Godey)\n"
-               "add_fact(?m, directed_by, ?d)\nset_answer(?d)\nexecute()")
-    item = EvalItem(id="1", question=QUESTION, entities=ENTITIES, answers=tuple(GOLD),
-                    program=program)
-    llm = Vanilla.stand_in("gold", item)
-    result = Vanilla(llm, kb).run(QUESTION, ENTITIES)
-    assert set(result.answers) == GOLD and "SELECT" in result.query
-    with pytest.raises(LLMSpecError):
-        Vanilla.stand_in("noisy-gold:0.3", item)
-    none = Vanilla.stand_in("gold", item.model_copy(update={"program": None}))
-    with pytest.raises(LLMScriptExhaustedError):
-        Vanilla(none, kb).run(QUESTION, ENTITIES)
-
-
 def test_registered_and_configured(kb: OxigraphKB) -> None:
     config = StrategyConfig(options={"shots": "few"})
     agent = build_strategy("vanilla", ScriptedLLM([]), kb, config)
@@ -157,7 +141,7 @@ def test_freebase_queries_run_on_the_embedded_store() -> None:
                     entities={"Jamaica": "m.03_r3"}, answers=("m.04ygk0",),
                     program="add_fact(m.03_r3, location.country.languages_spoken, ?x)\n"
                             "set_answer(?x)\nexecute()")
-    result = Vanilla(Vanilla.stand_in("gold", item), kb).run(item.question, item.entities)
+    result = Vanilla(build_stand_in("vanilla", "gold", item), kb).run(item.question, item.entities)
     assert result.answers == ("m.04ygk0",)
     llm = ScriptedLLM(["```sparql\nSELECT ?x WHERE { ns:m.03_r3 "
                        f"<{fb}location.country.languages_spoken> ?x }}\n```"])

@@ -95,7 +95,7 @@ def test_a_stopped_run_says_how_to_resume(tmp_path: Path, mini_metaqa: Path) -> 
 
 
 @pytest.mark.parametrize(("llm", "message"), [
-    ("noisy-gold:7", "between 0 and 1, not 7.0"), ("noisy-gold:lots", "needs a number"),
+    ("noisy-gold:7", "rate is a probability (0 to 1), not 7"), ("noisy-gold:lots", "needs a number"),
     ("noisy-gold:0.3:judge_accuracy=1", "no parameter 'judge_accuracy'"),
     ("noisy-gold:0.3:fix_on_hint=2", "is a probability"),
     ("gold:silent=0.1", "takes no parameter")])

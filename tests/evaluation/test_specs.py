@@ -3,6 +3,7 @@ fake OpenAI server, with a real 429)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,9 +19,12 @@ from pyql.agent.evaluation.specs import (
     RateGate,
     ReplayProvider,
     SharedLLMProvider,
+    StandInParameter,
     StandInProvider,
+    StandInSpec,
     build_provider,
     parse_llm_spec,
+    stand_in_assumptions,
 )
 from pyql.agent.prompting import parse_reply
 from pyql.agent.strategy import UnknownStrategyError
@@ -34,7 +38,9 @@ from tests.support.fake_openai import FakeOpenAI, RateLimit, Text
      (" OpenAI:m ", ("openai", "m"))],
 )
 def test_parse_llm_spec(spec: str, expected: tuple[str, str]) -> None:
-    assert parse_llm_spec(spec) == expected
+    parsed = parse_llm_spec(spec)
+    assert (parsed.kind, parsed.argument) == expected and parsed.text == spec.strip()
+    assert parsed.is_stand_in == (expected[0] in ("gold", "noisy-gold"))
 
 
 @pytest.mark.parametrize("spec", ["", "gpt-4o", "openai:", "gold:x", "replay", "magic:x"])
@@ -86,12 +92,12 @@ def test_providers(tmp_path: Path) -> None:
     gold = build_provider("gold")
     assert isinstance(gold, StandInProvider) and gold.strategy == "queryagent"
     assert gold.for_item(item) is not gold.for_item(item)  # per question
-    assert isinstance(gold.for_item(item), GoldLLM)  # QueryAgent.stand_in
+    assert isinstance(gold.for_item(item), GoldLLM)  # QueryAgent's stand-in
     with pytest.raises(LLMSpecError, match="no trajectories file"):
         build_provider(f"replay:{tmp_path}")
     with pytest.raises(LLMSpecError, match="a number"):
         build_provider("noisy-gold:lots")
-    with pytest.raises(LLMSpecError, match="between 0 and 1"):
+    with pytest.raises(LLMSpecError, match="a probability"):
         build_provider("noisy-gold:1.5")
     noisy = build_provider("noisy-gold:0.5", seed=3)
     assert isinstance(noisy, StandInProvider)
@@ -164,51 +170,91 @@ def test_shared_provider_gates_the_client() -> None:
 # -- stand-in assumptions (issue 20 item 6) -----------------------------------------------------
 
 
-def test_stand_in_values_errors_name_the_parameter() -> None:
-    from pyql.agent.evaluation.specs import StandInParameter, stand_in_values
-
+def test_parameter_errors_name_the_parameter() -> None:
     declared = [StandInParameter("judge_accuracy", 0.85, "right verdict", "assumption")]
     for spec, parameter in (("noisy-gold:0.3:judge_accuracy=1,judge_accuracy=0", "judge_accuracy"),
                             ("noisy-gold:0.3:=1", None),
                             ("noisy-gold:0.3:judge_accuracy=-0.1", "judge_accuracy"),
                             ("gold:edit_success=1", "edit_success")):
         with pytest.raises(LLMSpecError) as info:
-            stand_in_values(spec, declared)
+            parse_llm_spec(spec).values(declared)  # type: ignore[attr-defined]
         assert info.value.spec == spec and info.value.parameter == parameter
     with pytest.raises(LLMSpecError):
-        stand_in_values("gold:0.3", declared)  # gold has no rate
+        parse_llm_spec("gold:0.3:judge_accuracy=1")  # gold has no rate
 
 
-def test_specs_with_parameters_parse() -> None:
-    from pyql.agent.evaluation.specs import noisy_spec, stand_in_assumptions
-
-    assert parse_llm_spec("gold:judge_accuracy=1") == ("gold", "judge_accuracy=1")
-    assert noisy_spec("0.3:wrong_arity:fix_on_hint=1") == (0.3, ("wrong_arity",))
+def test_specs_with_parameters_parse_once_into_a_frozen_value() -> None:
+    gold = parse_llm_spec("gold:judge_accuracy=1")
+    assert isinstance(gold, StandInSpec) and dict(gold.parameters) == {"judge_accuracy": 1.0}
+    noisy = parse_llm_spec("noisy-gold:0.3:wrong_arity:fix_on_hint=1")
+    assert isinstance(noisy, StandInSpec)
+    assert (noisy.rate, noisy.types, dict(noisy.parameters)) == (0.3, ("wrong_arity",),
+                                                                 {"fix_on_hint": 1.0})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        noisy.rate = 0.5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        noisy.parameters["fix_on_hint"] = 0.0  # type: ignore[index]
+    assert parse_llm_spec(noisy) is noisy and hash(noisy) == hash(parse_llm_spec(noisy.text))
     with pytest.raises(LLMSpecError):
-        noisy_spec("0.3:wrong_arity:invalid_action:fix_on_hint=1")  # two type lists
+        parse_llm_spec("noisy-gold:0.3:wrong_arity:invalid_action:fix_on_hint=1")  # 2 type lists
     assert stand_in_assumptions("replay:runs/x") is None
-    gold = stand_in_assumptions("gold", "readi")
-    assert gold is not None and dict(gold.parameters) == {
+    assumed = stand_in_assumptions("gold", "readi")
+    assert assumed is not None and dict(assumed.parameters) == {
         "rate": 0.0, "edit_success": 1.0, "reader_accuracy": 1.0}
     with pytest.raises(TypeError):
-        gold.parameters["rate"] = 1.0  # type: ignore[index]
+        assumed.parameters["rate"] = 1.0  # type: ignore[index]
 
 
-def test_a_strategy_without_declarations_has_only_the_rate() -> None:
-    from pyql.agent.evaluation.specs import (
-        StandInParameter,
-        declared_parameters,
-        stand_in_assumptions,
-    )
+# -- the same spec for every strategy (issue 21 item 4) -----------------------------------------
 
-    class Plain:
-        name = "plain"
+STAND_IN_STRATEGIES = ("queryagent", "queryagent-sc0", "agentbench", "readi", "srp", "vanilla")
 
-    class Declares:
-        name = "declares"
-        stand_in_parameters = (StandInParameter("care", 0.5, "careful", "assumption"),)
 
-    assert declared_parameters(Plain) == ()
-    assert dict(stand_in_assumptions("noisy-gold:0.2", Plain).parameters) == {"rate": 0.2}
-    assert dict(stand_in_assumptions("noisy-gold:0.2", Declares).parameters) == {
-        "rate": 0.2, "care": 0.5}
+@pytest.mark.parametrize("strategy", STAND_IN_STRATEGIES)
+def test_a_rate_out_of_range_is_a_spec_error_for_every_strategy(strategy: str) -> None:
+    for spec in ("noisy-gold:1.5", "noisy-gold:-0.1"):
+        with pytest.raises(LLMSpecError) as info:
+            build_provider(spec, strategy=strategy)
+        assert (info.value.spec, info.value.parameter) == (spec, "rate")
+
+
+def test_a_stand_in_rate_out_of_range_is_a_spec_error_wherever_it_is_given() -> None:
+    # before, the stand-ins' own constructors raised a bare ValueError
+    item = EvalItem(id="x", question="q", program="execute()")
+    from pyql.agent.evaluation.noisy import NoisyGoldLLM
+    from pyql.agent.evaluation.standins.readi import ReadiStandIn, gold_path
+    from pyql.agent.evaluation.standins.srp import SRPStandIn
+
+    for make in (lambda: NoisyGoldLLM("execute()", rate=1.5, seed=0),
+                 lambda: ReadiStandIn(gold_path(item), rate=1.5),
+                 lambda: SRPStandIn(ReadiStandIn(None), judge_accuracy=1.5)):
+        with pytest.raises(LLMSpecError) as info:
+            make()
+        assert info.value.value == "1.5"
+
+
+@pytest.mark.parametrize(("strategy", "accepted"), [
+    ("queryagent", True), ("queryagent-sc0", True), ("readi", False), ("srp", False),
+    ("vanilla", False)])
+def test_injection_types_mean_the_same_to_every_strategy(strategy: str, accepted: bool) -> None:
+    spec = "noisy-gold:0.3:wrong_relation"
+    if accepted:
+        provider = build_provider(spec, strategy=strategy)
+        assert isinstance(provider, StandInProvider)
+        assert provider.parsed.types == ("wrong_relation",)
+        return
+    with pytest.raises(LLMSpecError) as info:  # refused when the provider is made
+        build_provider(spec, strategy=strategy)
+    assert (info.value.spec, info.value.strategy) == (spec, strategy)
+    assert info.value.parameter == ("kind" if strategy == "vanilla" else "types")
+    assert info.value.value == ("noisy-gold" if strategy == "vanilla" else "wrong_relation")
+
+
+def test_readi_refuses_injection_types_before_the_run_starts(tmp_path: Path,
+                                                             mini_metaqa: Path) -> None:
+    # before, the spec was accepted and every question failed on its own
+    config = RunConfig(dataset="metaqa-1hop", llm="noisy-gold:0.3:wrong_relation",
+                       strategy="readi", data_dir=str(mini_metaqa), limit=2)
+    with pytest.raises(EvalAbort, match="makes no injection type"):
+        evaluate(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "config.json").exists()

@@ -1,7 +1,7 @@
 """A third-party strategy (``examples/strategy_plugin``), installed with pip from a temporary
 copy and discovered through the ``pyql.strategies`` entry points, runs in :func:`evaluate` with
-its own gold stand-in (``stand_in``), exactly like the built-in QueryAgent — through the API and
-``pyql eval --strategy onefact``.
+its own gold stand-in (registered in ``pyql.standins`` under its name), exactly like the
+built-in QueryAgent — through the API and ``pyql eval --strategy onefact``.
 
 The plugin is installed for a subprocess only (``tests.support.plugin``): the shared virtualenv
 is never modified. Without a way to build the wheel offline the test is skipped.

@@ -11,6 +11,7 @@ import pytest
 from pyql.agent.evaluation.noisy import PARAMETERS, NoisyGoldLLM, summarise
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.specs import LLMSpecError
+from pyql.agent.evaluation.standins import build_stand_in
 from pyql.program import Call
 from tests.evaluation_noisy.test_noisy import DIRECTORS, SQL, TWO_HOP, run
 
@@ -108,12 +109,15 @@ def _item(program: str = TWO_HOP) -> EvalItem:
     return EvalItem(id="q1", question="q", entities={}, answers=("a",), program=program)
 
 
-def test_from_spec_reads_the_parameters() -> None:
-    llm = NoisyGoldLLM.from_spec("0.3:wrong_arity:fix_on_hint=0.25,silent=0", _item(), seed=1)
+def test_the_stand_in_reads_the_parameters_of_the_parsed_spec() -> None:
+    llm = build_stand_in("queryagent", "noisy-gold:0.3:wrong_arity:fix_on_hint=0.25,silent=0",
+                         _item(), seed=1)
+    assert isinstance(llm, NoisyGoldLLM)
     assert (llm.rate, llm.types, llm.fix_on_hint, llm.fix_on_error, llm.silent) == (
         0.3, ("wrong_arity",), 0.25, 0.6, 0.0)
     with pytest.raises(LLMSpecError) as info:
-        NoisyGoldLLM.from_spec("0.3:judge_accuracy=1", _item(), seed=1)
-    assert info.value.parameter == "judge_accuracy"
-    with pytest.raises(ValueError, match="fix_on_hint"):
+        build_stand_in("queryagent", "noisy-gold:0.3:judge_accuracy=1", _item(), seed=1)
+    assert info.value.parameter == "judge_accuracy" and info.value.strategy == "queryagent"
+    with pytest.raises(LLMSpecError, match="fix_on_hint") as info:
         NoisyGoldLLM(TWO_HOP, rate=0.1, seed=0, fix_on_hint=2.0)
+    assert info.value.parameter == "fix_on_hint"

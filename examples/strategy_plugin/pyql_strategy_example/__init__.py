@@ -1,4 +1,8 @@
-"""``onefact``: a one-call strategy — the LLM writes the one fact that answers the question."""
+"""``onefact``: a one-call strategy — the LLM writes the one fact that answers the question.
+
+The strategy (:class:`OneFact`) knows nothing of evaluation; its stand-in for runs without a
+model (``--llm gold``), :class:`OneFactGold` in :mod:`pyql_strategy_example.stand_in`, is
+registered apart, under the same name, in the ``pyql.standins`` entry-point group."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 
 from pyql import Session
 from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import LLM, ScriptedLLM
+from pyql.agent.llm import LLM
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory
@@ -34,14 +38,6 @@ class OneFact:
     @classmethod
     def from_config(cls, llm: LLM, backend: Any, config: StrategyConfig) -> OneFact:
         return cls(llm, backend, config)
-
-    @classmethod
-    def stand_in(cls, spec: str, item: Any, *, seed: int = 0) -> LLM:
-        """``--llm gold``: an LLM that answers with the gold program's first fact."""
-        if spec != "gold":
-            raise ValueError(f"onefact has no stand-in for --llm {spec}")
-        facts = [c for c in Program.parse(item.program or "", item.tools) if c.name == "add_fact"]
-        return ScriptedLLM([str(facts[0]) if facts else "no fact"], model="gold")
 
     def run(self, question: str, entities: Mapping[str, str] | None = None,
             **context: Any) -> Result:

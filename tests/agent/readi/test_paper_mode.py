@@ -11,12 +11,12 @@ import pytest
 from pyql.agent.accounting import TokenCounter
 from pyql.agent.evaluation.records import RunConfig
 from pyql.agent.evaluation.runner import _client_options
+from pyql.agent.evaluation.standins.readi import ReadiStandIn
 from pyql.agent.llm import OpenAIChat, ScriptedLLM
 from pyql.agent.paths import PathInstantiator, ReasoningPath, RelationBinder, RelationVocabulary
 from pyql.agent.paths.table import TablePath
 from pyql.agent.presets import preset_temperature
 from pyql.agent.readi import Readi
-from pyql.agent.readi.standin import ReadiStandIn
 from pyql.agent.readi.strategy import ModuleLLMError
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from pyql.agent.trajectory import Step

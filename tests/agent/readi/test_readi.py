@@ -9,11 +9,11 @@ import pytest
 from pyql.agent.accounting import TokenCounter
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.evaluation.standins import build_stand_in
+from pyql.agent.evaluation.standins.readi import ReadiStandIn, corrupt_path, gold_path
 from pyql.agent.llm import OpenAIChat, ScriptedLLM
-from pyql.agent.paths.table import TablePath
 from pyql.agent.readi import Readi
 from pyql.agent.readi.prompts import parse_answers, task_of
-from pyql.agent.readi.standin import ReadiStandIn, corrupt_path, gold_path
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db import SqlDB
@@ -151,7 +151,7 @@ ITEM = EvalItem(id="2hop-dev-0", question=QUESTION, entities=ENTITIES, answers=t
 
 def test_gold_stand_in_needs_one_call(kb):
     assert gold_path(ITEM).as_dict() == {"John Godey": ["^written_by", "directed_by"]}
-    result = readi(Readi.stand_in("gold", ITEM), kb).run(QUESTION, ENTITIES)
+    result = readi(build_stand_in("readi", "gold", ITEM), kb).run(QUESTION, ENTITIES)
     assert set(result.answers) == GOLD and result.usage.llm_calls == 1
 
 
@@ -309,19 +309,6 @@ def test_table_empty_path_is_stuck(db):
     assert set(instantiate.data["stuck"]["candidates"]) == {"Player", "No.", "Nationality",
                                                            "Position"}
     assert result.answers == ("Spain",)
-
-
-def test_stand_in_specs():
-    from pyql.agent.evaluation.specs import LLMSpecError
-
-    assert Readi.stand_in("noisy-gold:0.5", ITEM, seed=3).rate == 0.5
-    table_item = EvalItem(id="t", question="q", tools="sql", table="players",
-                          program='add_condition(Player, =, "A")\nset_answer(Nationality)')
-    assert isinstance(Readi.stand_in("gold", table_item).gold, TablePath)
-    for bad, item in (("noisy-gold:x", ITEM), ("openai:gpt", ITEM),
-                      ("noisy-gold:0.3", table_item)):
-        with pytest.raises(LLMSpecError):
-            Readi.stand_in(bad, item)
 
 
 def test_forced_llm_answer_and_a_vocabulary_file(kb, tmp_path):

@@ -6,11 +6,12 @@ import pytest
 
 from pyql.agent.evaluation.metrics import step_usage
 from pyql.agent.evaluation.records import EvalItem
+from pyql.agent.evaluation.standins import build_stand_in
+from pyql.agent.evaluation.standins.srp import SRPStandIn
 from pyql.agent.llm import OpenAIChat, ScriptedLLM
 from pyql.agent.srp.labelled import LabelledQuestion
 from pyql.agent.srp.metrics import srp_measures
 from pyql.agent.srp.references import ReferenceLeakError, build_reference_base
-from pyql.agent.srp.stand_in import SRPStandIn
 from pyql.agent.srp.strategy import SRP
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
@@ -209,7 +210,7 @@ def _item(program: str = "add_fact(?m, written_by, John Godey)\nadd_fact(?m, dir
 
 def test_the_gold_stand_in_plans_the_gold_path_and_judges_by_the_gold_answers(kb) -> None:
     item = _item()
-    result = SRP(SRP.stand_in("gold", item), kb).run(item.question, item.entities)
+    result = SRP(build_stand_in("srp", "gold", item), kb).run(item.question, item.entities)
     assert set(result.answers) == GOLD and result.usage.llm_calls == 4
     plan = next(s for s in result.steps if s.kind == "plan")
     assert plan.data["constraints"] == {"John Godey": ["^written_by", "directed_by"]}
@@ -224,7 +225,7 @@ def _edit_prompt() -> list[dict]:
 
 
 def test_the_noisy_edit_repairs_only_from_the_candidates_it_is_shown() -> None:
-    llm = SRP.stand_in("noisy-gold:0.3:edit_success=1", _item())
+    llm = build_stand_in("srp", "noisy-gold:0.3:edit_success=1", _item())
     assert isinstance(llm, SRPStandIn) and llm.relations == ("^written_by", "directed_by")
     llm.observe(Step(n=1, kind="retrieve", data={"constraints": [
         {"entity": "John Godey", "relations": ["^written_by", "release_year"]}]}))
@@ -247,7 +248,7 @@ def test_the_stand_in_judge_says_no_answer_when_the_triples_miss_the_gold() -> N
 
     sequence = [("Johnny Handsome", "written_by", "John Godey"),
                 ("Johnny Handsome", "release_year", "1989")]
-    llm = SRP.stand_in("gold", _item())
+    llm = build_stand_in("srp", "gold", _item())
     llm.observe(Step(n=1, kind="retrieve", data={"sequences": [[], [list(t) for t in sequence]]}))
     judgement = prompts.parse_judge(llm.complete(prompts.judge_messages("q", [sequence])).text,
                                     [sequence])

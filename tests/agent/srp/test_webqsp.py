@@ -9,6 +9,7 @@ import pytest
 
 from pyql.agent.evaluation.datasets import get_dataset
 from pyql.agent.evaluation.metrics import score_item
+from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.paths import path_from_program
 from pyql.agent.srp.labelled import id_part, labelled_items
 from pyql.agent.srp.metrics import srp_measures
@@ -79,7 +80,7 @@ def test_webqsp_questions_run_end_to_end_with_references_from_the_other_part(pyq
     base.check_disjoint(item.id for item, _ in chains)
     kb = _kb(chains)
     for item, constraint in chains:
-        srp = SRP(SRP.stand_in("gold", item), kb, references=base)
+        srp = SRP(build_stand_in("srp", "gold", item), kb, references=base)
         result = srp.run(item.question, item.entities, meta={"id": item.id})
         assert score_item("kbqa", item, result.answers)["hit@1"] == 1.0, item.id
         assert result.stop_reason == "have_answer" and srp.profile == "freebase"

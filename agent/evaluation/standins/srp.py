@@ -1,19 +1,19 @@
-"""LLM stand-ins for SRP without a model: ``--llm gold`` and ``--llm noisy-gold:RATE``.
+"""SRP's stand-ins: ``--llm gold`` and ``--llm noisy-gold:RATE``.
 
 :class:`SRPStandIn` plays each SRP stage from the question's gold path and gold answers. What a
 stage is shown it reads from the step records SRP hands to :meth:`SRPStandIn.observe` (the
 ``candidates``, ``retrieve`` and ``knowledge`` steps' data), never from the prompt's wording,
 and it answers in the paper's output formats. The gold path, its corruption and the edit's
-repair rule are Readi's stand-in's (:mod:`pyql.agent.readi.standin`), so that SRP and Readi meet
-the same noise:
+repair rule are Readi's stand-in's (:mod:`pyql.agent.evaluation.standins.readi`), so that SRP
+and Readi meet the same noise:
 
 - **relation check**: rates the gold path's first relation highest when it is among the
   candidates shown, with probability ``check_accuracy`` (else it leaves it out: three other
   candidates are rated, so the plan's first relation is mended to a wrong checked one); then two
   more candidates, lower;
 - **plan**: the gold path; with ``noisy-gold:RATE`` corrupted by
-  :func:`~pyql.agent.readi.standin.corrupt_path` (each relation, with probability ``RATE``,
-  replaced by another relation of the vocabulary or dropped);
+  :func:`~pyql.agent.evaluation.standins.readi.corrupt_path` (each relation, with probability
+  ``RATE``, replaced by another relation of the vocabulary or dropped);
 - **judge**: the right verdict (``<HAVE_ANSWER>`` when a gold answer is among the triples shown,
   else ``<NO_ANSWER>``) with probability ``judge_accuracy``, else the other one; it retains the
   triples that follow the gold path from the gold topic (:func:`~pyql.agent.srp.pruning.follow`);
@@ -39,38 +39,37 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
+from pyql.agent.evaluation.llm_spec import StandInParameter, StandInSpec, probability
+from pyql.agent.evaluation.standins import StandInFactory
+from pyql.agent.evaluation.standins.readi import PARAMETERS as READI_PARAMETERS
+from pyql.agent.evaluation.standins.readi import ReadiStandIn, corrupt_path, readi_stand_in
 from pyql.agent.llm import LLMReply, Message
 from pyql.agent.paths import ReasoningPath, split_inverse
-from pyql.agent.readi.standin import PARAMETERS as READI_PARAMETERS
-from pyql.agent.readi.standin import ReadiStandIn, corrupt_path
 from pyql.agent.srp.prompts import stage_of
 from pyql.agent.srp.pruning import follow
 
-__all__ = ["PARAMETERS", "SRPStandIn", "stand_in"]
+if TYPE_CHECKING:
+    from pyql.agent.evaluation.records import EvalItem
 
+__all__ = ["PARAMETERS", "SRPStandIn", "SRPStandIns"]
 
-def _declare() -> tuple[Any, ...]:
-    from pyql.agent.evaluation.specs import StandInParameter
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.llm_spec`)
+PARAMETERS: tuple[StandInParameter, ...] = (
+    *READI_PARAMETERS,
+    StandInParameter(
+        "judge_accuracy", 0.85,
+        "the sequence judge's verdict is right (HAVE_ANSWER exactly when a gold answer is "
+        "among the triples shown)",
+        "assumption (the SRP paper reports no judge accuracy)"),
+    StandInParameter(
+        "check_accuracy", 0.85,
+        "the relation check keeps the gold first relation (rated highest) when it is shown",
+        "assumption (the SRP paper reports the check's ablation, not its accuracy)"),
+)
 
-    return (
-        *READI_PARAMETERS,
-        StandInParameter(
-            "judge_accuracy", 0.85,
-            "the sequence judge's verdict is right (HAVE_ANSWER exactly when a gold answer is "
-            "among the triples shown)",
-            "assumption (the SRP paper reports no judge accuracy)"),
-        StandInParameter(
-            "check_accuracy", 0.85,
-            "the relation check keeps the gold first relation (rated highest) when it is shown",
-            "assumption (the SRP paper reports the check's ablation, not its accuracy)"),
-    )
-
-
-#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
-PARAMETERS: tuple[Any, ...] = _declare()
 
 class SRPStandIn:
     """Plays SRP's stages for one question (module docstring) over Readi's stand-in ``readi``,
@@ -82,10 +81,8 @@ class SRPStandIn:
 
     def __init__(self, readi: ReadiStandIn, *, judge_accuracy: float = 1.0,
                  check_accuracy: float = 1.0) -> None:
-        for name, value in (("judge_accuracy", judge_accuracy),
-                            ("check_accuracy", check_accuracy)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, not {value}")
+        probability("judge_accuracy", judge_accuracy)
+        probability("check_accuracy", check_accuracy)
         self.readi = readi
         self.judge_accuracy = judge_accuracy
         self.check_accuracy = check_accuracy
@@ -212,14 +209,16 @@ def _triple(t: tuple[str, str, str]) -> str:
     return "(" + ", ".join(json.dumps(x, ensure_ascii=False) for x in t) + ")"
 
 
-def stand_in(spec: str, item: Any, *, seed: int = 0) -> SRPStandIn:
-    """The stand-in of ``spec`` (``gold[:K=V,...]`` or ``noisy-gold:RATE[:K=V,...]``) for an
-    :class:`~pyql.agent.evaluation.records.EvalItem`, over Readi's stand-in for the same item and
-    seed (the same gold path and the same corruption)."""
-    from pyql.agent.evaluation.specs import stand_in_values
-    from pyql.agent.readi.standin import stand_in as readi_stand_in
+class SRPStandIns(StandInFactory):
+    """``gold`` and ``noisy-gold`` for SRP: :class:`SRPStandIn` over Readi's stand-in for the
+    same item and seed (the same gold path and the same corruption); the same under any
+    preset."""
 
-    values = stand_in_values(spec, PARAMETERS)
-    return SRPStandIn(readi_stand_in(spec, item, seed=seed, parameters=PARAMETERS),
-                      judge_accuracy=values["judge_accuracy"],
-                      check_accuracy=values["check_accuracy"])
+    parameters = PARAMETERS
+
+    def build(self, spec: StandInSpec, item: EvalItem, *, seed: int = 0,
+              preset: str | None = None) -> SRPStandIn:
+        values = spec.values(PARAMETERS)
+        return SRPStandIn(readi_stand_in(spec, item, seed=seed, parameters=PARAMETERS),
+                          judge_accuracy=values["judge_accuracy"],
+                          check_accuracy=values["check_accuracy"])

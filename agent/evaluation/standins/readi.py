@@ -1,34 +1,36 @@
-"""LLM stand-ins for Readi runs without a model (``--llm gold`` / ``--llm noisy-gold:R``).
+"""Readi's stand-ins (``--llm gold`` / ``--llm noisy-gold:R``).
 
 :class:`ReadiStandIn` plays the three Readi requests (told apart by
-:func:`pyql.agent.readi.prompts.task_of`) from a question's gold path:
+:func:`pyql.agent.readi.prompts.task_of`) from a question's gold path
+(:func:`pyql.agent.paths.gold.gold_path`):
 
 - **generate**: the gold relation path in the path format (MetaQA: the dataset's relation chain,
   read from the gold program; WikiSQL: the gold columns, conditions and answer). With
   ``rate`` R each NL relation is corrupted with probability R: replaced by another relation's
   name (of the vocabulary: MetaQA's relations, else those of the gold program) or dropped, with
   equal odds.
-- **edit**: reads the structured error of the last instantiation (the step record Readi hands to
-  :meth:`ReadiStandIn.observe`: the stuck constraint, its position, the candidate relations).
-  When the right relation — the gold relation at that position — is among the candidates, the
-  edit picks it with probability ``edit_success``, else another candidate (a wrong pick); the
-  path becomes the instantiated prefix, the picked relation, then the rest of the gold path,
-  corrupted at the same rate (the model re-plans from where it was told it broke, as noisily as
-  it planned at first). When the right relation is not offered it answers the same path
-  (nothing to repair; Readi stops editing).
+- **edit**: reads the structured error of the last instantiation (the step record Readi's
+  Recorder hands to :meth:`ReadiStandIn.observe`: the stuck constraint, its position, the
+  candidate relations). When the right relation — the gold relation at that position — is
+  among the candidates, the edit picks it with probability ``edit_success``, else another
+  candidate (a wrong pick); the path becomes the instantiated prefix, the picked relation, then
+  the rest of the gold path, corrupted at the same rate (the model re-plans from where it was
+  told it broke, as noisily as it planned at first). When the right relation is not offered it
+  answers the same path (nothing to repair; Readi stops editing).
 - **answer**: a reader that can err: when a gold answer is among the retrieved instances (the
   program's answers and the entities of the retrieved triples) it answers them (each gold
-  answer found) with probability ``reader_accuracy``, else another instance (a distractor; ``{}`` when there is none); without
-  a gold answer among them, ``{}``. On a table it reads the rows it was shown (never the
-  program's answers): the gold answers are read when each is a cell (without case: WikiSQL's
-  gold is lower-cased) or what the question's aggregation (the gold path's ``COUNT``, ``MAX``,
-  ``MIN``, ``SUM``, ``AVG``) gives over the shown rows' answer column — what a reader that can
-  count and compare derives.
+  answer found) with probability ``reader_accuracy``, else another instance (a distractor;
+  ``{}`` when there is none); without a gold answer among them, ``{}``. On a table it reads the
+  rows it was shown (never the program's answers): the gold answers are read when each is a
+  cell (without case: WikiSQL's gold is lower-cased) or what the question's aggregation (the
+  gold path's ``COUNT``, ``MAX``, ``MIN``, ``SUM``, ``AVG``) gives over the shown rows' answer
+  column — what a reader that can count and compare derives.
 
 The two probabilities are the stand-in's declared :data:`PARAMETERS` (``noisy-gold`` takes their
 defaults, ``gold`` the oracle's 1.0; ``noisy-gold:0.3:edit_success=1`` names the oracle edit).
 Their draws come from a stream of their own, so the corruption of a question is the same
-whatever they are.
+whatever they are. Readi's noisy-gold corrupts path relations: it makes none of QueryAgent's
+injection types (``noisy-gold:0.3:wrong_relation`` is refused before the run).
 
 Replies carry no token usage (Readi counts the prompt) and cost 0.
 """
@@ -40,50 +42,32 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
+from pyql.agent.evaluation.llm_spec import LLMSpecError, StandInParameter, StandInSpec, probability
+from pyql.agent.evaluation.standins import StandInFactory
 from pyql.agent.llm import LLMReply
-from pyql.agent.paths import Constraint, PathFormatError, ReasoningPath
+from pyql.agent.paths import Constraint, ReasoningPath
+from pyql.agent.paths.gold import gold_path
 from pyql.agent.paths.instantiate import split_inverse
-from pyql.agent.paths.path import path_from_program
-from pyql.agent.paths.table import TablePath, table_path_from_program
+from pyql.agent.paths.table import TablePath
 from pyql.agent.readi.prompts import task_of
 
 if TYPE_CHECKING:
-    from pyql.agent.evaluation.specs import StandInParameter
+    from pyql.agent.evaluation.records import EvalItem
 
-__all__ = ["PARAMETERS", "ReadiStandIn", "corrupt_path", "gold_path", "stand_in"]
+__all__ = ["PARAMETERS", "ReadiStandIn", "ReadiStandIns", "corrupt_path", "gold_path",
+           "readi_stand_in"]
 
-
-def _declare() -> tuple[StandInParameter, ...]:
-    from pyql.agent.evaluation.specs import StandInParameter
-
-    return (
-        StandInParameter(
-            "edit_success", 0.8,
-            "the edit picks the right relation when the candidates offer it (else a wrong one)",
-            "assumption (neither paper reports a per-edit rate)"),
-        StandInParameter(
-            "reader_accuracy", 0.9,
-            "the reader answers a gold answer when the retrieved instances hold one",
-            "Readi Table 3 (CWQ, GPT-3.5/GPT-4): Hit@1 / AC = 0.90-0.94"),
-    )
-
-
-#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.specs`)
-PARAMETERS: tuple[StandInParameter, ...] = _declare()
-
-
-def gold_path(item: Any) -> ReasoningPath | TablePath | None:
-    """The gold path of an evaluation item (from its gold program), or None without one."""
-    program = getattr(item, "program", None)
-    if not program:
-        return None
-    try:
-        if getattr(item, "tools", "sparql") == "sql":
-            return table_path_from_program(program)
-        path = path_from_program(program, item.entities)
-    except PathFormatError:
-        return None
-    return path if path.constraints else None
+#: the stand-in's declared assumptions (see :mod:`pyql.agent.evaluation.llm_spec`)
+PARAMETERS: tuple[StandInParameter, ...] = (
+    StandInParameter(
+        "edit_success", 0.8,
+        "the edit picks the right relation when the candidates offer it (else a wrong one)",
+        "assumption (neither paper reports a per-edit rate)"),
+    StandInParameter(
+        "reader_accuracy", 0.9,
+        "the reader answers a gold answer when the retrieved instances hold one",
+        "Readi Table 3 (CWQ, GPT-3.5/GPT-4): Hit@1 / AC = 0.90-0.94"),
+)
 
 
 def _vocabulary(item: Any, path: ReasoningPath) -> tuple[str, ...]:
@@ -122,10 +106,9 @@ class ReadiStandIn:
                  seed: int = 0, vocabulary: Sequence[str] = (), answers: Sequence[Any] = (),
                  model: str = "gold", reason: str = "", edit_success: float = 1.0,
                  reader_accuracy: float = 1.0) -> None:
-        for name, value in (("corruption rate", rate), ("edit_success", edit_success),
+        for name, value in (("rate", rate), ("edit_success", edit_success),
                             ("reader_accuracy", reader_accuracy)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"the {name} must be between 0 and 1, not {value}")
+            probability(name, value)
         self.gold = gold
         self.rate = rate
         self.edit_success = edit_success
@@ -294,38 +277,35 @@ def _table_json(path: TablePath) -> str:
     return str(path).removeprefix("Path: ")
 
 
-def stand_in(spec: str, item: Any, *, seed: int = 0,
-             parameters: Sequence[StandInParameter] = PARAMETERS) -> ReadiStandIn:
-    """The stand-in for ``--llm gold[:K=V,...]`` / ``--llm noisy-gold:R[:K=V,...]`` and an
-    evaluation item (an unknown spec or parameter, or noisy-gold on a table item, is
-    :class:`LLMSpecError`); ``seed`` is the question's own seed (the runner derives it from the
-    run's seed and the item id). ``parameters`` are the declared ones the spec may set (SRP's
-    stand-in adds its own)."""
-    from pyql.agent.evaluation.specs import LLMSpecError, noisy_spec, stand_in_values
-
-    kind, _, arg = spec.strip().partition(":")
-    kind = kind.strip().lower()
-    if kind == "gold":
-        rate = 0.0
-    elif kind == "noisy-gold" and arg:
-        rate, types = noisy_spec(arg)
-        if types is not None:
-            raise LLMSpecError("injection types are QueryAgent's noisy-gold; Readi's corrupts "
-                               "path relations", spec=spec, parameter="types")
-    else:
-        raise LLMSpecError(f"Readi stand-ins are 'gold' and 'noisy-gold:R', not {spec!r}",
-                           spec=spec)
-    values = stand_in_values(spec, parameters)
+def readi_stand_in(spec: StandInSpec, item: EvalItem, *, seed: int = 0,
+                   parameters: Sequence[StandInParameter] = PARAMETERS) -> ReadiStandIn:
+    """The stand-in of a checked ``spec`` for an evaluation item (noisy-gold on a table item,
+    or ``edit_success`` below 1 on one, is :class:`LLMSpecError`: the question's error);
+    ``seed`` is the question's own seed. ``parameters`` are the declared ones the spec sets
+    (SRP's stand-in adds its own)."""
+    values = spec.values(parameters)
     gold = gold_path(item)
-    if rate and isinstance(gold, TablePath):
+    if spec.rate and isinstance(gold, TablePath):
         raise LLMSpecError("noisy-gold is not available for Readi's table paths (gold only)",
-                           spec=spec)
+                           spec=spec.text, parameter="rate", value=f"{spec.rate:g}")
     if isinstance(gold, TablePath) and values.get("edit_success", 1.0) < 1.0:
         raise LLMSpecError("the table-path stand-in edits to the gold path: edit_success is "
-                           "for relation paths", spec=spec, parameter="edit_success")
+                           "for relation paths", spec=spec.text, parameter="edit_success",
+                           value=f"{values['edit_success']:g}")
     vocabulary = _vocabulary(item, gold) if isinstance(gold, ReasoningPath) else ()
-    return ReadiStandIn(gold, rate=rate, seed=seed,
+    return ReadiStandIn(gold, rate=spec.rate, seed=seed,
                         vocabulary=vocabulary, answers=getattr(item, "answers", ()),
-                        model=kind, reason="no gold program" if gold is None else "",
+                        model=spec.kind, reason="no gold program" if gold is None else "",
                         edit_success=values.get("edit_success", 1.0),
                         reader_accuracy=values.get("reader_accuracy", 1.0))
+
+
+class ReadiStandIns(StandInFactory):
+    """``gold`` and ``noisy-gold`` for Readi (module docstring); the same under any preset (it
+    reads the step records, not the prompts)."""
+
+    parameters = PARAMETERS
+
+    def build(self, spec: StandInSpec, item: EvalItem, *, seed: int = 0,
+              preset: str | None = None) -> ReadiStandIn:
+        return readi_stand_in(spec, item, seed=seed)

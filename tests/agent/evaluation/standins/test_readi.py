@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.specs import LLMSpecError
+from pyql.agent.evaluation.standins import build_stand_in
+from pyql.agent.evaluation.standins.readi import PARAMETERS, ReadiStandIn, gold_path
+from pyql.agent.paths.table import TablePath
 from pyql.agent.readi import Readi
-from pyql.agent.readi.standin import PARAMETERS, ReadiStandIn, gold_path
 from pyql.agent.trajectory import Step
 from tests.agent.readi.test_readi import ITEM
 
@@ -24,13 +27,13 @@ def _stuck(llm: ReadiStandIn) -> None:
 def test_noisy_gold_takes_the_stated_defaults_and_gold_the_oracle() -> None:
     defaults = {p.name: p.default for p in PARAMETERS}
     assert defaults == {"edit_success": 0.8, "reader_accuracy": 0.9}
-    noisy = Readi.stand_in("noisy-gold:0.3", ITEM)
+    noisy = build_stand_in("readi", "noisy-gold:0.3", ITEM)
     assert (noisy.edit_success, noisy.reader_accuracy) == (0.8, 0.9)
-    gold = Readi.stand_in("gold", ITEM)
+    gold = build_stand_in("readi", "gold", ITEM)
     assert (gold.edit_success, gold.reader_accuracy) == (1.0, 1.0)
-    named = Readi.stand_in("noisy-gold:0.3:edit_success=1,reader_accuracy=1", ITEM)
+    named = build_stand_in("readi", "noisy-gold:0.3:edit_success=1,reader_accuracy=1", ITEM)
     assert (named.edit_success, named.reader_accuracy) == (1.0, 1.0)
-    assert Readi.stand_in("gold:reader_accuracy=0.5", ITEM).reader_accuracy == 0.5
+    assert build_stand_in("readi", "gold:reader_accuracy=0.5", ITEM).reader_accuracy == 0.5
 
 
 def test_a_failed_edit_picks_another_offered_candidate() -> None:
@@ -62,8 +65,9 @@ def test_a_reader_that_errs_answers_a_distractor_from_the_instances() -> None:
 
 
 def test_the_accuracy_draws_leave_the_corruption_unchanged() -> None:
-    oracle = Readi.stand_in("noisy-gold:0.5:edit_success=1,reader_accuracy=1", ITEM, seed=4)
-    noisy = Readi.stand_in("noisy-gold:0.5", ITEM, seed=4)
+    oracle = build_stand_in("readi", "noisy-gold:0.5:edit_success=1,reader_accuracy=1", ITEM,
+                            seed=4)
+    noisy = build_stand_in("readi", "noisy-gold:0.5", ITEM, seed=4)
     generate = [{"role": "user", "content": "Question: q\nThought:"}]
     assert oracle.complete(generate).text == noisy.complete(generate).text
 
@@ -71,7 +75,7 @@ def test_the_accuracy_draws_leave_the_corruption_unchanged() -> None:
 def test_the_gold_stand_in_is_still_the_ceiling(kb) -> None:
     from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 
-    result = Readi(Readi.stand_in("gold", ITEM), kb).run(QUESTION, ENTITIES)
+    result = Readi(build_stand_in("readi", "gold", ITEM), kb).run(QUESTION, ENTITIES)
     assert set(result.answers) == GOLD
 
 
@@ -83,7 +87,7 @@ def test_the_gold_stand_in_is_still_the_ceiling(kb) -> None:
 ])
 def test_bad_parameters_are_typed_errors(spec: str, parameter: str) -> None:
     with pytest.raises(LLMSpecError) as info:
-        Readi.stand_in(spec, ITEM)
+        build_stand_in("readi", spec, ITEM)
     assert info.value.parameter == parameter and info.value.spec == spec
 
 
@@ -92,7 +96,18 @@ def test_a_table_path_takes_no_edit_success() -> None:
 
     table = EvalItem(id="t", question="q", tools="sql", table="players",
                      program='add_condition(Player, =, "A")\nset_answer(Nationality)')
-    assert Readi.stand_in("gold:reader_accuracy=0.5", table).reader_accuracy == 0.5
+    assert build_stand_in("readi", "gold:reader_accuracy=0.5", table).reader_accuracy == 0.5
     with pytest.raises(LLMSpecError) as info:
-        Readi.stand_in("gold:edit_success=0.5", table)
+        build_stand_in("readi", "gold:edit_success=0.5", table)
     assert info.value.parameter == "edit_success"
+
+
+def test_stand_in_specs() -> None:
+    assert build_stand_in("readi", "noisy-gold:0.5", ITEM, seed=3).rate == 0.5
+    table_item = EvalItem(id="t", question="q", tools="sql", table="players",
+                          program='add_condition(Player, =, "A")\nset_answer(Nationality)')
+    assert isinstance(build_stand_in("readi", "gold", table_item).gold, TablePath)
+    for bad, item in (("noisy-gold:x", ITEM), ("openai:gpt", ITEM),
+                      ("noisy-gold:0.3", table_item)):
+        with pytest.raises(LLMSpecError):
+            build_stand_in("readi", bad, item)

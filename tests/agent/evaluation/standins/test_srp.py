@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from pyql.agent.evaluation.specs import LLMSpecError, stand_in_assumptions
+from pyql.agent.evaluation.standins import build_stand_in
+from pyql.agent.evaluation.standins.srp import PARAMETERS, SRPStandIn
 from pyql.agent.srp import prompts
 from pyql.agent.srp.metrics import srp_measures
-from pyql.agent.srp.stand_in import PARAMETERS, SRPStandIn
 from pyql.agent.srp.strategy import SRP
 from pyql.agent.trajectory import Step
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
@@ -30,22 +31,24 @@ def test_the_declared_parameters_and_their_sources() -> None:
     names = [p.name for p in PARAMETERS]
     assert names == ["edit_success", "reader_accuracy", "judge_accuracy", "check_accuracy"]
     assert all(p.default < p.oracle == 1.0 and p.source for p in PARAMETERS)
-    noisy = SRP.stand_in("noisy-gold:0.3", _item())
+    noisy = build_stand_in("srp", "noisy-gold:0.3", _item())
     assert (noisy.judge_accuracy, noisy.check_accuracy, noisy.readi.edit_success,
             noisy.readi.reader_accuracy) == (0.85, 0.85, 0.8, 0.9)
-    assert SRP.stand_in("gold", _item()).judge_accuracy == 1.0
+    assert build_stand_in("srp", "gold", _item()).judge_accuracy == 1.0
 
 
 def test_a_wrong_judge_flips_its_verdict() -> None:
-    assert _judge(SRP.stand_in("noisy-gold:0.3:judge_accuracy=1", _item())) == "HAVE_ANSWER"
-    assert _judge(SRP.stand_in("noisy-gold:0.3:judge_accuracy=0", _item())) == "NO_ANSWER"
-    verdicts = [_judge(SRP.stand_in("noisy-gold:0.3", _item(), seed=s)) for s in range(200)]
+    oracle = build_stand_in("srp", "noisy-gold:0.3:judge_accuracy=1", _item())
+    assert _judge(oracle) == "HAVE_ANSWER"
+    assert _judge(build_stand_in("srp", "noisy-gold:0.3:judge_accuracy=0", _item())) == "NO_ANSWER"
+    verdicts = [_judge(build_stand_in("srp", "noisy-gold:0.3", _item(), seed=s))
+                for s in range(200)]
     assert 150 <= verdicts.count("HAVE_ANSWER") <= 190
 
 
 def test_a_wrong_relation_check_leaves_the_gold_relation_out() -> None:
     def rated(spec: str) -> str:
-        llm = SRP.stand_in(spec, _item())
+        llm = build_stand_in("srp", spec, _item())
         llm.observe(Step(n=1, kind="candidates", data={
             "entity": "John Godey", "candidates": ["release_year", "written_by", "has_genre"]}))
         text = llm.complete(prompts.relation_check_messages("q", "John Godey", [
@@ -58,7 +61,7 @@ def test_a_wrong_relation_check_leaves_the_gold_relation_out() -> None:
 
 
 def test_a_reader_that_errs_answers_another_entity_of_the_kept_triples() -> None:
-    llm = SRP.stand_in("gold:reader_accuracy=0", _item())
+    llm = build_stand_in("srp", "gold:reader_accuracy=0", _item())
     llm.observe(Step(n=1, kind="knowledge", data={"kept": WITH_ANSWER}))
     text = llm.complete(prompts.answer_messages("q", [tuple(t) for t in WITH_ANSWER])).text
     assert "{Walter Hill}" not in text and "{" in text
@@ -67,11 +70,11 @@ def test_a_reader_that_errs_answers_another_entity_of_the_kept_triples() -> None
 def test_srp_runs_end_to_end_under_the_defaults(kb) -> None:
     item = _item()
     for seed in range(6):
-        result = SRP(SRP.stand_in("noisy-gold:0.3", item, seed=seed), kb).run(
+        result = SRP(build_stand_in("srp", "noisy-gold:0.3", item, seed=seed), kb).run(
             QUESTION, ENTITIES)
         measures = srp_measures(result.steps, item)
         assert measures["judged"] >= 1 and 0.0 <= measures["judge_correct"] <= measures["judged"]
-    oracle = SRP(SRP.stand_in("gold", item), kb).run(QUESTION, ENTITIES)
+    oracle = SRP(build_stand_in("srp", "gold", item), kb).run(QUESTION, ENTITIES)
     assert set(oracle.answers) == GOLD
 
 

@@ -1,0 +1,25 @@
+"""The gold path of an evaluation item: its gold program read as a reasoning path (KB) or a
+table path (SQL). Readi's and SRP's stand-ins play it; SRP's measures compare with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyql.agent.paths.path import PathFormatError, ReasoningPath, path_from_program
+from pyql.agent.paths.table import TablePath, table_path_from_program
+
+__all__ = ["gold_path"]
+
+
+def gold_path(item: Any) -> ReasoningPath | TablePath | None:
+    """The gold path of an evaluation item (from its gold program), or None without one."""
+    program = getattr(item, "program", None)
+    if not program:
+        return None
+    try:
+        if getattr(item, "tools", "sparql") == "sql":
+            return table_path_from_program(program)
+        path = path_from_program(program, item.entities)
+    except PathFormatError:
+        return None
+    return path if path.constraints else None
