@@ -216,6 +216,7 @@ def ask_command(
         from pyql.agent.presets import preset_temperature
 
         preset_name, _, preset_dataset = (preset or "").partition(":")
+        _check_ranker(ranker, preset_name, preset_dataset)
         if temperature is None:
             temperature = preset_temperature(preset_name or None, strategy)
         llm = _make_llm(model, base_url, api_key, local=local, timeout=llm_timeout,
@@ -338,6 +339,27 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
         log.warning("only the first %d labels of %s were read for entity linking; "
                     "give the entities with --entity MENTION=ID", len(index), kb)
     return LabelLinker(index).candidates(question)
+
+
+def _check_ranker(ranker: str | None, preset: str, dataset: str) -> None:
+    """An OpenAI embedding ranker (``--ranker``, or the one every dataset of ``--preset`` ranks
+    with) without a key fails before the model starts or an entity is linked."""
+    from pyql.agent.errors import LLMAuthError
+    from pyql.agent.presets import PRESETS, get_preset
+    from pyql.agent.ranking import check_ranker
+
+    spec = ranker
+    if spec is None and preset and preset != "default":
+        chosen = ([get_preset(preset, dataset)] if dataset
+                  else list(PRESETS.get(preset, {}).values()))
+        rankers = {p.ranker for p in chosen}
+        spec = rankers.pop() if len(rankers) == 1 else None
+    try:
+        check_ranker(spec)
+    except LLMAuthError as exc:
+        whose = "" if ranker else f" (the {preset} preset's, as the original ranks relations)"
+        raise CliError(f"the {spec} relation ranker{whose} needs OpenAI embeddings: {exc}",
+                       hint="set OPENAI_API_KEY, or rank offline with --ranker bm25") from None
 
 
 @contextmanager

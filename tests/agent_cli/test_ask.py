@@ -391,6 +391,20 @@ def test_ask_preset_errors_are_one_line(fake_openai):
     assert fake_openai.chat_requests == []
 
 
+@pytest.mark.parametrize("flags", [["--preset", "paper"], ["--preset", "paper:grailqa"],
+                                   ["--ranker", "openai"]])
+def test_an_embedding_ranker_without_a_key_fails_before_the_model_starts(flags):
+    """The paper preset ranks relations with OpenAI embeddings: with a local model and no key,
+    the error came after the model had started and the entity was linked, and it did not say
+    how to run offline."""
+    result = ask(QUESTION, "--kb", str(movies_path()), "--llm", "local", *flags)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    error, hint = [line for line in result.stderr.splitlines() if line.strip()]
+    assert error.startswith("error: the openai relation ranker") and "OPENAI_API_KEY" in error
+    assert hint == "hint: set OPENAI_API_KEY, or rank offline with --ranker bm25"
+    assert result.stdout == ""  # before the header: nothing linked, no model started
+
+
 def test_a_hung_llm_costs_the_attempts_given_by_the_flags(fake_openai):
     # issue 15 item 3: a server that never answers held `pyql ask` for 312 s
     fake_openai.push(*[Hang()] * 5)
