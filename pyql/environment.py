@@ -39,7 +39,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
@@ -58,6 +58,10 @@ from pyql.errors import (
 from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.memory import Memory, Relations, VariableValues
 from pyql.program import TOOLSETS, Alias, Call, Program, Toolset, parse_call
+
+if TYPE_CHECKING:
+    from pyql.db.base import DB
+    from pyql.kb.base import KB
 
 __all__ = [
     "Environment",
@@ -301,9 +305,9 @@ class Environment(ABC):
 
     @property
     @abstractmethod
-    def backend(self) -> Any:
-        """The KB or database this environment queries (a :class:`pyql.kb.KB` or a
-        :class:`pyql.db.DB`): what a strategy counts queries on."""
+    def backend(self) -> KB | DB:
+        """The KB or database this environment queries: what a strategy counts queries on
+        (``backend.query_count``)."""
 
     # -- state ----------------------------------------------------------------------------------
     def reset(self) -> None:

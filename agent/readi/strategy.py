@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import LLM, AccountedCall
+from pyql.agent.llm import LLM, AccountedCall, WrappedLLM
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -122,13 +122,11 @@ def module_llm(llm: LLM, model: str, module: str = "edit") -> LLM:
         other.history = deque(maxlen=llm.history.maxlen)
         other.token_counter = TokenCounter(model=model)
         return other
-    inner = getattr(llm, "llm", None)
-    if inner is None or inner is llm:
+    if not isinstance(llm, WrappedLLM) or llm.llm is llm:
         raise ModuleLLMError(module, model, type(llm).__name__)
     wrapper = copy.copy(llm)
-    wrapper.llm = module_llm(inner, model, module)  # type: ignore[attr-defined]
-    if hasattr(wrapper, "model"):
-        wrapper.model = model  # type: ignore[attr-defined]
+    wrapper.llm = module_llm(llm.llm, model, module)
+    wrapper.model = model
     return wrapper
 
 
@@ -352,7 +350,7 @@ class Readi:
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name, profile=self.profile,
             mode="text", tools="sql" if self.tables else "sparql",
-            model=getattr(self.llm, "model", ""), steps=tuple(run.steps), answers=answers,
+            model=self.llm.model, steps=tuple(run.steps), answers=answers,
             query=query, program=str(program), finished=finished, stop_reason=stop, usage=usage,
             meta=dict(meta or {}),
         )

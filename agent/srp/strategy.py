@@ -457,7 +457,7 @@ class _Run:
         trajectory = Trajectory(
             question=self.question, entities=self.entities, strategy=srp.name,
             profile=srp.profile, mode="text", tools="sparql",
-            model=getattr(srp.llm, "model", ""), steps=tuple(self.rec.steps), answers=answers,
+            model=srp.llm.model, steps=tuple(self.rec.steps), answers=answers,
             query=inst.query if inst is not None else "", program=str(program),
             finished=stop in ("have_answer", "no_reflection"), stop_reason=stop,
             usage=usage, meta=self.meta)
