@@ -34,7 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pyql.agent.paths.binding import RelationBinder
-from pyql.agent.paths.path import ARROW, Constraint, PathFormatError, ReasoningPath
+from pyql.agent.paths.path import (
+    ARROW,
+    Constraint,
+    PathFormatError,
+    ReasoningPath,
+    error_block,
+)
 from pyql.errors import PyqlError
 from pyql.kb.base import KB
 from pyql.program import Call, Program
@@ -144,11 +150,9 @@ class PathStuck:
 
     def render(self) -> str:
         """The error block of the edit prompt (appendix F)."""
-        lines = [f"Initial Path: {self.constraint.chain()}", "Error Message"]
-        lines += [f"{i}. {m}" for i, m in enumerate(self.messages(), 1)]
-        lines += ["Instantiation Context", f"Instantiate Paths: {self.instantiated_chain()}",
-                  "Candidate Relations", _json_list(self.candidates)]
-        return "\n".join(lines)
+        return error_block(f"Initial Path: {self.constraint.chain()}", self.messages(),
+                           [f"Instantiate Paths: {self.instantiated_chain()}",
+                            "Candidate Relations", _json_list(self.candidates)])
 
     def to_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "entity": self.entity,

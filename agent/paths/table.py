@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyql.agent.paths.binding import RelationBinder
 from pyql.agent.paths.instantiate import checked as _ok
-from pyql.agent.paths.path import PathFormatError
+from pyql.agent.paths.path import PathFormatError, error_block
 from pyql.program import Call, Program
 from pyql.syntax import Atom, AtomKind
 
@@ -170,15 +170,13 @@ class TableStuck:
         return [f'no row where "{cond.column}" {cond.op} {json.dumps(cond.value)}.']
 
     def render(self) -> str:
-        lines = [f"Initial Path: {self.path}", "Error Message"]
-        lines += [f"{i}. {m}" for i, m in enumerate(self.messages(), 1)]
+        """The error block of the edit prompt (as :class:`~pyql.agent.paths.PathStuck`'s)."""
         done = [c.as_list() for c in self.instantiated]
         what = "Candidate Columns" if self.reason != "no_matching_row" else (
             f'Values of column "{self.column}"')
-        lines += ["Instantiation Context",
-                  f"Instantiated Rows: {json.dumps(done, ensure_ascii=False)}",
-                  what, json.dumps(list(self.candidates), ensure_ascii=False)]
-        return "\n".join(lines)
+        return error_block(f"Initial Path: {self.path}", self.messages(),
+                           [f"Instantiated Rows: {json.dumps(done, ensure_ascii=False)}",
+                            what, json.dumps(list(self.candidates), ensure_ascii=False)])
 
     def to_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "column": self.column,
