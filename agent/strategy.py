@@ -84,6 +84,7 @@ __all__ = [
     "DEFAULT_MAX_REPLY_TOKENS",
     "ENTRY_POINT_GROUP",
     "Backend",
+    "GoldItem",
     "Result",
     "SessionFactory",
     "Strategy",
@@ -318,6 +319,17 @@ class StrategyConfig:
             elif isinstance(value, str) and key in flags:
                 typed[key] = value.strip().lower() in ("1", "true", "yes", "on")
         return typed
+
+
+class GoldItem(Protocol):
+    """What ``measures(steps, item)`` may read of an evaluation item (the evaluation layer's
+    ``EvalItem``): its gold answers and its toolset."""
+
+    @property
+    def answers(self) -> tuple[Any, ...]: ...
+
+    @property
+    def tools(self) -> str: ...
 
 
 class SessionFactory(Protocol):

@@ -58,6 +58,7 @@ from pyql.agent.readi.kinds import I, KBPaths, P, Path, PathKind, Stuck, TablePa
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import (
     Backend,
+    GoldItem,
     Result,
     SessionFactory,
     StrategyConfig,
@@ -304,7 +305,7 @@ class Readi:
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+    def measures(cls, steps: Sequence[Step], item: GoldItem) -> dict[str, float]:
         """Readi's reliable answering (SRP's Figure 3 measures it for Readi too), as pooled
         ``reliable_answering:hits``/``:of`` counts: of the questions answered correctly, those
         whose correct answer the KG gave (the program's answers, or an instance the reader was
@@ -312,7 +313,7 @@ class Readi:
         from pyql.agent.srp.metrics import reliable_answer
 
         answer = next((s for s in reversed(steps) if s.kind == "answer"), None)
-        if answer is None or getattr(item, "tools", "sparql") == "sql":
+        if answer is None or item.tools == "sql":
             return {}
         predicted = answer.data.get("answers", ())
         supported = (predicted if answer.data.get("source") == "program"

@@ -82,7 +82,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +227,7 @@ SqlObservation = Observation
 class _Step(Outcome):
     """What one SQL call produced, before the Session decides whether to keep it."""
 
+    backend: DBFeedback = field(default_factory=DBFeedback)
     query: Sql | None = None
     build: SqlBuild | None = None
     schema: Schema | None = None
