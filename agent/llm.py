@@ -82,6 +82,7 @@ __all__ = [
     "ToolCall",
     "LLMReply",
     "LLM",
+    "WrappedLLM",
     "OpenAIChat",
     "OpenAIEmbeddings",
     "ScriptedLLM",
@@ -150,6 +151,14 @@ class LLM(Protocol):
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
                  ) -> LLMReply: ...
+
+
+@runtime_checkable
+class WrappedLLM(LLM, Protocol):
+    """An LLM that asks another one, ``llm``, for it (the evaluation's rate gate and LLM
+    cache): what is copied around a client made like the wrapped one."""
+
+    llm: LLM
 
 
 def sampling_kwargs(llm: Any, *, max_tokens: int | None = None,

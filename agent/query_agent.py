@@ -711,8 +711,7 @@ class _PromptTokens:
 
 
 def _env_status(obs: Observation) -> str:
-    kb = getattr(obs.feedback, "kb", None)
-    status = getattr(kb, "status", "not_run")
-    return "" if status == "not_run" else str(status)
+    status = obs.feedback.backend.status
+    return "" if status == "not_run" else status
 
 

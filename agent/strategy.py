@@ -55,7 +55,16 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, get_origin, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    get_args,
+    get_origin,
+    runtime_checkable,
+)
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
@@ -66,12 +75,18 @@ from pyql.registry import UnknownNameError, lookup
 if TYPE_CHECKING:
     from pyql.agent.accounting import Usage
     from pyql.agent.trajectory import Step, Trajectory
+    from pyql.db.base import DB
+    from pyql.environment import Environment
+    from pyql.kb.base import KB
     from pyql.program import Program
 
 __all__ = [
     "DEFAULT_MAX_REPLY_TOKENS",
     "ENTRY_POINT_GROUP",
+    "Backend",
+    "GoldItem",
     "Result",
+    "SessionFactory",
     "Strategy",
     "StrategyConfig",
     "StrategyOption",
@@ -304,6 +319,29 @@ class StrategyConfig:
             elif isinstance(value, str) and key in flags:
                 typed[key] = value.strip().lower() in ("1", "true", "yes", "on")
         return typed
+
+
+class GoldItem(Protocol):
+    """What ``measures(steps, item)`` may read of an evaluation item (the evaluation layer's
+    ``EvalItem``): its gold answers and its toolset."""
+
+    @property
+    def answers(self) -> tuple[Any, ...]: ...
+
+    @property
+    def tools(self) -> str: ...
+
+
+class SessionFactory(Protocol):
+    """Makes the environment of one question: a backend a strategy may be given instead of a
+    KB or database (its own Session or SqlSession settings, a per-question view)."""
+
+    def __call__(self, *, entities: Mapping[str, str], guidelines: Any, table: str | None
+                 ) -> Environment: ...
+
+
+#: what a strategy runs on
+Backend: TypeAlias = "KB | DB | SessionFactory"
 
 
 @runtime_checkable

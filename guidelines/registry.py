@@ -425,7 +425,7 @@ class Registry:
     # -- evaluation -----------------------------------------------------------------------------
     def candidates(self, feedback: Feedback) -> tuple[Guideline, ...]:
         """The guidelines whose toolsets and triggers match this step, in precedence order."""
-        key = (feedback.tools, feedback.function, feedback.python.status, feedback.kb.status)
+        key = (feedback.tools, feedback.function, feedback.python.status, feedback.backend.status)
         found = self._candidates.get(key)
         if found is None:
             tools, function, py, kb = key

@@ -39,7 +39,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pyql.echo import clip_echoes, echoed_inputs
 from pyql.errors import (
@@ -55,9 +55,13 @@ from pyql.errors import (
     TermError,
     UnknownFunctionError,
 )
-from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
+from pyql.feedback import DBFeedback, Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.memory import Memory, Relations, VariableValues
 from pyql.program import TOOLSETS, Alias, Call, Program, Toolset, parse_call
+
+if TYPE_CHECKING:
+    from pyql.db.base import DB
+    from pyql.kb.base import KB
 
 __all__ = [
     "Environment",
@@ -122,28 +126,31 @@ class Observation:
             return "hint"
         if self.feedback.python.status != "ok":
             return "error"
-        return self.feedback.kb.status if self.feedback.kb.status != "not_run" else "ok"
+        status = self.feedback.backend.status
+        return status if status != "not_run" else "ok"
 
     @property
     def error(self) -> str | None:
         """The raw error message (Python side or backend), if any."""
         if self.feedback.python.status != "ok":
             return self.feedback.python.message
-        if self.feedback.kb.status in ("backend_error", "timeout"):
-            return self.feedback.kb.message
+        if self.feedback.backend.status in ("backend_error", "timeout"):
+            return self.feedback.backend.message
         return None
 
     @property
     def relations(self) -> Relations | None:
-        return self.feedback.kb.relations
+        """The relations a KB listed (None on a database)."""
+        backend = self.feedback.backend
+        return backend.relations if isinstance(backend, KBFeedback) else None
 
     @property
     def values(self) -> dict[str, VariableValues]:
-        return self.feedback.kb.values
+        return self.feedback.backend.values
 
     @property
     def answers(self) -> tuple[Any, ...] | None:
-        return self.feedback.kb.answers
+        return self.feedback.backend.answers
 
     @property
     def text(self) -> str:
@@ -161,13 +168,13 @@ def render_observation(obs: Observation) -> str:
     if fb.python.status != "ok":  # the message may quote the arguments: long ones in part
         inputs = echoed_inputs(fb.action_text, fb.call.args if fb.call else ())
         return f"Error: {clip_echoes(fb.python.message, inputs)}"
-    kb = fb.kb
-    if kb.status == "timeout":
-        return f"Error: the query timed out: {kb.message}"
-    if kb.status == "backend_error" and kb.rejected:
-        return f"Error: {kb.message}"  # the engine rejected the query: its own words
-    if kb.status == "backend_error":
-        return f"Error: the {_BACKEND_NOUN.get(fb.tools, 'backend')} failed: {kb.message}"
+    backend = fb.backend
+    if backend.status == "timeout":
+        return f"Error: the query timed out: {backend.message}"
+    if backend.status == "backend_error" and backend.rejected:
+        return f"Error: {backend.message}"  # the engine rejected the query: its own words
+    if backend.status == "backend_error":
+        return f"Error: the {_BACKEND_NOUN.get(fb.tools, 'backend')} failed: {backend.message}"
     return obs.summary or "Done."
 
 
@@ -267,7 +274,8 @@ class Outcome:
     Backends subclass it to carry their new state (the new query, ...) to :meth:`_commit`.
     """
 
-    kb: KBFeedback = field(default_factory=KBFeedback)
+    #: what executing the step returned (the environment's :attr:`Environment.feedback_type`)
+    backend: KBFeedback | DBFeedback = field(default_factory=KBFeedback)
     #: the memory after the step (None: unchanged); ``calls`` is extended on commit
     memory: Memory | None = None
     #: resolved arguments, for the guidelines
@@ -286,6 +294,8 @@ class Environment(ABC):
 
     #: the toolset name (a key of :data:`pyql.program.TOOLSETS`)
     tools: ClassVar[str] = ""
+    #: what executing a step on this environment's backend returns
+    feedback_type: ClassVar[type[KBFeedback] | type[DBFeedback]] = KBFeedback
 
     guidelines: GuidelineChecker | None
     program: Program
@@ -301,9 +311,9 @@ class Environment(ABC):
 
     @property
     @abstractmethod
-    def backend(self) -> Any:
-        """The KB or database this environment queries (a :class:`pyql.kb.KB` or a
-        :class:`pyql.db.DB`): what a strategy counts queries on."""
+    def backend(self) -> KB | DB:
+        """The KB or database this environment queries: what a strategy counts queries on
+        (``backend.query_count``)."""
 
     # -- state ----------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -358,7 +368,7 @@ class Environment(ABC):
         call: Call | None = None
         python = _PYTHON_OK
         outcome: Outcome | None = None
-        kb: KBFeedback | None = None
+        failed: KBFeedback | DBFeedback | None = None
         resolved: tuple[Any, ...] = ()
         notes: list[str] = []
         try:
@@ -368,13 +378,14 @@ class Environment(ABC):
         except InputError as exc:
             python = python_feedback_for(exc, function=call.name if call else guess_function(text))
         except BackendTimeoutError as exc:
-            kb = KBFeedback(status="timeout", message=str(exc), error_type=type(exc).__name__)
+            failed = self.feedback_type(status="timeout", message=str(exc),
+                                        error_type=type(exc).__name__)
         except (BackendError, ReadOnlyError) as exc:
-            kb = KBFeedback(status="backend_error", message=str(exc),
-                            rejected=isinstance(exc, BackendQueryError),
-                            error_type=type(exc).__name__)
+            failed = self.feedback_type(status="backend_error", message=str(exc),
+                                        rejected=isinstance(exc, BackendQueryError),
+                                        error_type=type(exc).__name__)
         if outcome is None:
-            outcome = Outcome(kb=kb or _NOT_RUN)
+            outcome = Outcome(backend=failed or _NOT_RUN[self.feedback_type])
         if not outcome.args:
             outcome.args = resolved
         if notes:
@@ -388,19 +399,20 @@ class Environment(ABC):
         self.step += 1
         function = getattr(error, "function", None) or guess_function(text)
         python = python_feedback_for(error, function=function)
-        return self._conclude(start, text, None, python, Outcome(kb=_NOT_RUN))
+        return self._conclude(start, text, None, python,
+                              Outcome(backend=_NOT_RUN[self.feedback_type]))
 
     def _conclude(self, start: float, text: str, call: Call | None, python: PythonFeedback,
                   outcome: Outcome) -> Observation:
-        kb = outcome.kb
+        backend = outcome.backend
         feedback = Feedback(
             step=self.step, action_text=text, call=call, tools=self.tools,
-            functions=self.functions, python=python, kb=kb,
+            functions=self.functions, python=python, backend=backend,
             memory=self.memory, args=tuple(outcome.args), notes=tuple(outcome.notes),
         )
         hint = self._policy.judge(feedback)
         accepted = (hint is None and python.status == "ok"
-                    and kb.status not in ("backend_error", "timeout"))
+                    and backend.status not in ("backend_error", "timeout"))
         if accepted and call is not None:
             self._commit(call, outcome)
             kept = getattr(outcome, "recorded", None) or call  # what replays the step
@@ -443,4 +455,5 @@ class Environment(ABC):
 
 
 _PYTHON_OK = PythonFeedback()
-_NOT_RUN = KBFeedback()
+_NOT_RUN: dict[type[KBFeedback] | type[DBFeedback], KBFeedback | DBFeedback] = {
+    KBFeedback: KBFeedback(), DBFeedback: DBFeedback()}

@@ -3,7 +3,10 @@
 The Session builds one :class:`Feedback` per step from three sources (the paper's Table 8):
 
 - ``python``: how the action parsed and validated (:class:`PythonFeedback`);
-- ``kb`` (KB or DB): what executing it returned (:class:`KBFeedback`);
+- ``backend``: what executing it returned, from a KB (:class:`KBFeedback`, also read as
+  ``feedback.kb``) or a database (:class:`DBFeedback`, ``feedback.db``); the fields they share
+  (:class:`BackendFeedback`: status, message, rows, values, answers, errors) mean the same on
+  both;
 - ``memory``: the read-only history before this step (:class:`~pyql.memory.Memory`).
 
 A guideline that fires returns a :class:`Hint` (data: code, message, suggestions). Hints never
@@ -15,16 +18,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pyql.errors import PyqlError
 from pyql.memory import Memory, Relations, VariableValues, _as_tuple
 from pyql.program import Call
 
 __all__ = [
     "PythonStatus",
+    "BackendStatus",
     "KBStatus",
     "PythonFeedback",
     "Relations",
     "VariableValues",
+    "BackendFeedback",
     "KBFeedback",
+    "DBFeedback",
+    "FeedbackKindError",
     "Feedback",
     "Hint",
 ]
@@ -41,11 +49,13 @@ PythonStatus = Literal[
     "schema_error",  # unknown table/column (SQL)
 ]
 
-KBStatus = Literal["ok", "empty", "backend_error", "timeout", "not_run"]
+BackendStatus = Literal["ok", "empty", "backend_error", "timeout", "not_run"]
+#: the backend's statuses under the paper's name for the environment class (Table 8: "KB")
+KBStatus = BackendStatus
 
 
 _PYTHON_STATUSES = frozenset(get_args(PythonStatus))
-_KB_STATUSES = frozenset(get_args(KBStatus))
+_BACKEND_STATUSES = frozenset(get_args(BackendStatus))
 
 
 def _check_status(status: str, allowed: frozenset[str], owner: object) -> None:
@@ -83,26 +93,15 @@ class PythonFeedback:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KBFeedback:
-    """What executing the step returned from the KB or DB (sequences are tuples)."""
+class BackendFeedback:
+    """What executing the step returned, in the fields a KB and a database share (sequences are
+    tuples). A backend's own facts are in :class:`KBFeedback` and :class:`DBFeedback`."""
 
-    status: KBStatus = "not_run"
+    status: BackendStatus = "not_run"
     message: str = ""
     row_count: int = 0
     values: dict[str, VariableValues] = field(default_factory=dict)
-    relations: Relations | None = None
-    #: the node whose relations were listed (get_relation), short form
-    node: str | None = None
     answers: tuple[Any, ...] | None = None
-    #: variables of the query that no triple pattern constrains
-    unconstrained: tuple[str, ...] = ()
-    #: SQL: normalised type category (``pyql.sql.schema.TYPE_CATEGORIES``) of the columns the
-    #: step involves, by column name
-    column_types: dict[str, str] = field(default_factory=dict)
-    #: SQL: distinct values (as text, possibly a sample) of the columns the step involves
-    column_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: SQL add_condition: whether the condition's value occurs in its column at all (None: unknown)
-    value_found: bool | None = None
     #: backend_error/timeout: the error's class name (for reports)
     error_type: str | None = None
     #: backend_error: the engine rejected the query the step built (a query error, the engine's
@@ -110,7 +109,43 @@ class KBFeedback:
     rejected: bool = False
 
     def __post_init__(self) -> None:
-        _check_status(self.status, _KB_STATUSES, self)
+        _check_status(self.status, _BACKEND_STATUSES, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KBFeedback(BackendFeedback):
+    """What executing the step returned from a KB."""
+
+    relations: Relations | None = None
+    #: the node whose relations were listed (get_relation), short form
+    node: str | None = None
+    #: variables of the query that no triple pattern constrains
+    unconstrained: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DBFeedback(BackendFeedback):
+    """What executing the step returned from a SQL database."""
+
+    #: normalised type category (``pyql.sql.schema.TYPE_CATEGORIES``) of the columns the step
+    #: involves, by column name
+    column_types: dict[str, str] = field(default_factory=dict)
+    #: distinct values (as text, possibly a sample) of the columns the step involves
+    column_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: add_condition: whether the condition's value occurs in its column at all (None: unknown)
+    value_found: bool | None = None
+
+
+class FeedbackKindError(PyqlError, TypeError):
+    """A step's feedback was read as the other backend's (``feedback.db`` of a KB step):
+    ``wanted`` (``"kb"``/``"db"``) and the ``tools`` of the step."""
+
+    def __init__(self, wanted: str, tools: str) -> None:
+        self.wanted = wanted
+        self.tools = tools
+        other = "db" if wanted == "kb" else "kb"
+        super().__init__(f"the feedback of a {tools} step has no {wanted} part: read "
+                         f"feedback.{other}, or feedback.backend for what both share")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +160,8 @@ class Feedback:
     #: the functions the agent was offered (its prompt profile's tool set); empty: the toolset's
     functions: tuple[str, ...] = ()
     python: PythonFeedback = PythonFeedback()
-    kb: KBFeedback = KBFeedback()
+    #: what executing the step returned (the fields both backends share; ``kb``/``db`` for all)
+    backend: KBFeedback | DBFeedback = KBFeedback()
     memory: Memory
     #: resolved arguments (terms, or plain text for operators) when they resolved
     args: tuple[Any, ...] = ()
@@ -135,6 +171,20 @@ class Feedback:
     @property
     def function(self) -> str | None:
         return self.call.name if self.call is not None else self.python.function
+
+    @property
+    def kb(self) -> KBFeedback:
+        """What the KB returned (:class:`FeedbackKindError` on a database's step)."""
+        if not isinstance(self.backend, KBFeedback):
+            raise FeedbackKindError("kb", self.tools)
+        return self.backend
+
+    @property
+    def db(self) -> DBFeedback:
+        """What the database returned (:class:`FeedbackKindError` on a KB's step)."""
+        if not isinstance(self.backend, DBFeedback):
+            raise FeedbackKindError("db", self.tools)
+        return self.backend
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -286,13 +286,13 @@ class KBSession(Session):
         name = call.name
         if name == "get_relation":
             kb, memory = self._get_relation(resolved[0])
-            return _KBOutcome(kb=kb, memory=memory)
+            return _KBOutcome(backend=kb, memory=memory)
         if name == "execute":
             implied = self._walk_answer()
             if implied is not None:  # the original MetaQA: the answer is where the walk stands
                 query = self.query.set_answer(Var(implied.args[0].value))
-                return _KBOutcome(kb=self._execute(query), query=query, implied=(implied,))
-            return _KBOutcome(kb=self._execute())
+                return _KBOutcome(backend=self._execute(query), query=query, implied=(implied,))
+            return _KBOutcome(backend=self._execute())
         query = getattr(self.query, name)(*resolved)
         _refuse_repeat(name, call, self.query, query)
         kb = self._observe(query)
@@ -309,7 +309,7 @@ class KBSession(Session):
             answer=str(query.answer) if query.answer is not None else None,
             last_values=kb.values if kb.status == "ok" else self.memory.last_values,
         )
-        return _KBOutcome(kb=kb, memory=memory, query=query, recorded=recorded, restart=restart)
+        return _KBOutcome(backend=kb, memory=memory, query=query, recorded=recorded, restart=restart)
 
     def _fact_fallback(self, call: Call, resolved: tuple[Any, ...]
                        ) -> tuple[Sparql, KBFeedback, Call | None, bool] | None:

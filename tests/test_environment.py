@@ -134,6 +134,33 @@ def test_backend_errors_render_with_the_backend_name(db: SqlDB) -> None:
     assert obs.text == "Error: the database failed: refused"
 
 
+
+def test_each_backend_gives_its_own_feedback_with_the_shared_fields_alike(
+        kb: OxigraphKB, db: SqlDB) -> None:
+    from dataclasses import fields
+
+    from pyql.feedback import BackendFeedback, DBFeedback, FeedbackKindError, KBFeedback
+
+    on_kb = Session(kb, ENTITIES).run("get_relation(m.03_r3)").feedback
+    on_db = Session(db, table="players").run("add_condition(Player, =, Nobody)").feedback
+    assert type(on_kb.backend) is KBFeedback and on_kb.kb is on_kb.backend
+    assert type(on_db.backend) is DBFeedback and on_db.db is on_db.backend
+    assert on_db.backend.status == "empty" and on_db.db.value_found is False
+    # no SQL field on the KB's type, no KB field on the database's
+    kb_only = {f.name for f in fields(KBFeedback)} - {f.name for f in fields(BackendFeedback)}
+    db_only = {f.name for f in fields(DBFeedback)} - {f.name for f in fields(BackendFeedback)}
+    assert kb_only == {"relations", "node", "unconstrained"}
+    assert db_only == {"column_types", "column_values", "value_found"}
+    with pytest.raises(FeedbackKindError) as caught:
+        on_db.kb  # noqa: B018 - the read is the test
+    assert (caught.value.wanted, caught.value.tools) == ("kb", "sql")
+    with pytest.raises(FeedbackKindError):
+        on_kb.db  # noqa: B018
+    # a failure the environment reports itself is its backend's kind too
+    failed = Session(_View(db, refuse=True), table="players").run("get_column(Player)")
+    assert type(failed.feedback.backend) is DBFeedback and failed.status == "backend_error"
+
+
 # -- reject: an action that never reached run --------------------------------------------------------
 def test_reject_is_a_judged_step(kb: OxigraphKB) -> None:
     checker = Always()
@@ -242,9 +269,9 @@ def test_sql_condition_alone_needs_no_probe_query(db: SqlDB) -> None:
     s = Session(view, table="players")
     before = view.query_count
     obs = s.run('add_condition(Player, =, "Nobody")')
-    kb = obs.feedback.kb
-    assert kb.status == "empty" and kb.value_found is False
-    assert "Terrence Ross" in kb.column_values["Player"]
+    db_said = obs.feedback.db
+    assert db_said.status == "empty" and db_said.value_found is False
+    assert "Terrence Ross" in db_said.column_values["Player"]
     # the step's query and the column sample; whether the value occurs at all is the step's own
     # (empty) result, not a third query
     assert view.query_count - before == 2
@@ -256,8 +283,8 @@ def test_sql_condition_among_others_is_probed(db: SqlDB) -> None:
     s.run('add_condition(Nationality, =, "Spain")')
     before = view.query_count
     obs = s.run('add_condition(Player, =, "Terrence Ross")')
-    kb = obs.feedback.kb
-    assert kb.status == "empty" and kb.value_found is True  # found alone, empty together
+    db_said = obs.feedback.db
+    assert db_said.status == "empty" and db_said.value_found is True  # alone yes, together not
     assert view.query_count - before == 3
 
 

@@ -342,7 +342,7 @@ def test_a_session_reports_them_as_query_errors_at_the_step() -> None:
     for action, code in [("add_condition(team_id, IN, ?q1)", "unknown_subquery"),
                          ("add_having(player_id, COUNT, >, 2)", "having_without_group_by")]:
         obs = session.run(action)
-        assert not obs.ok and obs.feedback.kb.status == "not_run"
+        assert not obs.ok and obs.feedback.db.status == "not_run"
         assert (obs.feedback.python.status, obs.feedback.python.error_code) == ("query_error", code)
     assert "add_group_by(team_id)" in obs.text
     assert session.run("execute()").ok

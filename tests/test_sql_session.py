@@ -90,7 +90,7 @@ def test_observations_are_observations(session: SqlSession) -> None:
 def test_a_wikisql_style_question(session: SqlSession) -> None:
     session.run("add_condition(nationality, =, United States)")
     obs = session.run("add_condition(points, >, 20)")
-    assert obs.feedback.kb.row_count == 2
+    assert obs.feedback.db.row_count == 2
     assert obs.text.startswith("2 rows match. Columns: player_id, name, team_id, nationality")
     obs = session.run("set_answer(name)")
     assert obs.values["name"].values == ("Jayson Tatum", "Big Spender")
@@ -130,7 +130,7 @@ def test_get_column_lists_values_with_counts_and_adds_nothing(session: SqlSessio
     assert obs.values["nationality"].values == ("United States", "Lithuania", "Spain")
     assert obs.values["nationality"].total == 3
     assert "'United States' (3)" in obs.text
-    assert obs.feedback.kb.column_types == {"nationality": "text"}
+    assert obs.feedback.db.column_types == {"nationality": "text"}
     assert session.query.conditions == () and session.query.answers == ()
     assert [c.name for c in session.program] == ["get_column"]  # recorded, as get_relation is
     # under the current conditions
@@ -273,7 +273,7 @@ def test_a_dead_database_is_a_backend_error_not_an_empty_result(tmp_path: Path) 
     path.unlink()
     for action in ("add_condition(points, >, 1)", "get_column(name)", "set_answer(name)"):
         obs = s.run(action)
-        assert obs.feedback.kb.status == "backend_error", obs.text
+        assert obs.feedback.db.status == "backend_error", obs.text
         assert obs.status == "backend_error"
         assert obs.error and "cannot connect" in obs.error
         assert obs.text.startswith("Error: the database failed")
@@ -289,7 +289,7 @@ def test_a_timeout_is_reported_as_such(tmp_path: Path) -> None:
     conn.close()
     s = SqlSession(SqlDB.sqlite(path, statement_timeout=1e-6, sample_values=0), table="t")
     obs = s.run("get_column(b)")
-    assert obs.feedback.kb.status == "timeout"
+    assert obs.feedback.db.status == "timeout"
     assert obs.status == "timeout" and obs.text.startswith("Error: the query timed out")
     assert len(s.program) == 0
 
@@ -303,12 +303,12 @@ def test_text_on_a_numeric_column_is_a_number(session: SqlSession) -> None:
     assert obs.feedback.notes == ('"17,999" read as the number 17999 (column points is real)',)
     assert session.to_sql() == 'SELECT * FROM "players" WHERE "points" > 17999'
     assert str(session.program) == 'add_condition(points, >, "17,999")'  # as written
-    assert obs.feedback.kb.row_count == 1
+    assert obs.feedback.db.row_count == 1
 
 
 def test_a_number_on_a_text_column_is_text(session: SqlSession) -> None:
     obs = session.run("add_condition(No., =, 31)")
-    assert obs.ok and obs.feedback.kb.row_count == 1
+    assert obs.ok and obs.feedback.db.row_count == 1
     assert session.to_sql() == 'SELECT * FROM "players" WHERE "No." = \'31\''
     assert "read as the text 31" in obs.feedback.notes[0]
 
@@ -321,7 +321,7 @@ def test_having_values_follow_the_aggregate(session: SqlSession) -> None:
 
 
 def test_like_and_null_are_left_alone(session: SqlSession) -> None:
-    assert session.run('add_condition(name, LIKE, "J%")').feedback.kb.row_count == 3
+    assert session.run('add_condition(name, LIKE, "J%")').feedback.db.row_count == 3
     assert not session.observations[-1].feedback.notes
     assert session.run("add_condition(points, !=, NULL)").ok
     assert session.to_sql().endswith('AND NOT "points" IS NULL')
@@ -349,16 +349,16 @@ def test_coerce_value() -> None:
 
 def test_value_found_and_column_values(session: SqlSession) -> None:
     obs = session.run("add_condition(nationality, =, Spain)")
-    assert obs.feedback.kb.value_found is True
+    assert obs.feedback.db.value_found is True
     obs = session.run("add_condition(name, =, Terrence Ross)")  # exists, not with Spain
-    assert obs.feedback.kb.status == "empty"
-    assert obs.feedback.kb.value_found is True
-    assert "Terrence Ross" in obs.feedback.kb.column_values["name"]
+    assert obs.feedback.db.status == "empty"
+    assert obs.feedback.db.value_found is True
+    assert "Terrence Ross" in obs.feedback.db.column_values["name"]
     obs = session.run("add_condition(name, =, Terrence Rose)")
-    assert obs.feedback.kb.value_found is False
+    assert obs.feedback.db.value_found is False
     obs = session.run("set_answer(name, SUM)")
-    assert obs.feedback.kb.column_types == {"name": "text"}
-    assert set(obs.feedback.kb.column_values["name"]) >= {"Terrence Ross", "Jose Calderon"}
+    assert obs.feedback.db.column_types == {"name": "text"}
+    assert set(obs.feedback.db.column_values["name"]) >= {"Terrence Ross", "Jose Calderon"}
 
 
 class Refuse:
@@ -369,7 +369,7 @@ class Refuse:
 
     def evaluate(self, feedback: Feedback) -> Hint | None:
         self.seen.append(feedback)
-        if feedback.function == "add_condition" and feedback.kb.status == "empty":
+        if feedback.function == "add_condition" and feedback.db.status == "empty":
             return Hint(code="DB999", message="empty: try again")
         return None
 

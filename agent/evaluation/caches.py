@@ -279,6 +279,10 @@ class KBView(_View, KB):
     def __len__(self) -> int:
         return len(self.inner)  # type: ignore[arg-type]
 
+    @property
+    def shared(self) -> KB:
+        return self.inner.shared  # type: ignore[no-any-return]
+
     def _key(self, form: str, query: str) -> tuple[str, ...]:
         return ("kb", self.identity, self.profile.name, form, query)
 

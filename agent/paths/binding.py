@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from pyql.agent.ranking import RelationRanker, get_ranker
@@ -79,7 +78,6 @@ class RelationVocabulary:
         return cls(kb.profile.compact(iri) for iri in names)
 
     @classmethod
-    @classmethod
     def from_file_shared(cls, path: str | os.PathLike[str]) -> RelationVocabulary:
         """:meth:`from_file`, read once per file (by resolved path) and shared: strategies are
         built once per question of a run."""
@@ -89,7 +87,7 @@ class RelationVocabulary:
     def of_kb(cls, kb: KB) -> RelationVocabulary:
         """:meth:`from_kb`, asked once per KB and shared (an evaluation's per-question view of
         a KB shares its KB's vocabulary)."""
-        base = getattr(kb, "inner", kb)
+        base = kb.shared
         found = _VOCABULARIES.get(base)
         if found is None:
             found = _VOCABULARIES[base] = cls.from_kb(kb)
@@ -97,7 +95,7 @@ class RelationVocabulary:
 
 
 # one vocabulary per KB (the relations of a whole KB are asked once)
-_VOCABULARIES: WeakKeyDictionary[Any, RelationVocabulary] = WeakKeyDictionary()
+_VOCABULARIES: WeakKeyDictionary[KB, RelationVocabulary] = WeakKeyDictionary()
 
 
 class RelationBinder:

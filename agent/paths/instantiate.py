@@ -34,11 +34,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pyql.agent.paths.binding import RelationBinder
-from pyql.agent.paths.path import ARROW, Constraint, PathFormatError, ReasoningPath
+from pyql.agent.paths.path import (
+    ARROW,
+    Constraint,
+    PathFormatError,
+    ReasoningPath,
+    error_block,
+)
 from pyql.errors import PyqlError
 from pyql.kb.base import KB
 from pyql.program import Call, Program
-from pyql.session import Observation, Session
+from pyql.session import KBSession, Observation
 from pyql.syntax import Atom, AtomKind
 
 __all__ = [
@@ -144,11 +150,9 @@ class PathStuck:
 
     def render(self) -> str:
         """The error block of the edit prompt (appendix F)."""
-        lines = [f"Initial Path: {self.constraint.chain()}", "Error Message"]
-        lines += [f"{i}. {m}" for i, m in enumerate(self.messages(), 1)]
-        lines += ["Instantiation Context", f"Instantiate Paths: {self.instantiated_chain()}",
-                  "Candidate Relations", _json_list(self.candidates)]
-        return "\n".join(lines)
+        return error_block(f"Initial Path: {self.constraint.chain()}", self.messages(),
+                           [f"Instantiate Paths: {self.instantiated_chain()}",
+                            "Candidate Relations", _json_list(self.candidates)])
 
     def to_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "entity": self.entity,
@@ -300,8 +304,8 @@ class PathInstantiator:
         self.cvt_ids = cvt_ids
         self.intersection = intersection
 
-    def session(self, entities: Mapping[str, str]) -> Session:
-        return Session(self.kb, dict(entities), row_cap=self.max_frontier, timeout=self.timeout)
+    def session(self, entities: Mapping[str, str]) -> KBSession:
+        return KBSession(self.kb, dict(entities), row_cap=self.max_frontier, timeout=self.timeout)
 
     # -- one constraint ---------------------------------------------------------------------------
     def instantiate_constraint(self, constraint: Constraint, entities: Mapping[str, str],
@@ -378,7 +382,7 @@ class PathInstantiator:
                                   triples=self._triples(session, mention, hops))
         return done, options_count, used
 
-    def _stuck(self, session: Session, constraint: Constraint, mention: str,
+    def _stuck(self, session: KBSession, constraint: Constraint, mention: str,
                entities: Mapping[str, str], hops: list[Hop], question: str, reason: StuckReason,
                position: int, relation: str | None, tried: tuple[str, ...],
                around: Sequence[str]) -> ConstraintInstance:
@@ -390,12 +394,12 @@ class PathInstantiator:
         return ConstraintInstance(constraint, entities[mention], tuple(hops), stuck,
                                   triples=self._triples(session, mention, hops))
 
-    def _triples(self, session: Session, mention: str, hops: Sequence[Hop]
+    def _triples(self, session: KBSession, mention: str, hops: Sequence[Hop]
                  ) -> tuple[tuple[str, str, str], ...]:
         """Sampled instances of the chain, as labelled (head, relation, tail) triples."""
         return self._labelled(session, [(mention, hops, [h.var[1:] for h in hops])])
 
-    def _labelled(self, session: Session,
+    def _labelled(self, session: KBSession,
                   chains: Sequence[tuple[str, Sequence[Hop], Sequence[str]]]
                   ) -> tuple[tuple[str, str, str], ...]:
         """The solutions of the session's query (at most ``max_triples``) as labelled triples
@@ -433,7 +437,7 @@ class PathInstantiator:
                         entities: Mapping[str, str]) -> tuple[tuple[str, str, str], ...]:
         """The triples of the joined program's solutions: what every constraint agrees on (the
         intersection the paper's reader sees), not each constraint's own sample."""
-        session = Session(self.kb, dict(entities), timeout=self.timeout)
+        session = KBSession(self.kb, dict(entities), timeout=self.timeout)
         chains = []
         for k, inst in enumerate(joined, 1):
             names = [f"c{k}x{i}" for i in range(1, len(inst.hops) + 1)]
@@ -493,7 +497,7 @@ class PathInstantiator:
         program = self.program(joined)
         if not program.calls:
             return program, (), ""
-        session = Session(self.kb, dict(entities), timeout=self.timeout)
+        session = KBSession(self.kb, dict(entities), timeout=self.timeout)
         observations = session.run_program(program)
         last = observations[-1]
         for obs in observations:

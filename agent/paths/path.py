@@ -28,8 +28,8 @@ from pyql.errors import InputError
 if TYPE_CHECKING:
     from pyql.program import Program
 
-__all__ = ["ARROW", "Constraint", "PathFormatError", "ReasoningPath", "parse_chain", "parse_path",
-           "path_from_program"]
+__all__ = ["ARROW", "Constraint", "PathFormatError", "ReasoningPath", "error_block", "parse_chain",
+           "parse_path", "path_from_program"]
 
 #: the arrow a printed path uses; ``->`` is read too
 ARROW = "→"
@@ -51,6 +51,23 @@ class PathFormatError(InputError, ValueError):
         self.text = text
         self.position = position
         super().__init__(f"{message} (at offset {position})")
+
+
+def error_block(initial: str, messages: Sequence[str], context: Sequence[str]) -> str:
+    """The error block of the edit prompt (appendix F) for a stuck path of any kind: the path,
+    the numbered error messages and the instantiation context.
+
+    >>> print(error_block("Initial Path: a → r", ["empty reasoning path."], ["Candidates", "[]"]))
+    Initial Path: a → r
+    Error Message
+    1. empty reasoning path.
+    Instantiation Context
+    Candidates
+    []
+    """
+    lines = [initial, "Error Message", *(f"{i}. {m}" for i, m in enumerate(messages, 1)),
+             "Instantiation Context", *context]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

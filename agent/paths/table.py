@@ -26,13 +26,16 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyql.agent.paths.binding import RelationBinder
 from pyql.agent.paths.instantiate import checked as _ok
-from pyql.agent.paths.path import PathFormatError
+from pyql.agent.paths.path import PathFormatError, error_block
 from pyql.program import Call, Program
 from pyql.syntax import Atom, AtomKind
+
+if TYPE_CHECKING:
+    from pyql.environment import Environment
 
 __all__ = [
     "AGGREGATIONS",
@@ -167,15 +170,13 @@ class TableStuck:
         return [f'no row where "{cond.column}" {cond.op} {json.dumps(cond.value)}.']
 
     def render(self) -> str:
-        lines = [f"Initial Path: {self.path}", "Error Message"]
-        lines += [f"{i}. {m}" for i, m in enumerate(self.messages(), 1)]
+        """The error block of the edit prompt (as :class:`~pyql.agent.paths.PathStuck`'s)."""
         done = [c.as_list() for c in self.instantiated]
         what = "Candidate Columns" if self.reason != "no_matching_row" else (
             f'Values of column "{self.column}"')
-        lines += ["Instantiation Context",
-                  f"Instantiated Rows: {json.dumps(done, ensure_ascii=False)}",
-                  what, json.dumps(list(self.candidates), ensure_ascii=False)]
-        return "\n".join(lines)
+        return error_block(f"Initial Path: {self.path}", self.messages(),
+                           [f"Instantiated Rows: {json.dumps(done, ensure_ascii=False)}",
+                            what, json.dumps(list(self.candidates), ensure_ascii=False)])
 
     def to_dict(self) -> dict[str, Any]:
         return {"reason": self.reason, "column": self.column,
@@ -238,7 +239,7 @@ def _value_atom(value: str | int | float) -> Atom:
 
 
 class TableInstantiator:
-    """Instantiates table paths with a session from ``new_session`` (a
+    """Instantiates table paths with an environment from ``new_session`` (a
     :class:`~pyql.sql.session.SqlSession`, reset between uses); ``binder`` ranks candidates against the
     question; ``max_rows`` bounds the retrieved rows, ``max_candidates`` the candidates listed.
     ``row_errors``: a row condition that matches no row is an error (pyql's program route);
@@ -246,16 +247,16 @@ class TableInstantiator:
     path's columns instead (the paper's Appendix A: "we just consider wrong columns as error. If
     a selected row ... cannot be instantiated, we return all rows in the columns")."""
 
-    def __init__(self, new_session: Callable[[], Any], binder: RelationBinder, *,
+    def __init__(self, new_session: Callable[[], Environment], binder: RelationBinder, *,
                  max_rows: int = 50, max_candidates: int = 35, row_errors: bool = True) -> None:
         self.new_session = new_session
-        self._session: Any = None
+        self._session: Environment | None = None
         self.binder = binder
         self.max_rows = max_rows
         self.max_candidates = max_candidates
         self.row_errors = row_errors
 
-    def _fresh(self) -> Any:
+    def _fresh(self) -> Environment:
         """A session with no query: one made by ``new_session``, reset between uses (a new
         SqlSession reads the schema again)."""
         if self._session is None:
@@ -264,9 +265,9 @@ class TableInstantiator:
             self._session.reset()
         return self._session
 
-    def columns(self, session: Any | None = None) -> tuple[str, ...]:
-        session = session or self._fresh()
-        return tuple(getattr(session.memory, "columns", ()) or ())
+    def columns(self, session: Environment | None = None) -> tuple[str, ...]:
+        """The columns of the table (the memory of a fresh session lists them)."""
+        return (session or self._fresh()).memory.columns
 
     def example_row(self, columns: Sequence[str], rng: random.Random | None = None
                     ) -> tuple[Any, ...]:
@@ -293,7 +294,7 @@ class TableInstantiator:
         insisted on them after a ``no_matching_row`` error: an empty result, or a count of 0, can
         be the answer)."""
         session = self._fresh()
-        queries = (session, _query_count(session))
+        queries = (session, session.backend.query_count)
         known = self.columns(session)
         by_fold = {c.casefold(): c for c in known}
         wanted = [*path.columns, *(r.column for r in path.rows),
@@ -347,7 +348,7 @@ class TableInstantiator:
         return list(next(iter(values.values())).values) if values else []
 
     def _finish(self, path: TablePath, accepted: Sequence[RowCondition], stuck: TableStuck | None,
-                by_fold: dict[str, str], queries: tuple[Any, int],
+                by_fold: dict[str, str], queries: tuple[Environment, int],
                 dropped: Sequence[RowCondition] = ()) -> TableInstantiation:
         columns = tuple(dict.fromkeys(by_fold[c.casefold()] for c in path.columns
                                       if c.casefold() in by_fold))
@@ -358,7 +359,7 @@ class TableInstantiator:
         if answer is not None:
             session = self._fresh()
             last = [_ok(o) for o in session.run_program(program)][-1]
-            answers, query = tuple(last.answers or ()), session.to_sql()
+            answers, query = tuple(last.answers or ()), session.to_query()
         rows: tuple[tuple[Any, ...], ...] = ()
         if columns:
             view = self.program(path, accepted, columns, None)
@@ -368,14 +369,8 @@ class TableInstantiator:
             rows = tuple(r if isinstance(r, tuple) else (r,) for r in got)
         return TableInstantiation(path=path, program=program, query=query, answers=answers,
                                   rows=rows, columns=columns, stuck=stuck,
-                                  kb_queries=_query_count(queries[0]) - queries[1],
+                                  kb_queries=queries[0].backend.query_count - queries[1],
                                   dropped=tuple(dropped))
-
-
-def _query_count(session: Any) -> int:
-    """Queries the session's database ran so far (0 for databases that do not count)."""
-    n = getattr(getattr(session, "db", None), "query_count", None)
-    return n if isinstance(n, int) else 0
 
 
 def table_path_from_program(program: Program | str) -> TablePath:

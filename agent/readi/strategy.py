@@ -40,45 +40,43 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import LLM, AccountedCall
+from pyql.agent.llm import LLM, AccountedCall, WrappedLLM
 from pyql.agent.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
-    Instantiation,
     PathFormatError,
     PathInstantiator,
-    PathStuck,
-    ReasoningPath,
     RelationBinder,
     RelationVocabulary,
-    parse_chain,
-    parse_path,
 )
-from pyql.agent.paths.table import (
-    TableInstantiation,
-    TableInstantiator,
-    TablePath,
-    TableStuck,
-    parse_table_path,
-)
+from pyql.agent.paths.table import TableInstantiator
 from pyql.agent.readi import prompts
+from pyql.agent.readi.kinds import I, KBPaths, P, Path, PathKind, Stuck, TablePaths
 from pyql.agent.recorder import Recorder
-from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
+from pyql.agent.strategy import (
+    Backend,
+    GoldItem,
+    Result,
+    SessionFactory,
+    StrategyConfig,
+    StrategyOption,
+)
 from pyql.agent.structured import (
     Constrain,
     ReplyFormat,
     answers_format,
-    kb_path_format,
     resolve_constrain,
-    table_path_format,
 )
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import PyqlError
 from pyql.kb.base import KB
 from pyql.program import Program
+
+if TYPE_CHECKING:
+    from pyql.environment import Environment
 
 __all__ = ["PAPER_SETTINGS", "InitialPath", "ModuleLLMError", "Readi", "module_llm"]
 
@@ -125,13 +123,11 @@ def module_llm(llm: LLM, model: str, module: str = "edit") -> LLM:
         other.history = deque(maxlen=llm.history.maxlen)
         other.token_counter = TokenCounter(model=model)
         return other
-    inner = getattr(llm, "llm", None)
-    if inner is None or inner is llm:
+    if not isinstance(llm, WrappedLLM) or llm.llm is llm:
         raise ModuleLLMError(module, model, type(llm).__name__)
     wrapper = copy.copy(llm)
-    wrapper.llm = module_llm(inner, model, module)  # type: ignore[attr-defined]
-    if hasattr(wrapper, "model"):
-        wrapper.model = model  # type: ignore[attr-defined]
+    wrapper.llm = module_llm(llm.llm, model, module)
+    wrapper.model = model
     return wrapper
 
 
@@ -197,7 +193,7 @@ class Readi:
     def __init__(
         self,
         llm: LLM,
-        backend: KB | Any,
+        backend: Backend,
         *,
         ranker: Any = "bm25",
         top_k: int = BINDING_TOP_K,
@@ -287,7 +283,7 @@ class Readi:
                 max_triples=max_triples)
 
     @classmethod
-    def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> Readi:
+    def from_config(cls, llm: LLM, backend: Backend, config: StrategyConfig) -> Readi:
         """The ``readi`` strategy factory (entry point ``pyql.strategies``): ``ranker``,
         ``top_k``, ``seed``, ``table``, ``profile``, token counter and prices from ``config``;
         its ``options`` (``max_edits``, ``initial_path``, ``answer``, ``relations``, ...) as
@@ -309,7 +305,7 @@ class Readi:
         return cls(llm, backend, **kwargs)
 
     @classmethod
-    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+    def measures(cls, steps: Sequence[Step], item: GoldItem) -> dict[str, float]:
         """Readi's reliable answering (SRP's Figure 3 measures it for Readi too), as pooled
         ``reliable_answering:hits``/``:of`` counts: of the questions answered correctly, those
         whose correct answer the KG gave (the program's answers, or an instance the reader was
@@ -317,7 +313,7 @@ class Readi:
         from pyql.agent.srp.metrics import reliable_answer
 
         answer = next((s for s in reversed(steps) if s.kind == "answer"), None)
-        if answer is None or getattr(item, "tools", "sparql") == "sql":
+        if answer is None or item.tools == "sql":
             return {}
         predicted = answer.data.get("answers", ())
         supported = (predicted if answer.data.get("source") == "program"
@@ -340,127 +336,101 @@ class Readi:
         run = Recorder(self.llm, question, counter=self.token_counter,
                        price_table=self.price_table, constrain=self.constrained,
                        on_step=on_step if on_step is not None else self.on_step)
-        if self.tables:
-            answers, program, query, finished, stop = self._run_table(run, table or self.table)
-        else:
-            answers, program, query, finished, stop = self._run_kb(run, entities)
+        kind = self._kind(run, entities, table or self.table)
+        answers, program, query, finished, stop = self._loop(run, kind)
         usage = run.finish_usage()
         trajectory = Trajectory(
             question=question, entities=entities, strategy=self.name, profile=self.profile,
             mode="text", tools="sql" if self.tables else "sparql",
-            model=getattr(self.llm, "model", ""), steps=tuple(run.steps), answers=answers,
+            model=self.llm.model, steps=tuple(run.steps), answers=answers,
             query=query, program=str(program), finished=finished, stop_reason=stop, usage=usage,
             meta=dict(meta or {}),
         )
         return Result(trajectory=trajectory, program=program)
 
-    def _stop(self, complete: bool, edits: int, *, editable: bool = True) -> str:
+    def _stop(self, complete: bool, edits: int) -> str:
         """Why the edit loop ends after an instantiation ("" while it goes on)."""
         if complete:
             return "instantiated"
-        if edits >= self.max_edits or not editable:
+        if edits >= self.max_edits:
             return "max_edits" if self.max_edits else "no_edit"
         return ""
 
-    # -- KB -----------------------------------------------------------------------------------------
-    def _run_kb(self, run: Recorder, entities: dict[str, str]
-                ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
-        question = run.question
-        path = self._initial_kb(run, entities)
+    def _kind(self, run: Recorder, entities: Mapping[str, str], table: str | None
+              ) -> PathKind[Any, Any]:
+        """The kind of path this backend takes, for one question."""
+        if not self.tables:
+            return KBPaths(self, run, self.instantiator, entities, self.profile)
+        inst = TableInstantiator(self._session_factory(table), self.binder,
+                                 max_candidates=self.max_candidates, max_rows=self.max_rows,
+                                 row_errors=self.table_mode == "program")
+        return TablePaths(self, run, inst, table, self.profile, seed=self.seed,
+                          retrieval=self.table_mode == "retrieval")
+
+    # -- the loop (Algorithm 1), one for every kind of path -----------------------------------------
+    def _loop(self, run: Recorder, kind: PathKind[P, I]
+              ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
+        path = self._initial(run, kind)
         edits = 0
         while True:
-            inst = self._instantiate_kb(run, path, entities)
+            inst = self._instantiate(run, kind, path)
             stop = self._stop(inst.complete, edits)
-            if stop:
+            stuck = kind.stuck(inst)
+            if stop or stuck is None:
+                stop = stop or "no_edit"
                 break
-            stuck = inst.stuck[0]
-            reply = self._ask(run, prompts.edit_messages(self.profile, question,
-                                                            stuck.render()),
-                              kb_path_format([c.entity for c in path.constraints]
-                                             or list(entities)), "edit")
+            messages, format = kind.edit(stuck, path)
+            reply = self._ask(run, messages, format, "edit")
             edits += 1
-            new_path, problem = self._read_edit(reply.text, path, entities)
+            new_path, problem = kind.read_edit(reply.text, path)
             self._record_edit(run, reply, stuck, path, new_path, problem, edits)
             if new_path == path:
                 stop = "edit_unchanged"
+                if kind.insists(stuck):
+                    inst = self._instantiate(run, kind, path, allow_empty=True)
+                    stop = "insisted"
                 break
             path = new_path
-        answers = self._answer_kb(run, inst, edits)
+        answers = kind.answer(inst, edits)
         return answers, inst.program, inst.query, inst.complete, stop
 
-    def _initial_kb(self, run: Recorder, entities: Mapping[str, str]) -> ReasoningPath:
-        mentions = list(entities)
-        if self.initial_path == "empty":
-            path = ReasoningPath.empty(mentions)
-            self._record_start(run, path, "empty")
-            return path
-        if self.initial_path == "corrupt":
+    def _initial(self, run: Recorder, kind: PathKind[P, I]) -> P:
+        """The first path: generated by the LLM, or the empty or corrupted start (Table 3)."""
+        if self.initial_path != "generate":
             rng = random.Random(f"{self.seed}:{run.question}")
-            vocab = self.binder.vocabulary.relations
-            path = ReasoningPath.of({m: [rng.choice(vocab) for _ in range(self.corrupt_length)]
-                                     for m in mentions}) if vocab else ReasoningPath.empty(mentions)
-            self._record_start(run, path, "corrupt")
+            path = (kind.empty() if self.initial_path == "empty"
+                    else kind.corrupt(rng, self.corrupt_length))
+            self._record_start(run, path, self.initial_path)
             return path
-        reply = self._ask(run, prompts.generation_messages(self.profile, run.question, mentions),
-                          kb_path_format(mentions), "generate")
+        messages, format = kind.generation()
+        reply = self._ask(run, messages, format, "generate")
         problem = None
         try:
-            path = parse_path(reply.text, entities=mentions)
+            path = kind.parse(reply.text)
         except PathFormatError as exc:
             problem = exc.reason
             log.info("the generated path does not parse (%s): starting from an empty path", exc)
-            path = ReasoningPath.empty(mentions)
-        if not path.constraints:
-            path = ReasoningPath.empty(mentions)
+            path = kind.empty()
         self._record(run, reply, "generate", thought=_thought(reply.text), action=str(path),
                      issue=problem, data={"path": path.as_dict(), "text": str(path),
                                           "format_error": problem, "source": "llm"})
         return path
 
-    def _read_edit(self, text: str, path: ReasoningPath, entities: Mapping[str, str]
-                   ) -> tuple[ReasoningPath, str | None]:
-        """The edited path: a whole path (``{...}``) or one constraint (``Final Path:`` chain)."""
-        mentions = [c.entity for c in path.constraints] or list(entities)
-        if "{" in text:
-            try:
-                return parse_path(text, entities=mentions), None
-            except PathFormatError:
-                pass
-        try:
-            constraint = parse_chain(text, entities=mentions)
-        except PathFormatError as exc:
-            return path, exc.reason
-        return path.replace(constraint), None
-
-    def _instantiate_kb(self, run: Recorder, path: ReasoningPath, entities: Mapping[str, str]
-                        ) -> Instantiation:
+    def _instantiate(self, run: Recorder, kind: PathKind[P, I], path: P, *,
+                     allow_empty: bool = False) -> I:
         start = time.perf_counter()
-        inst = self.instantiator.instantiate(path, entities, run.question)
-        stuck = inst.stuck
+        inst = kind.instantiate(path, allow_empty=allow_empty)
+        stuck = kind.stuck(inst)
         run.add(Step(
             n=run.next_n, kind="instantiate", action=str(path),
-            observation=stuck[0].render() if stuck else "instantiated",
+            observation=stuck.render() if stuck is not None else "instantiated",
             status="ok" if inst.complete else "stuck", accepted=inst.complete, query=inst.query,
             env_latency=time.perf_counter() - start, kb_queries=inst.kb_queries,
             data=inst.to_dict(),
         ))
         return inst
 
-    def _answer_kb(self, run: Recorder, inst: Instantiation, edits: int) -> tuple[Any, ...]:
-        instances = inst.instances
-        use_program = self.answer_mode == "program" or (
-            self.answer_mode == "auto" and inst.complete and bool(inst.answers))
-        data = {"instances": list(instances[:500]), "instance_count": len(instances),
-                "retrieved": len(inst.triples), "complete": inst.complete,
-                "counts": {**_counts(edits, inst.complete, len(inst.triples)),
-                           **inst.features()}}
-        if use_program:
-            return self._program_answer(run, inst.answers, data)
-        messages = prompts.answer_messages(self.profile, run.question, triples=inst.triples)
-        return self._llm_answer(run, messages, data)
-
-    # -- tables -------------------------------------------------------------------------------------
-    def _session_factory(self, table: str | None) -> Callable[[], Any]:
+    def _session_factory(self, table: str | None) -> Callable[[], Environment]:
         backend = self.backend
         from pyql.db.base import DB
 
@@ -468,110 +438,23 @@ class Readi:
             from pyql.sql.session import SqlSession
 
             return lambda: SqlSession(backend, table=table)
-        if callable(backend):
-            return lambda: backend(entities={}, guidelines=None, table=table)
-        raise TypeError(f"Readi runs on a pyql KB, a SqlDB or a SQL session factory, not "
-                        f"{type(backend).__name__}")
+        if isinstance(backend, KB) or not callable(backend):
+            raise TypeError(f"Readi runs on a pyql KB, a SqlDB or a SQL session factory, not "
+                            f"{type(backend).__name__}")
+        factory: SessionFactory = backend
+        return lambda: factory(entities={}, guidelines=None, table=table)
 
-    def _run_table(self, run: Recorder, table: str | None
-                   ) -> tuple[tuple[Any, ...], Program, str, bool, str]:
-        new_session = self._session_factory(table)
-        inst_ = TableInstantiator(new_session, self.binder, max_candidates=self.max_candidates,
-                                  max_rows=self.max_rows,
-                                  row_errors=self.table_mode == "program")
-        columns = inst_.columns()
-        path = self._initial_table(run, inst_, table, columns)
-        edits = 0
-        while True:
-            inst = self._instantiate_table(run, inst_, path)
-            stop = self._stop(inst.complete, edits, editable=path is not None)
-            if stop:
-                break
-            assert inst.stuck is not None
-            reply = self._ask(run, prompts.edit_messages(self.profile, run.question,
-                                                            inst.stuck.render(), columns=columns),
-                              table_path_format(columns), "edit")
-            edits += 1
-            problem = None
-            try:
-                new_path = parse_table_path(reply.text)
-            except PathFormatError as exc:
-                new_path, problem = path, exc.reason
-            self._record_edit(run, reply, inst.stuck, path, new_path, problem, edits)
-            if new_path == path:
-                stop = "edit_unchanged"
-                if inst.stuck.reason == "no_matching_row":
-                    # the model insists on its rows: an empty result can be the answer (as a
-                    # result-based hint is given once, pyql.session.HintPolicy)
-                    inst = self._instantiate_table(run, inst_, path, allow_empty=True)
-                    stop = "insisted"
-                break
-            path = new_path
-        answers = self._answer_table(run, inst, edits)
-        return answers, inst.program, inst.query, inst.complete, stop
-
-    def _initial_table(self, run: Recorder, inst: TableInstantiator, table: str | None,
-                       columns: Sequence[str]) -> TablePath:
-        if self.initial_path != "generate":
-            rng = random.Random(f"{self.seed}:{run.question}")
-            cols = (tuple(rng.sample(list(columns), min(len(columns), self.corrupt_length)))
-                    if self.initial_path == "corrupt" else ())
-            path = TablePath(cols)
-            self._record_start(run, path, self.initial_path)
-            return path
-        example = inst.example_row(
-            columns, random.Random(f"{self.seed}:{run.question}")
-            if self.table_mode == "retrieval" else None)
-        reply = self._ask(run, prompts.generation_messages(
-            self.profile, run.question, table=table, columns=columns, example_row=example),
-            table_path_format(columns), "generate")
-        problem = None
-        try:
-            path = parse_table_path(reply.text)
-        except PathFormatError as exc:
-            problem = exc.reason
-            path = TablePath(())
-        self._record(run, reply, "generate", thought=_thought(reply.text), action=str(path),
-                     issue=problem, data={"path": path.as_dict(), "text": str(path),
-                                          "format_error": problem, "source": "llm"})
-        return path
-
-    def _instantiate_table(self, run: Recorder, inst: TableInstantiator, path: TablePath, *,
-                           allow_empty: bool = False) -> TableInstantiation:
-        start = time.perf_counter()
-        result = inst.instantiate(path, run.question, allow_empty=allow_empty)
-        run.add(Step(
-            n=run.next_n, kind="instantiate", action=str(path),
-            observation=result.stuck.render() if result.stuck else "instantiated",
-            status="ok" if result.complete else "stuck", accepted=result.complete,
-            query=result.query, env_latency=time.perf_counter() - start,
-            kb_queries=result.kb_queries, data=result.to_dict(),
-        ))
-        return result
-
-    def _answer_table(self, run: Recorder, inst: TableInstantiation, edits: int) -> tuple[Any, ...]:
-        data = {"retrieved": len(inst.rows), "complete": inst.complete,
-                "instances": list(inst.instances[:500]), "instance_count": len(inst.instances),
-                "counts": _counts(edits, inst.complete, len(inst.rows))}
-        use_program = self.answer_mode == "program" or (
-            self.answer_mode == "auto" and inst.complete and not inst.dropped)
-        if use_program:
-            return self._program_answer(run, inst.answers, data)
-        messages = prompts.answer_messages(self.profile, run.question, columns=inst.columns,
-                                           rows=inst.rows)
-        answers = self._llm_answer(run, messages, data)
-        return tuple(_table_value(a, inst.rows) for a in answers)
-
-    def _program_answer(self, run: Recorder, answers: Sequence[Any], data: dict[str, Any]
-                        ) -> tuple[Any, ...]:
+    # -- answers (the kinds' answer steps) ------------------------------------------------------
+    def program_answer(self, run: Recorder, answers: Sequence[Any], data: dict[str, Any]
+                       ) -> tuple[Any, ...]:
         """The answer step when the instantiated program's answers are the answers."""
         run.add(Step(n=run.next_n, kind="answer", action="program",
                      observation=str(list(answers[:20])),
                      data={**data, "source": "program", "answers": [str(a) for a in answers[:50]]}))
         return tuple(answers)
 
-    def _llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any]
-                    ) -> tuple[Any, ...]:
+    def llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any]
+                   ) -> tuple[Any, ...]:
         """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
         reply = self._ask(run, messages, answers_format(), "answer")
         answers = prompts.parse_answers(reply.text, unique=not self.tables)
@@ -595,9 +478,8 @@ class Readi:
             format_issue=issue, data=data or {}, **call.step_fields(),
         ))
 
-    def _record_edit(self, run: Recorder, call: AccountedCall, stuck: PathStuck | TableStuck,
-                     path: ReasoningPath | TablePath, new_path: ReasoningPath | TablePath,
-                     problem: str | None, edits: int) -> None:
+    def _record_edit(self, run: Recorder, call: AccountedCall, stuck: Stuck, path: Path,
+                     new_path: Path, problem: str | None, edits: int) -> None:
         """The step of one edit: the stuck error shown, the path before and the path read."""
         self._record(run, call, "edit", thought=_thought(call.text), action=str(new_path),
                      observation=stuck.render(), issue=problem,
@@ -605,45 +487,10 @@ class Readi:
                            "path": new_path.as_dict(), "text": str(new_path),
                            "format_error": problem, "edit": edits})
 
-    def _record_start(self, run: Recorder, path: ReasoningPath | TablePath, source: str) -> None:
+    def _record_start(self, run: Recorder, path: Path, source: str) -> None:
         run.add(Step(n=run.next_n, kind="generate", action=str(path),
                      data={"path": path.as_dict(), "text": str(path), "format_error": None,
                            "source": source}))
-
-
-def _table_value(text: str, rows: Sequence[Sequence[Any]]) -> Any:
-    """A reader's answer on a table as a value of the table: the retrieved cell it names (as the
-    database typed it; without case), else a number when it reads as one (a count, a sum the
-    reader computed), else the text.
-
-    >>> _table_value("guard", [("Guard", 3)]), _table_value("3", [("Guard", 3.0)])
-    ('Guard', 3.0)
-    >>> _table_value("2", [("Guard",)]), _table_value("Lake Tuz", [])
-    (2, 'Lake Tuz')
-    """
-    folded = text.strip().casefold()
-    for row in rows:
-        for cell in row:
-            if cell is not None and str(cell).strip().casefold() == folded:
-                return cell
-            if isinstance(cell, (int, float)) and not isinstance(cell, bool):
-                try:
-                    if float(folded) == float(cell):
-                        return cell
-                except ValueError:
-                    pass
-    try:
-        number = float(folded)
-    except ValueError:
-        return text
-    return int(number) if number.is_integer() and "." not in folded else number
-
-
-def _counts(edits: int, complete: bool, retrieved: int) -> dict[str, float]:
-    """The per-question numbers of a Readi run that evaluation averages (``step_usage``); the
-    answer step adds ``answered_by_llm``."""
-    return {"edits": float(edits), "instantiated": float(complete),
-            "retrieved": float(retrieved)}
 
 
 def _thought(text: str) -> str:

@@ -58,7 +58,7 @@ def build_command(
 ) -> None:
     """Build a reference base from a labelled split and write it to --out."""
     from pyql.agent.evaluation.compare import reference_part, reference_split
-    from pyql.agent.srp.references import build_reference_base
+    from pyql.agent.srp.references import ReferenceBaseError, build_reference_base
     from pyql.errors import PyqlError
 
     if not 0.0 < fraction <= 1.0:
@@ -72,7 +72,8 @@ def build_command(
                                     clusters=clusters, pool=pool, seed=seed)
         base.save(out, overwrite=overwrite)
     except (PyqlError, OSError, ValueError) as exc:
-        hint = "pass --overwrite" if getattr(exc, "reason", "") == "exists" else None
+        exists = isinstance(exc, ReferenceBaseError) and exc.reason == "exists"
+        hint = "pass --overwrite" if exists else None
         fail(str(exc), hint)
     m = base.manifest
     if as_json:

@@ -87,7 +87,7 @@ from pyql.agent.srp import prompts as P
 from pyql.agent.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.srp.pruning import follow
 from pyql.agent.srp.references import DEFAULT_K, ReferenceBase, Retrieved
-from pyql.agent.strategy import Result, StrategyConfig, StrategyOption
+from pyql.agent.strategy import GoldItem, Result, StrategyConfig, StrategyOption
 from pyql.agent.structured import (
     Constrain,
     ReplyFormat,
@@ -308,7 +308,7 @@ class SRP:
         self.on_step = on_step
 
     @classmethod
-    def measures(cls, steps: Sequence[Step], item: Any) -> dict[str, float]:
+    def measures(cls, steps: Sequence[Step], item: GoldItem) -> dict[str, float]:
         """SRP's per-question measures for an evaluation (metrics.json's ``strategy``
         section): judge accuracy and reference hit rate as pooled ``NAME:hits``/``NAME:of``
         counts, edits, reflection rounds, mended plans and complete instantiations
@@ -449,7 +449,7 @@ class _Run:
         trajectory = Trajectory(
             question=self.question, entities=self.entities, strategy=srp.name,
             profile=srp.profile, mode="text", tools="sparql",
-            model=getattr(srp.llm, "model", ""), steps=tuple(self.rec.steps), answers=answers,
+            model=srp.llm.model, steps=tuple(self.rec.steps), answers=answers,
             query=inst.query if inst is not None else "", program=str(program),
             finished=stop in ("have_answer", "no_reflection"), stop_reason=stop,
             usage=usage, meta=self.meta)

@@ -1,7 +1,7 @@
 """The built-in SQL pack: ERASER's guidelines for the SQL toolset (``DB`` codes).
 
 They read the same :class:`~pyql.feedback.Feedback` as the SPARQL pack, with ``tools="sql"``.
-Facts only the database knows come in :class:`~pyql.feedback.KBFeedback`'s optional SQL fields,
+Facts only the database knows come in ``feedback.db`` (:class:`~pyql.feedback.DBFeedback`),
 which the SQL Session fills for the columns a step involves:
 
 - ``column_types``: column -> normalised type category (``text``, ``integer``, ``real``, ...);
@@ -134,12 +134,12 @@ class ValueNotInColumn(_SqlGuideline):
         column, op, value = (arg_text(feedback, i) for i in range(3))
         if column is None or value is None or (op or "").strip().upper() not in ("=", "LIKE"):
             return None
-        kb = feedback.kb
-        values = _lookup(kb.column_values, column) or ()
-        if kb.value_found is None:
+        db = feedback.db
+        values = _lookup(db.column_values, column) or ()
+        if db.value_found is None:
             if not values or any(_same_value(value, v) for v in values):
                 return None
-        elif kb.value_found:
+        elif db.value_found:
             return None
         near = closest(value, values, n=5, cutoff=0.4)
         message = f"The value {value} does not occur in the column {column}."
@@ -169,7 +169,7 @@ class EmptyAfterCondition(_SqlGuideline):
     groups = ("sql", "condition", "empty")
 
     def check(self, feedback: Feedback) -> Hint | None:
-        if feedback.kb.value_found is not False:
+        if feedback.db.value_found is not False:
             # the condition matches rows by itself: an empty result of the conditions together
             # can be the right answer ("which player wore 42 in 1996?" - none), so stay silent
             return None
@@ -210,10 +210,10 @@ class AggregationType(_SqlGuideline):
         column, agg = arg_text(feedback, 0), (arg_text(feedback, 1) or "").strip().upper()
         if column is None or agg not in ("SUM", "AVG"):
             return None
-        kind = _lookup(feedback.kb.column_types, column)
+        kind = _lookup(feedback.db.column_types, column)
         if kind is None or kind in _NUMERIC_TYPES:
             return None
-        values = _lookup(feedback.kb.column_values, column) or ()
+        values = _lookup(feedback.db.column_values, column) or ()
         if not values:
             return None  # cannot tell: stay silent
         # numbers stored as text, and dates (engines average them by their leading number, and

@@ -197,7 +197,7 @@ def _failure_hint(obs: Observation, profile: Profile | None) -> str | None:
         return "try: " + ", ".join(python.suggestions[:5])
     if obs.hint is not None and obs.hint.suggestions:
         return "try: " + ", ".join(obs.hint.suggestions[:5])
-    if obs.feedback.kb.status == "timeout":
+    if obs.feedback.backend.status == "timeout":
         return TIMEOUT_HINT
     return None
 

@@ -147,6 +147,12 @@ class KB(ABC):
         #: a benchmark on a busy machine prefers)
         self.engine_clock: Callable[[], float] = time.perf_counter
 
+    @property
+    def shared(self) -> KB:
+        """The KB whose data this one shows: itself, or the KB a per-question view wraps (what
+        is asked once per KB, such as its relation vocabulary, is keyed by it)."""
+        return self
+
     def select(self, query: str, *, timeout: float | None = None,
                purpose: str = "query") -> ResultSet:
         """Run a SELECT query; cells are terms. Raises BackendError subclasses on failure.

@@ -610,7 +610,7 @@ def observation_content(obs: Observation) -> dict[str, Any]:
                  "expected": py.expected, "code": py.error_code,
                  "suggestions": list(py.suggestions)}
     elif obs.status in ("backend_error", "timeout"):
-        error = {"type": fb.kb.error_type, "status": obs.status, "message": obs.text}
+        error = {"type": fb.backend.error_type, "status": obs.status, "message": obs.text}
     return {
         "status": obs.status,
         "ok": obs.ok,

@@ -18,10 +18,10 @@ build calls add a clause):
   result is shown, bounded: the distinct values of the answer column once ``set_answer`` was
   called (the rows, with several answer columns), else the matching rows (``SELECT *``), or the
   groups and their sizes once the query is grouped. At most ``row_cap`` rows are fetched
-  (``kb.row_count`` is still exact), ``max_rows`` rows and ``max_values`` values per column are
-  shown. ``kb.values`` maps each shown column to its distinct values; for the guidelines,
-  ``kb.column_types``, ``kb.column_values`` (after an empty ``add_condition``, or ``SUM``/``AVG``
-  of a non-numeric column) and ``kb.value_found`` (``add_condition`` with ``=``/``LIKE``) describe
+  (``db.row_count`` is still exact), ``max_rows`` rows and ``max_values`` values per column are
+  shown. ``db.values`` maps each shown column to its distinct values; for the guidelines,
+  ``db.column_types``, ``db.column_values`` (after an empty ``add_condition``, or ``SUM``/``AVG``
+  of a non-numeric column) and ``db.value_found`` (``add_condition`` with ``=``/``LIKE``) describe
   the column the call names.
 - ``begin_subquery(?name)`` ... ``end_subquery()`` (see :mod:`pyql.sql.apply`): the calls in
   between build the sub-query, and what they observe (``get_column`` included) is the
@@ -30,7 +30,7 @@ build calls add a clause):
   is a :class:`~pyql.errors.QueryError` (code ``open_subquery``). ``query`` and :meth:`to_sql`
   are the main query; ``build`` holds the whole state (open blocks and stored queries), rolled
   back with the rest when a step is rejected.
-- ``execute()``: the answer rows. ``kb.answers`` holds Python values: one value per row for a
+- ``execute()``: the answer rows. ``db.answers`` holds Python values: one value per row for a
   one-column answer, else one tuple per row (duplicates and order kept: SQL semantics; use
   ``set_distinct()`` for distinct rows). Before ``set_answer`` it is a
   :class:`~pyql.errors.QueryError` with code ``no_answer``.
@@ -82,7 +82,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,7 @@ import sqlglot.expressions as exp
 
 from pyql.environment import GuidelineChecker, Observation, Outcome, resolve_guidelines
 from pyql.errors import PyqlError, QueryError, SchemaError
-from pyql.feedback import KBFeedback, VariableValues
+from pyql.feedback import DBFeedback, VariableValues
 from pyql.memory import Memory
 from pyql.program import Call
 from pyql.session import Session
@@ -227,6 +227,7 @@ SqlObservation = Observation
 class _Step(Outcome):
     """What one SQL call produced, before the Session decides whether to keep it."""
 
+    backend: DBFeedback = field(default_factory=DBFeedback)
     query: Sql | None = None
     build: SqlBuild | None = None
     schema: Schema | None = None
@@ -244,6 +245,7 @@ class SqlSession(Session):
     """
 
     tools = "sql"
+    feedback_type = DBFeedback
 
     @property
     def backend(self) -> DB:
@@ -341,8 +343,8 @@ class SqlSession(Session):
             self.build.apply(call)  # refuses an open sub-query block
             step = self._execute()
             step.build = self.build
-            if step.kb.status == "ok":
-                step.memory = self.memory.with_(last_values=step.kb.values)
+            if step.backend.status == "ok":
+                step.memory = self.memory.with_(last_values=step.backend.values)
             return step
         if name in BLOCK_CALLS:
             return self._block(call)
@@ -353,7 +355,7 @@ class SqlSession(Session):
         query = build.current
         step = self._observe(query)
         step.build = build
-        step.kb = self._column_facts(query, effective, step.kb)
+        step.backend = self._column_facts(query, effective, step.backend)
         step.schema = schema
         step.notes = notes + step.notes
         step.args = _args(effective)
@@ -361,7 +363,7 @@ class SqlSession(Session):
         step.memory = self.memory.with_(
             columns=_known_columns(schema or self.schema),
             answer=", ".join(answers) if answers else None,
-            last_values=step.kb.values if step.kb.status == "ok" else self.memory.last_values,
+            last_values=step.backend.values if step.backend.status == "ok" else self.memory.last_values,
         )
         return step
 
@@ -386,7 +388,7 @@ class SqlSession(Session):
         build = self.build.apply(call)
         if call.name == "begin_subquery":
             name = build.blocks[-1][0]
-            step = _Step(query=build.current, kb=KBFeedback(status="not_run"), build=build,
+            step = _Step(query=build.current, backend=DBFeedback(status="not_run"), build=build,
                          summary=f"Building the sub-query ?{name}: the next calls build it (its "
                                  "own table, conditions and answer), up to end_subquery().")
         else:
@@ -472,7 +474,7 @@ class SqlSession(Session):
     def _observe(self, query: Sql) -> _Step:
         """Execute the query under construction and summarise what it returns (bounded)."""
         if query.table is None:
-            return _Step(query=query, kb=KBFeedback(status="not_run"),
+            return _Step(query=query, backend=DBFeedback(status="not_run"),
                          summary="Done (no table yet).")
         built = query
         if not query.answers and (query.group_by or query.having):
@@ -483,8 +485,8 @@ class SqlSession(Session):
         rs = self.db.execute(self._bounded(query, self.row_cap + 1))
         labels = self._labels(query, rs)
         if _is_empty(rs):
-            kb = KBFeedback(status="empty", row_count=len(rs.rows))
-            return _Step(query=built, kb=kb, summary="The query result is empty: no rows match.")
+            fb = DBFeedback(status="empty", row_count=len(rs.rows))
+            return _Step(query=built, backend=fb, summary="The query result is empty: no rows match.")
         rows = rs.rows[: self.row_cap]
         truncated = rs.truncated or len(rs.rows) > self.row_cap
         row_count = self._count(query) if truncated else len(rows)
@@ -492,13 +494,13 @@ class SqlSession(Session):
         if truncated and len(labels) == 1:
             total = self._count(query, distinct=True)
             values = {k: replace(v, total=total) for k, v in values.items()}
-        kb = KBFeedback(status="ok", row_count=row_count, values=values)
+        fb = DBFeedback(status="ok", row_count=row_count, values=values)
         if len(query.answers) == 1:
             summary = _render_values(values, self.max_values)
         else:
             summary = _render_rows(labels, rows, row_count, self.max_rows,
                                    "group" if built is not query else "row")
-        return _Step(query=built, kb=kb, summary=summary, result=rs)
+        return _Step(query=built, backend=fb, summary=summary, result=rs)
 
     def _bounded(self, query: Sql, limit: int) -> str:
         """SQL text of ``query`` returning at most ``limit`` rows."""
@@ -568,33 +570,33 @@ class SqlSession(Session):
         return f"{answer.aggregation}({inner})"
 
     # facts for the guidelines ------------------------------------------------------------------
-    def _column_facts(self, query: Sql, call: Call, kb: KBFeedback) -> KBFeedback:
-        """``kb`` with the SQL fields the guidelines read (``column_types``, ``column_values``,
+    def _column_facts(self, query: Sql, call: Call, fb: DBFeedback) -> DBFeedback:
+        """``fb`` with the SQL fields the guidelines read (``column_types``, ``column_values``,
         ``value_found``) filled for the column the call names (see the module docs)."""
         if call.name not in _COLUMN_CALLS or call.args[0].value.strip() == "*":
-            return kb
+            return fb
         if call.name in ("add_condition", "add_having") and query_name(call.args[-1]) is not None:
-            return kb  # compared with a sub-query: an empty result says nothing of the value
+            return fb  # compared with a sub-query: an empty result says nothing of the value
         try:
             ref = query.resolve_column(call.args[0].value)
             info = query.column_info(call.args[0].value)
         except PyqlError:
-            return kb
+            return fb
         if info is None or ref.table is None:
-            return kb
+            return fb
         label = str(ref) if len(query.tables) > 1 else ref.name
         update: dict[str, Any] = {"column_types": {label: info.type}}
         column = Sql(ref.table, schema=query.schema)
         if call.name == "add_condition":
             op = call.args[1].value.strip().upper()
-            if kb.status == "ok" and op in ("=", "LIKE"):
+            if fb.status == "ok" and op in ("=", "LIKE"):
                 update["value_found"] = True
-            elif kb.status == "empty" and kb.row_count == 0 and _condition_alone(query):
+            elif fb.status == "empty" and fb.row_count == 0 and _condition_alone(query):
                 # the step's own query was this condition on its table alone: its empty result
                 # already says that no row matches (no second query)
                 update["value_found"] = False
                 update["column_values"] = {label: self._sample(column, ref.name, _SAMPLE)}
-            elif kb.status == "empty":
+            elif fb.status == "empty":
                 # Does this condition alone match a row of its table? If it does, the empty
                 # result comes from the conditions together, which can be the right answer.
                 literal = op in ("LIKE", "NOT LIKE", "CONTAINS", "NOT CONTAINS")
@@ -615,7 +617,7 @@ class SqlSession(Session):
             agg = normalise_aggregation(call.args[1].value)[0]
             if agg in ("SUM", "AVG") and info.type not in NUMERIC_TYPES:
                 update["column_values"] = {label: self._sample(column, ref.name, 20)}
-        return replace(kb, **update)
+        return replace(fb, **update)
 
     def _sample(self, query: Sql, column: str, limit: int) -> tuple[str, ...]:
         rs = self.db.execute(query.value_counts(column, limit=limit).to_sql(self.dialect))
@@ -637,7 +639,7 @@ class SqlSession(Session):
         shown = tuple(_display(v) for v, _ in rows)
         values = {label: VariableValues(values=shown, total=total)} if rows else {}
         info = query.column_info(column)
-        kb = KBFeedback(
+        fb = DBFeedback(
             status="ok" if rows else "empty", row_count=total, values=values,
             column_types={label: info.type} if info is not None else {},
             column_values={label: shown},
@@ -649,7 +651,7 @@ class SqlSession(Session):
             more = f", ... ({total} distinct values in total)" if total > len(rows) else ""
             where = " under the current conditions" if query.conditions or query.joins else ""
             summary = f"Column {label} values (with row counts){where}: {listed}{more}"
-        return _Step(query=query, kb=kb, summary=summary, args=(str(ref),), build=self.build)
+        return _Step(query=query, backend=fb, summary=summary, args=(str(ref),), build=self.build)
 
     def _execute(self) -> _Step:
         query = self.query
@@ -675,7 +677,7 @@ class SqlSession(Session):
         )
         values = self._values(labels, rs.rows) if rs.rows else {}
         status = "empty" if _is_empty(rs) else "ok"
-        kb = KBFeedback(status=status, row_count=len(rs.rows), values=values, answers=answers)
+        fb = DBFeedback(status=status, row_count=len(rs.rows), values=values, answers=answers)
         if status == "empty" and not rs.rows:
             summary = "The query result is empty."
         elif width == 1:
@@ -688,7 +690,7 @@ class SqlSession(Session):
             summary = f"The answer ({', '.join(labels)}) is {shown}{more}"
         if rs.truncated:
             summary += f" [only the first {len(rs.rows)} rows were fetched]"
-        return _Step(query=query, kb=kb, summary=summary, result=rs)
+        return _Step(query=query, backend=fb, summary=summary, result=rs)
 
 
 # ------------------------------------------------------------------ helpers

@@ -222,7 +222,7 @@ def test_relations_are_listed_sorted_as_the_original_prints_them() -> None:
     relations = Relations(forward=tuple(f"r.{i:02d}" for i in range(30)),
                           backward=tuple(f"b.{i:02d}" for i in range(20)))
     feedback = Feedback(step=1, action_text="get_relation(m.0x)", memory=Memory(),
-                        kb=KBFeedback(status="ok", relations=relations))
+                        backend=KBFeedback(status="ok", relations=relations))
     obs = Observation(step=1, action="get_relation(m.0x)", feedback=feedback)
     text = render_observation(obs, 1, question="r", ranker=BM25Ranker(), top_k=40,
                               relation_order="sorted")

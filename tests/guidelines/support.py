@@ -17,7 +17,14 @@ from pyql.errors import (
     BackendUnavailableError,
     InputError,
 )
-from pyql.feedback import Feedback, KBFeedback, PythonFeedback, Relations, VariableValues
+from pyql.feedback import (
+    DBFeedback,
+    Feedback,
+    KBFeedback,
+    PythonFeedback,
+    Relations,
+    VariableValues,
+)
 from pyql.guidelines import Registry, builtin_registry
 from pyql.kb import KB, OxigraphKB
 from pyql.memory import Memory
@@ -186,7 +193,8 @@ def _values(value: Mapping[str, Any]) -> VariableValues:
 def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
                    entities: Mapping[str, str] | None = None) -> Feedback:
     """A Feedback from a case file's ``feedback:`` mapping (for situations a Session step cannot
-    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb``, ``memory``, ``step``,
+    produce yet, e.g. the SQL toolset): ``action``, ``python``, ``kb`` (``db`` on the SQL
+    toolset), ``memory``, ``step``,
     ``functions`` (the tool set offered to the agent)."""
     tools = spec.get("tools", tools)
     action = spec["action"]
@@ -205,12 +213,17 @@ def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
         answer=mem.get("answer"),
         columns=tuple(mem.get("columns", ())),
     )
-    kb = dict(spec.get("kb", {}))
+    # what the backend returned: ``kb:`` on a KB, ``db:`` on a database (its own fields)
+    kind, feedback_type = ("db", DBFeedback) if tools == "sql" else ("kb", KBFeedback)
+    if ("db" if kind == "kb" else "kb") in spec:
+        raise ValueError(f"a {tools} step's backend feedback is written {kind}:, not "
+                         f"{'db' if kind == 'kb' else 'kb'}:")
+    backend = dict(spec.get(kind, {}))
     for key in ("column_values",):
-        if key in kb:
-            kb[key] = {c: tuple(str(v) for v in vs) for c, vs in kb[key].items()}
-    if "values" in kb:
-        kb["values"] = {k: _values(v) for k, v in kb["values"].items()}
+        if key in backend:
+            backend[key] = {c: tuple(str(v) for v in vs) for c, vs in backend[key].items()}
+    if "values" in backend:
+        backend["values"] = {k: _values(v) for k, v in backend["values"].items()}
     python = dict(spec.get("python", {}))
     if "expected_arity" in python:
         python["expected_arity"] = tuple(python["expected_arity"])
@@ -219,5 +232,5 @@ def build_feedback(spec: Mapping[str, Any], *, tools: str = "sparql",
     python.setdefault("function", call.name if call else None)
     return Feedback(step=spec.get("step", len(memory.calls) + 1), action_text=action, call=call,
                     tools=tools, functions=tuple(spec.get("functions", ())),
-                    python=PythonFeedback(**python), kb=KBFeedback(**kb),
+                    python=PythonFeedback(**python), backend=feedback_type(**backend),
                     memory=memory, args=(), notes=())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pyql import Session
-from pyql.feedback import Feedback, Hint, KBFeedback, PythonFeedback
+from pyql.feedback import DBFeedback, Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.guidelines import (
     ANY,
     Guideline,
@@ -39,7 +39,8 @@ def _fb(action: str = "get_relation(m.0x)", *, python: str = "ok", kb: str = "ok
     except Exception:
         call = None
     return Feedback(step=1, action_text=action, call=call, tools=tools,
-                    python=PythonFeedback(status=python), kb=KBFeedback(status=kb),
+                    python=PythonFeedback(status=python),
+                    backend=(DBFeedback if tools == "sql" else KBFeedback)(status=kb),
                     memory=Memory())
 
 

@@ -17,12 +17,12 @@ __all__ = ["BackendError", "BackendTimeout", "QueryRejected", "is_query_rejectio
 
 def is_query_rejection(feedback: Feedback) -> bool:
     """The engine rejected the query the step built: a query error, not a server fault."""
-    return feedback.kb.status == "backend_error" and feedback.kb.rejected
+    return feedback.backend.status == "backend_error" and feedback.backend.rejected
 
 
 def _detail(feedback: Feedback) -> str:
     """The backend's own error message, as a hint quotes it (no final period)."""
-    return feedback.kb.message.strip().rstrip(".")
+    return feedback.backend.message.strip().rstrip(".")
 
 
 class _BackendFailure(Guideline):

@@ -321,3 +321,50 @@ def test_forced_llm_answer_and_a_vocabulary_file(kb, tmp_path):
     result = strategy.run(QUESTION, ENTITIES)
     assert result.answers == ("Walter Hill",) and result.finished  # complete, read by the LLM
     assert result.steps[-1].data["source"] == "llm" and result.usage.llm_calls == 2
+
+
+# -- one loop for both kinds of path -----------------------------------------------------------
+STUCK = {"kb": ('Path: { "John Godey": [ John Godey → nothing ] }',
+                "Final Path: John Godey → nothing"),
+         "table": ('Path: {"columns": ["Country"], "answer": "Country"}',
+                   'Path: {"columns": ["Country"], "answer": "Country"}')}
+
+
+def _on(kind, kb, db, llm, **options):
+    if kind == "kb":
+        return readi(llm, kb, **options).run(QUESTION, ENTITIES)
+    return Readi(llm, db, table="players", token_counter=COUNTER, **options).run(
+        "What is terrence ross' nationality")
+
+
+@pytest.mark.parametrize("kind", ["kb", "table"])
+def test_the_loop_stops_alike_on_both_kinds_of_path(kind, kb, db):
+    first, same = STUCK[kind]
+    unchanged = _on(kind, kb, db, ScriptedLLM([first, same, "{x}"]), max_edits=3)
+    assert unchanged.stop_reason == "edit_unchanged" and unchanged.usage.llm_calls == 3
+    assert [s.kind for s in unchanged.steps] == ["generate", "instantiate", "edit", "answer"]
+    bounded = _on(kind, kb, db, ScriptedLLM([first, "{x}"]), max_edits=0)
+    assert bounded.stop_reason == "no_edit" and bounded.usage.llm_calls == 2
+    other = 'Path: {"columns": ["Place"]}' if kind == "table" else "Final Path: John Godey → x"
+    spent = _on(kind, kb, db, ScriptedLLM([first, other, "{x}"]), max_edits=1)
+    assert spent.stop_reason == "max_edits" and [s.kind for s in spent.steps] == [
+        "generate", "instantiate", "edit", "instantiate", "answer"]
+
+
+def test_rows_the_model_insists_on_are_instantiated_once_more_allowing_no_row(db):
+    path = ('Path: {"columns": ["Nationality"], "rows": [["Player", "=", "Nobody"]], '
+            '"answer": "COUNT(Nationality)"}')
+    result = Readi(ScriptedLLM([path, path]), db, table="players", token_counter=COUNTER).run(
+        "how many players are called Nobody")
+    assert result.stop_reason == "insisted"
+    assert [s.kind for s in result.steps] == ["generate", "instantiate", "edit", "instantiate",
+                                              "answer"]
+    assert result.steps[3].accepted and result.answers == (0,)
+
+
+def test_a_question_without_topic_entities_ends_without_an_edit(kb):
+    # nothing is stuck on an empty path over no entity: no error to show an editor
+    result = readi(ScriptedLLM(["Path: {}", "So the answer is {none}"]), kb, max_edits=2).run(
+        "who?", {})
+    assert result.stop_reason == "no_edit" and [s.kind for s in result.steps] == [
+        "generate", "instantiate", "answer"]

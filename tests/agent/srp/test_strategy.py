@@ -313,3 +313,25 @@ def test_two_topic_entities_are_checked_planned_and_joined(kb) -> None:
     # the program joins the two constraints on the answer: the intersection
     assert result.answers == ("Johnny Handsome",)
     assert result.steps[-1].data["program_answers"] == ["Johnny Handsome"]
+
+
+@pytest.mark.parametrize("name", ["srp", "readi"])
+def test_one_binder_and_one_vocabulary_serve_every_question_of_a_run(kb, name) -> None:
+    # the runner builds the strategy once per question, over that question's view of the KB
+    from pyql.agent.evaluation.caches import KBView
+
+    views = [KBView(kb) for _ in range(3)]
+    built = [build_strategy(name, ScriptedLLM([]), view, StrategyConfig()) for view in views]
+    assert all(s.binder is built[0].binder for s in built)
+    # the KB's relations were asked by the first question only
+    assert views[0].query_count > 0 and [v.query_count for v in views[1:]] == [0, 0]
+
+
+def test_a_vocabulary_file_is_read_once_for_a_run(kb, tmp_path) -> None:
+    path = tmp_path / "relations.txt"
+    path.write_text("directed_by\nwritten_by\n", encoding="utf-8")
+    first = SRP(ScriptedLLM([]), kb, vocabulary=str(path))
+    path.unlink()  # a second read would fail: the next questions share what was read
+    later = [SRP(ScriptedLLM([]), kb, vocabulary=str(path)) for _ in range(2)]
+    assert all(s.binder is first.binder for s in later)
+    assert first.binder.vocabulary.relations == ("directed_by", "written_by")
