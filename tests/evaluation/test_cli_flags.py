@@ -38,7 +38,7 @@ def test_unknown_strategy_is_one_line_before_any_run(tmp_path: Path, mini_metaqa
 def test_a_bad_noisy_rate_leaves_no_run_directory(tmp_path: Path, mini_metaqa: Path) -> None:
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm",
                     "noisy-gold:7", "--out", str(tmp_path / "run"))
-    assert "between 0 and 1" in error_line(result)
+    assert "rate is a probability (0 to 1), not 7" in error_line(result)
     assert not (tmp_path / "run").exists()
 
 
