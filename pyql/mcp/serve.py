@@ -100,17 +100,15 @@ class _FreeEndedSessions:
             return
         wanted = MCP_SESSION_ID_HEADER.lower().encode()
         session_id = next((v.decode("latin-1") for k, v in scope["headers"] if k == wanted), None)
-        status = 0
 
         async def watched(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
+            # dropped before the client can read the answer: it may look right after
+            if (session_id is not None and message["type"] == "http.response.start"
+                    and 200 <= message["status"] < 300):
+                self.face.sessions.drop(("http", session_id))
             await send(message)
 
         await self.app(scope, receive, watched)
-        if session_id is not None and 200 <= status < 300:
-            self.face.sessions.drop(("http", session_id))
 
 
 def serve_http(face: PyqlMcp, *, host: str = "127.0.0.1", port: int = 8765) -> None:
