@@ -87,8 +87,8 @@ def http_app(face: PyqlMcp, host: str = "127.0.0.1") -> Any:
 
 
 class _FreeEndedSessions:
-    """ASGI middleware: after a successful ``DELETE`` of an MCP session, drop its pyql session
-    (the SDK's session manager has no hook for a session's end)."""
+    """ASGI middleware: when the SDK accepts a ``DELETE`` of an MCP session, drop its pyql
+    session (the SDK's session manager has no hook for a session's end)."""
 
     def __init__(self, app: Any, face: PyqlMcp) -> None:
         self.app = app
