@@ -17,10 +17,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from pyql.mcp.server import PyqlMcp
 
-__all__ = ["serve_stdio", "serve_http", "http_app"]
+__all__ = ["serve_stdio", "serve_http", "http_app", "stdio"]
 
 
 #: the longest message line read from the host (the HTTP transport's body limit is 4 MiB)
@@ -29,9 +31,13 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 def serve_stdio(face: PyqlMcp) -> None:
     """Serve one MCP session over this process's stdin/stdout until the host closes it."""
-    from mcp.server.stdio import stdio_server
+    stdio(face.server(inline_steps=True))
 
-    server = face.server()
+
+def stdio(server: Server[Any]) -> None:
+    """Serve any low-level MCP ``server`` over stdin/stdout as ``pyql mcp`` does (the latency
+    benchmark serves its no-op server through this too)."""
+    from mcp.server.stdio import stdio_server
 
     async def main() -> None:
         if sys.platform == "win32":  # no pipe transports on the default loop there
@@ -71,11 +77,38 @@ async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
         os.close(saved_out)
 
 
-def http_app(face: PyqlMcp, host: str = "127.0.0.1"):  # type: ignore[no-untyped-def]
-    """The Starlette app serving ``face`` at ``/mcp`` (stateful sessions that the SDK drops
-    after the same idle timeout as the pyql sessions)."""
-    return face.server().streamable_http_app(
+def http_app(face: PyqlMcp, host: str = "127.0.0.1") -> Any:
+    """The ASGI app serving ``face`` at ``/mcp``: stateful sessions that the SDK drops after the
+    same idle timeout as the pyql sessions; a session the client ends (HTTP ``DELETE``, as the
+    SDK's client does when it closes) has its pyql session freed at once."""
+    app = face.server().streamable_http_app(
         host=host, session_idle_timeout=face.sessions.idle_timeout)
+    return _FreeEndedSessions(app, face)
+
+
+class _FreeEndedSessions:
+    """ASGI middleware: when the SDK accepts a ``DELETE`` of an MCP session, drop its pyql
+    session (the SDK's session manager has no hook for a session's end)."""
+
+    def __init__(self, app: Any, face: PyqlMcp) -> None:
+        self.app = app
+        self.face = face
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        wanted = MCP_SESSION_ID_HEADER.lower().encode()
+        session_id = next((v.decode("latin-1") for k, v in scope["headers"] if k == wanted), None)
+
+        async def watched(message: Any) -> None:
+            # dropped before the client can read the answer: it may look right after
+            if (session_id is not None and message["type"] == "http.response.start"
+                    and 200 <= message["status"] < 300):
+                self.face.sessions.drop(("http", session_id))
+            await send(message)
+
+        await self.app(scope, receive, watched)
 
 
 def serve_http(face: PyqlMcp, *, host: str = "127.0.0.1", port: int = 8765) -> None:

@@ -55,8 +55,9 @@ from pyql.agent.prompting import (
     system_prompt,
     tool_schemas,
 )
-from pyql.environment import Environment, Observation
+from pyql.environment import Environment, GuidelineChecker, Observation, resolve_guidelines
 from pyql.errors import InputError, ParseError, QueryError, TermError, UnknownFunctionError
+from pyql.feedback import Feedback, Hint
 from pyql.kb.base import KB
 
 if TYPE_CHECKING:
@@ -99,6 +100,19 @@ SESSION_TOOLS = {
 }
 
 
+class _Guidelines:
+    """ERASER for one MCP session, muted while ``undo`` replays calls it already accepted (a
+    call accepted only because the model insisted after a result hint would be rolled back
+    again, and the replayed program would silently lose it)."""
+
+    def __init__(self, checker: GuidelineChecker) -> None:
+        self.checker = checker
+        self.muted = False
+
+    def evaluate(self, feedback: Feedback) -> Hint | None:
+        return None if self.muted else self.checker.evaluate(feedback)
+
+
 @dataclass
 class _Entry:
     """One MCP session's state: its Session, question and entities."""
@@ -133,6 +147,11 @@ class SessionStore:
                 entry = self._entries[key] = self._factory()
             entry.used = now
             return entry
+
+    def drop(self, key: Any) -> bool:
+        """Forget the state of ``key`` now (its MCP session ended); whether there was one."""
+        with self._lock:
+            return self._entries.pop(key, None) is not None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -190,7 +209,8 @@ class PyqlMcp:
     def new_session(self, entities: Mapping[str, str] | None = None) -> Environment:
         from pyql.session import Session
 
-        options: dict[str, Any] = {"guidelines": self.guidelines or None,
+        checker = resolve_guidelines(self.guidelines)
+        options: dict[str, Any] = {"guidelines": _Guidelines(checker) if checker else None,
                                    "max_values": self.max_values,
                                    "functions": self.profile.functions}
         if self.is_kb:
@@ -299,8 +319,15 @@ class PyqlMcp:
             if not calls:
                 raise QueryError("undo: the program is empty", code="nothing_to_undo")
             entry.session.reset()
-            for call in calls[:-1]:
-                entry.session.run(call)
+            guidelines = entry.session.guidelines
+            if isinstance(guidelines, _Guidelines):
+                guidelines.muted = True
+            try:
+                for call in calls[:-1]:
+                    entry.session.run(call)
+            finally:
+                if isinstance(guidelines, _Guidelines):
+                    guidelines.muted = False
         program = str(entry.session.program)
         query = _query(entry.session)
         text = {"show_query": query or "(empty query)",
@@ -459,15 +486,25 @@ class PyqlMcp:
                            "pre-2026-07-28 protocol)")
         return ("http", session_id)
 
-    def server(self) -> Server[Any]:
-        """A low-level MCP server serving this backend (one Session per MCP session)."""
+    def server(self, *, inline_steps: bool = False) -> Server[Any]:
+        """A low-level MCP server serving this backend (one Session per MCP session).
+
+        With ``inline_steps`` (stdio: one host, which waits for each result) a DSL step and the
+        session tools but ``start_question`` and ``ask`` run on the event loop itself: a hop to a
+        worker thread and back costs two thread wake-ups, more than the step on an embedded
+        store (``benchmarks/mcp_latency.py``), and the connection has nothing else to serve
+        meanwhile. Otherwise (HTTP: concurrent clients) every call runs in a worker thread.
+        """
+        threaded = {"start_question", "ask"}
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=self.tools())
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            return await anyio.to_thread.run_sync(self.call, self._key(ctx), params.name,
-                                                  params.arguments)
+            key = self._key(ctx)
+            if inline_steps and params.name not in threaded:
+                return self.call(key, params.name, params.arguments)
+            return await anyio.to_thread.run_sync(self.call, key, params.name, params.arguments)
 
         async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
             return types.ListResourcesResult(resources=self.resources())
@@ -502,6 +539,9 @@ class PyqlMcp:
             on_list_resources=list_resources, on_list_resource_templates=list_templates,
             on_read_resource=read_resource, on_list_prompts=list_prompts,
             on_get_prompt=get_prompt)
+        if not _tracing():  # the SDK's span per message costs ~0.1 ms when nothing records it
+            server.middleware = [m for m in server.middleware  # (the class is not public)
+                                 if type(m).__name__ != "OpenTelemetryMiddleware"]
         stdio_discover = server.get_request_handler("server/discover")
         assert stdio_discover is not None
         server.add_request_handler("server/discover", stdio_discover.params_type, discover)
@@ -509,6 +549,15 @@ class PyqlMcp:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _tracing() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (e.g. by ``opentelemetry-instrument``
+    before the server starts): only then are the SDK's per-message spans recorded."""
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(),
+                          (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 class _StdioConnection:

@@ -333,3 +333,74 @@ def test_the_ask_tool_runs_a_strategy_end_to_end(fake_openai):
     assert sorted(content["answers"]) == NOLAN_FILMS
     assert "directed_by" in content["query"] and content["finished"]
     assert [s["action"] for s in content["trajectory"]][-1] == "execute()"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_undo_keeps_a_call_accepted_after_its_hint(transport, metaqa_case, kb_http):
+    # an empty result is hinted once (KB203); repeated, the call is accepted. undo replays the
+    # calls before the last one: the guidelines must not refuse that call again.
+    empty = {"head": "?x1", "relation": "written_by", "tail": metaqa_case.item.topic}
+
+    async def go() -> None:
+        async with connected(transport, kb_http, "--kb", str(metaqa_case.kb)) as client:
+            await client.call_tool("start_question", {"question": metaqa_case.item.question})
+            first = await client.call_tool("add_fact", empty)
+            assert first.structured_content["hint"]["code"] == "KB203"
+            again = await client.call_tool("add_fact", empty)
+            assert again.structured_content["hint"] is None
+            assert again.structured_content["status"] == "empty"
+            await client.call_tool("get_relation", {"node": metaqa_case.item.topic})
+            undone = await client.call_tool("undo", {})
+            assert not undone.is_error
+            assert undone.structured_content["program"] == (
+                f"add_fact(?x1, written_by, {metaqa_case.item.topic})")
+
+    run(go())
+
+
+def test_a_session_the_client_ends_is_freed_at_once(metaqa_case):
+    import threading
+
+    import uvicorn
+
+    from pyql.kb import open_kb
+    from pyql.mcp import PyqlMcp
+    from pyql.mcp.serve import http_app
+    from tests.mcp.conftest import free_port
+
+    face = PyqlMcp(open_kb(str(metaqa_case.kb)))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(http_app(face), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        async def go() -> None:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url) as first, Client(url) as second:
+                await first.call_tool("start_question", {"question": metaqa_case.item.question})
+                await second.call_tool("show_program", {})
+                assert len(face.sessions) == 2
+            # leaving `async with` sends DELETE for each session: nothing waits for the timeout
+            assert len(face.sessions) == 0
+
+        run(go())
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_the_sdk_span_middleware_is_left_out_when_nothing_records_it(metaqa_case):
+    from mcp.server.lowlevel import Server
+
+    from pyql.kb import open_kb
+    from pyql.mcp import PyqlMcp
+
+    # the SDK still ships it under the name the server filters on
+    assert "OpenTelemetryMiddleware" in {type(m).__name__ for m in Server("x").middleware}
+    server = PyqlMcp(open_kb(str(metaqa_case.kb))).server()
+    assert "OpenTelemetryMiddleware" not in {type(m).__name__ for m in server.middleware}
