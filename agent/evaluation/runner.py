@@ -88,6 +88,7 @@ from pyql.agent.evaluation.datasets import (
     get_dataset,
     select_indices,
 )
+from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.metrics import aggregate, corrections, step_usage
 from pyql.agent.evaluation.progress import RunProgress
 from pyql.agent.evaluation.records import (
@@ -110,7 +111,6 @@ from pyql.agent.evaluation.rundir import (
 )
 from pyql.agent.evaluation.specs import (
     LLMProvider,
-    LLMSpecError,
     RateGate,
     StandInProvider,
     build_provider,

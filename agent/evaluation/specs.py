@@ -26,15 +26,16 @@ spec                   the LLM of each question
 =====================  ============================================================================
 
 **Stand-in assumptions.** Every component of a stand-in that could be an oracle (a judge, an
-edit, a reader, a fix after a hint) declares its accuracy as a :class:`StandInParameter` with a
-stated default (its factory's ``parameters``: :mod:`pyql.agent.evaluation.noisy`,
+edit, a reader, a fix after a hint) declares its accuracy as a :class:`~pyql.agent.evaluation.llm_spec.StandInParameter`
+with a stated default (its factory's ``parameters``: :mod:`pyql.agent.evaluation.noisy`,
 :mod:`pyql.agent.evaluation.standins.readi`, :mod:`pyql.agent.evaluation.standins.srp`).
 ``noisy-gold`` takes the defaults; ``gold`` names the oracle (every accuracy 1, no silent
 mistakes). Either takes values as a ``key=value[,key=value]`` segment:
 ``noisy-gold:0.3:judge_accuracy=1.0``, ``gold:reader_accuracy=0.9``,
 ``noisy-gold:0.3:wrong_arity:fix_on_hint=0.5``. An unknown name or a value outside [0, 1] is
-:class:`LLMSpecError` (with ``spec``, ``parameter``, ``value``, ``strategy``).
-:func:`stand_in_assumptions` gives the :class:`StandIn` a run uses; the runner writes it to
+:class:`~pyql.agent.evaluation.llm_spec.LLMSpecError` (with ``spec``, ``parameter``, ``value``, ``strategy``).
+:func:`~pyql.agent.evaluation.standins.stand_in_assumptions` gives the
+:class:`~pyql.agent.evaluation.llm_spec.StandIn` a run uses; the runner writes it to
 ``metrics.json`` (``stand_in``), which the report and ``pyql eval``'s table print.
 
 **Rate limits.** :class:`GatedLLM` puts a :class:`RateGate` in front of a client: before every
@@ -62,8 +63,6 @@ from pyql.agent.errors import LLMRateLimitError, LLMServerError, LLMTimeoutError
 from pyql.agent.evaluation.llm_spec import (
     LLMSpec,
     LLMSpecError,
-    StandIn,
-    StandInParameter,
     StandInSpec,
     parse_llm_spec,
 )
@@ -72,33 +71,22 @@ from pyql.agent.evaluation.standins import (
     MistakeRecords,
     StandInFactory,
     get_stand_in,
-    stand_in_assumptions,
 )
-from pyql.agent.evaluation.standins.gold import TEST_DELAY_ENV, GoldLLM, no_program_reason
+from pyql.agent.evaluation.standins.gold import GoldLLM
 from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
 from pyql.deadline import Deadline, charged, earliest
 from pyql.deadline import current as current_deadline
 from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 
 __all__ = [
-    "LLMSpec",
-    "LLMSpecError",
     "RateGate",
     "GatedLLM",
-    "GoldLLM",
     "LLMProvider",
     "SharedLLMProvider",
     "StandInProvider",
     "QuestionStandIn",
     "ReplayProvider",
-    "parse_llm_spec",
     "build_provider",
-    "no_program_reason",
-    "StandIn",
-    "StandInParameter",
-    "StandInSpec",
-    "stand_in_assumptions",
-    "TEST_DELAY_ENV",
 ]
 
 log = logging.getLogger(__name__)

@@ -232,7 +232,7 @@ def test_a_missing_or_foreign_model_file_is_a_typed_error(tmp_path: Path) -> Non
 
 
 def test_the_local_spec_parses_for_eval() -> None:
-    from pyql.agent.evaluation.specs import LLMSpecError, parse_llm_spec
+    from pyql.agent.evaluation.llm_spec import LLMSpecError, parse_llm_spec
 
     assert (parse_llm_spec("local").kind, parse_llm_spec("local").argument) == ("local", "")
     assert parse_llm_spec("local:/m/x.gguf").argument == "/m/x.gguf"

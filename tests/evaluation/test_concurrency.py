@@ -12,7 +12,8 @@ import pytest
 from pyql.agent.errors import LLMAuthError, LLMRateLimitError, LLMServerError
 from pyql.agent.evaluation.records import EvalItem, RunConfig
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results, resume
-from pyql.agent.evaluation.specs import GatedLLM, GoldLLM, RateGate
+from pyql.agent.evaluation.specs import GatedLLM, RateGate
+from pyql.agent.evaluation.standins.gold import GoldLLM
 from pyql.agent.llm import LLM, LLMReply, Message, ScriptedLLM
 from tests.evaluation.support import (
     FakeClock,

@@ -11,21 +11,23 @@ import pytest
 
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.datasets import get_dataset
+from pyql.agent.evaluation.llm_spec import (
+    LLMSpecError,
+    StandInParameter,
+    StandInSpec,
+    parse_llm_spec,
+)
 from pyql.agent.evaluation.records import EvalItem, RunConfig
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results
 from pyql.agent.evaluation.specs import (
-    GoldLLM,
-    LLMSpecError,
     RateGate,
     ReplayProvider,
     SharedLLMProvider,
-    StandInParameter,
     StandInProvider,
-    StandInSpec,
     build_provider,
-    parse_llm_spec,
-    stand_in_assumptions,
 )
+from pyql.agent.evaluation.standins import stand_in_assumptions
+from pyql.agent.evaluation.standins.gold import GoldLLM
 from pyql.agent.prompting import parse_reply
 from pyql.agent.strategy import UnknownStrategyError
 from tests.support.fake_openai import FakeOpenAI, RateLimit, Text

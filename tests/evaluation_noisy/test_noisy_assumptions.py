@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.noisy import PARAMETERS, NoisyGoldLLM, summarise
 from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.evaluation.specs import LLMSpecError
 from pyql.agent.evaluation.standins import build_stand_in
 from pyql.program import Call
 from tests.evaluation_noisy.test_noisy import DIRECTORS, SQL, TWO_HOP, run

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.evaluation.specs import LLMSpecError
 from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.evaluation.standins.readi import PARAMETERS, ReadiStandIn, gold_path
 from pyql.agent.paths.table import TablePath

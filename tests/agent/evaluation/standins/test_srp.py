@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyql.agent.evaluation.specs import LLMSpecError, stand_in_assumptions
-from pyql.agent.evaluation.standins import build_stand_in
+from pyql.agent.evaluation.llm_spec import LLMSpecError
+from pyql.agent.evaluation.standins import build_stand_in, stand_in_assumptions
 from pyql.agent.evaluation.standins.srp import PARAMETERS, SRPStandIn
 from pyql.agent.srp import prompts
 from pyql.agent.srp.metrics import srp_measures
