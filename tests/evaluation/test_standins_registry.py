@@ -9,6 +9,7 @@ entry points are read from their ``entry_points.txt``); the shared virtualenv is
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         (info / "entry_points.txt").write_text(entry_points)
         (site / "pyql_terse.py").write_text(TERSE)
         monkeypatch.syspath_prepend(str(site))
+        # another test of the process may have imported its own pyql_terse
+        monkeypatch.delitem(sys.modules, "pyql_terse", raising=False)
         strategy._clear_cache()
         standins._clear_cache()
         return "terse"
