@@ -729,16 +729,17 @@ class _PromptTokens:
     def __init__(self, counter: TokenCounter, tools: Sequence[Mapping[str, Any]] | None) -> None:
         self.counter = counter
         self.tools = tools
-        self.empty = self.base = -1  # counted on the first call: most clients report usage
-        self.parts: list[int] = []
+        self.total = -1  # counted on the first call: most clients report usage
+        self.counted = 0  # messages counted
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        if self.base < 0:
-            self.empty = self.counter.count_messages([])
-            self.base = self.counter.count_messages([], self.tools)
-        for message in messages[len(self.parts):]:
-            self.parts.append(self.counter.count_messages([message]) - self.empty)
-        return self.base + sum(self.parts)
+        if self.total < 0:
+            self.total = self.counter.count_messages([], self.tools)
+        count = self.counter.count_message
+        for message in messages[self.counted:]:
+            self.total += count(message)
+        self.counted = len(messages)
+        return self.total
 
 
 def _env_status(obs: Observation) -> str:
