@@ -250,7 +250,8 @@ class TokenCounter:
         enc = self.encoding
         if enc is None:
             return -(-len(text) // 4)
-        return len(enc.encode(text, disallowed_special=()))
+        # special tokens' text is ordinary text here, as encode(disallowed_special=()) reads it
+        return len(enc.encode_ordinary(text))
 
     def count_messages(self, messages: Sequence[Mapping[str, Any]],
                        tools: Sequence[Mapping[str, Any]] | None = None) -> int:

@@ -49,7 +49,8 @@ _T = TypeVar("_T")
 class Recorder:
     """The records of one question (see the module docstring).
 
-    ``counter`` estimates the tokens of a client that reports no usage, ``price_table`` prices
+    ``counter`` estimates the tokens of a client that reports no usage (None: they are not
+    estimated and count 0, e.g. a stand-in run whose token figures are not wanted), ``price_table`` prices
     calls whose client reports no cost; ``constrain`` is ``auto``/``on``/``off`` (or an already
     resolved bool); ``on_step`` is the caller's live view. A stand-in LLM (``--llm gold``) that
     reads each step's record declares ``observe(step)``: it is called as one more callback.
@@ -62,7 +63,7 @@ class Recorder:
         llm: LLM,
         question: str = "",
         *,
-        counter: TokenCounter,
+        counter: TokenCounter | None,
         price_table: PriceTable,
         constrain: str | bool = "auto",
         on_step: StepCallback | None = None,
@@ -123,11 +124,15 @@ class Recorder:
             assert format is not None
             reply = _read_back(reply, format)
         tokens = reply.usage
-        if tokens is None:
+        counter = self.counter
+        if tokens is None and counter is None:
+            tokens = _NOT_COUNTED
+        elif tokens is None:
+            assert counter is not None
             out = raw + "".join(c.name + c.arguments for c in reply.tool_calls)
             counted = (prompt_tokens(messages) if prompt_tokens is not None
-                       else self.counter.count_messages(messages, tools))
-            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=self.counter.count(out),
+                       else counter.count_messages(messages, tools))
+            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=counter.count(out),
                                 estimated=True)
         model = reply.model or getattr(model_client, "model", "")
         cost = reply.cost
@@ -177,6 +182,10 @@ class Recorder:
         usage = self._tally.usage(seconds=time.perf_counter() - self.started, **update)
         self._usage = usage
         return usage
+
+
+#: the tokens of a call whose client reports none, when the recorder estimates none
+_NOT_COUNTED = TokenUsage()
 
 
 class _Tally:
