@@ -87,9 +87,8 @@ class StepRecord(BaseModel):
     @classmethod
     def of(cls, step: Step) -> StepRecord:
         """The record of ``step`` (every field but ``seconds`` is the step's own)."""
-        # the step's fields are already validated, with the same types: not validated again
-        return cls.model_construct(**{name: getattr(step, name) for name in _STEP_FIELDS},
-                                   seconds=step.llm_latency + step.env_latency)
+        return cls(**{name: getattr(step, name) for name in _STEP_FIELDS},
+                   seconds=step.llm_latency + step.env_latency)
 
 
 #: the fields a StepRecord takes from its Step as they are
