@@ -50,9 +50,10 @@ class Recorder:
     """The records of one question (see the module docstring).
 
     ``counter`` estimates the tokens of a client that reports no usage (None: they are not
-    estimated and count 0, e.g. a stand-in run whose token figures are not wanted), ``price_table`` prices
-    calls whose client reports no cost; ``constrain`` is ``auto``/``on``/``off`` (or an already
-    resolved bool); ``on_step`` is the caller's live view. A stand-in LLM (``--llm gold``) that
+    estimated and count 0, e.g. a stand-in run whose token figures are not wanted);
+    ``price_table`` prices calls whose client reports no cost; ``constrain`` is
+    ``auto``/``on``/``off`` (or an already resolved bool); ``on_step`` is the caller's live
+    view. A stand-in LLM (``--llm gold``) that
     reads each step's record declares ``observe(step)``: it is called as one more callback.
     ``fingerprint`` records each prompt's hash for replays (off for stand-ins whose prompts do
     not matter).
