@@ -330,7 +330,8 @@ class QueryAgent:
         self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
                                                                 self.profile))
                        if self.constrained else None)
-        self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
+        #: the toolset is itself a mapping of names to signatures (not copied per question)
+        self._signatures: Mapping[str, Signature] = self.profile.toolset
 
     @classmethod
     def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> QueryAgent:
