@@ -422,6 +422,8 @@ def parse_reply(text: str, functions: Sequence[str] = ()) -> ParsedReply:
     >>> parse_reply("Thought 2: a\\nAction 2: add_fact(a, b, ?c)\\nThought 3: b\\nAction 3: set_answer(?c)").issue
     'multiple_actions'
     """
+    if len(text) > _READ_TEXT_MAX:  # a long reply is not kept: the memory stays small
+        return _parse_reply(text, functions)
     key = (text, tuple(functions))
     found = _READ.get(key)
     if found is None:
@@ -432,9 +434,11 @@ def parse_reply(text: str, functions: Sequence[str] = ()) -> ParsedReply:
     return found
 
 
-#: (reply, functions) -> its reading (emptied when full)
+#: (reply, functions) -> its reading, for replies of at most _READ_TEXT_MAX characters (emptied
+#: when full)
 _READ: dict[tuple[str, tuple[str, ...]], ParsedReply] = {}
 _READ_MAX = 4096
+_READ_TEXT_MAX = 1000
 
 
 def _parse_reply(text: str, functions: Sequence[str]) -> ParsedReply:

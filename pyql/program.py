@@ -625,14 +625,17 @@ def parse_call(text: str, tools: str | Toolset = "sparql", *, contextual: bool =
     if len(calls) != 1:
         raise ParseError(f"expected one call, found {len(calls)}", text, 0,
                          kind="no_action" if not calls else "multiple_actions", found=len(calls))
-    if len(toolset._parsed) >= _PARSED_MAX:
-        toolset._parsed.clear()
-    toolset._parsed[key] = calls[0]
+    if len(text) <= _PARSED_TEXT_MAX:
+        if len(toolset._parsed) >= _PARSED_MAX:
+            toolset._parsed.clear()
+        toolset._parsed[key] = calls[0]
     return calls[0]
 
 
-#: calls a toolset remembers by their text (emptied when full)
+#: calls a toolset remembers by their text, of at most _PARSED_TEXT_MAX characters (emptied
+#: when full)
 _PARSED_MAX = 4096
+_PARSED_TEXT_MAX = 500
 
 
 class Program(BaseModel):

@@ -328,3 +328,6 @@ def test_parse_call_remembers_what_a_text_read_as_per_toolset_and_context() -> N
     for _ in range(2):  # errors are raised every time, never remembered
         with pytest.raises(ParseError):
             parse_call("get_relation(?x1) execute()")
+    long_text = f'get_relation("{"x" * 600}")'
+    assert parse_call(long_text) == parse_call(long_text)
+    assert (long_text, False) not in SPARQL_TOOLS._parsed  # long texts are not kept

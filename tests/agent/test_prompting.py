@@ -289,3 +289,6 @@ def test_a_reply_read_before_is_answered_from_memory_per_functions() -> None:
     assert parse_reply(bare, ()).issue == "no_action"
     fenced = "Thought 1 : a\nAction 1 :\n```python\npyql get_relation(m.0x)\n```"
     assert parse_reply(fenced).actions == ("get_relation(m.0x)",)
+    long_reply = "Thought 1 : " + "x" * 2000 + "\nAction 1 : execute()"
+    assert parse_reply(long_reply).actions == ("execute()",)
+    assert parse_reply(long_reply) is not parse_reply(long_reply)  # long replies are not kept
