@@ -20,10 +20,12 @@ ratio printed is the median of the per-round ratios harness/bare.
 Usage (from the repository root)::
 
     python benchmarks/harness_overhead.py [--n 4000] [--hops 3] [--split dev] [--rounds 3]
-        [--profile harness|bare] [--json out.json] [--data-dir DIR] [--option KEY=VALUE]
+        [--profile harness|bare | --breakdown] [--json out.json] [--data-dir DIR]
+        [--option KEY=VALUE]
 
 ``--profile`` runs that side once under cProfile and prints its top functions (cumulative and
-own time) instead of the comparison. ``--option`` passes a strategy option to the harness side
+own time) instead of the comparison; ``--breakdown`` prints both sides' thread CPU per
+question in their main functions (:data:`BREAKDOWN`). ``--option`` passes a strategy option to the harness side
 as ``pyql eval --option`` does (``token_estimates=false``: no tiktoken estimates of the
 stand-in's prompts). Target: harness / bare <= 1.25.
 """
@@ -98,6 +100,73 @@ def profile(side: str, kb: Any, data_dir: Path, hops: int, split: str, n: int,
     stats.sort_stats("tottime").print_stats(30)
 
 
+#: what ``--breakdown`` times: (module, attribute path); thread CPU, inclusive
+BREAKDOWN = (
+    ("pyql.agent.evaluation.runner", "evaluate"),
+    ("pyql.agent.evaluation.runner", "_Session.run_item"),
+    ("pyql.agent.query_agent", "QueryAgent.run"),
+    ("pyql.environment", "Environment.run"),
+    ("pyql.environment", "Environment.parse"),
+    ("pyql.environment", "HintPolicy.judge"),
+    ("pyql.kb.oxigraph", "OxigraphKB._select"),
+    ("pyql.agent.recorder", "Recorder.llm"),
+    ("pyql.agent.query_agent", "_PromptTokens.__call__"),
+    ("pyql.agent.query_agent", "QueryAgent._decide"),
+    ("pyql.agent.recorder", "Recorder.add"),
+    ("pyql.agent.evaluation.runner", "_Session.record"),
+)
+
+
+def breakdown(kb: Any, data_dir: Path, hops: int, split: str, n: int,
+              options: dict[str, Any] | None = None) -> None:
+    """Thread CPU per question in the functions of :data:`BREAKDOWN` (wrapped; each figure
+    includes what it calls), for one round of each side. ``evaluate`` is the main thread's
+    share, ``run_item`` the worker thread's; cProfile's own cost distorts such small
+    functions, a clock read around each call much less."""
+    import functools
+    import importlib
+
+    spent: dict[str, float] = dict.fromkeys((path for _, path in BREAKDOWN), 0.0)
+    undo: list[tuple[Any, str, Any]] = []
+    for module, path in BREAKDOWN:
+        owner: Any = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+
+        def timed(*args: Any, _f: Any = original, _key: str = path, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                spent[_key] += time.thread_time() - start
+
+        setattr(owner, name, functools.wraps(original)(timed))
+        undo.append((owner, name, original))
+    global evaluate
+    plain, evaluate = evaluate, sys.modules["pyql.agent.evaluation.runner"].evaluate
+    try:
+        sides = {}
+        for side, run in (("bare", lambda: bare(kb, data_dir, hops, split, n)),
+                          ("harness", lambda: harness(data_dir, hops, split, n, processes=1,
+                                                      options=options))):
+            for key in spent:
+                spent[key] = 0.0
+            total = run()["cpu"]
+            sides[side] = (total, dict(spent))
+    finally:
+        evaluate = plain
+        for owner, name, original in reversed(undo):
+            setattr(owner, name, original)
+    print(f"{'ms CPU / question':32} {'bare':>8} {'harness':>8}")
+    print(f"{'total (process)':32} {1000 * sides['bare'][0] / n:8.3f} "
+          f"{1000 * sides['harness'][0] / n:8.3f}")
+    for key in spent:
+        print(f"{key:32} {1000 * sides['bare'][1][key] / n:8.3f} "
+              f"{1000 * sides['harness'][1][key] / n:8.3f}")
+
+
 def _option(pair: str) -> tuple[str, Any]:
     """``KEY=VALUE`` as pyql eval reads it: the value as JSON when it is JSON, else text."""
     key, _, value = pair.partition("=")
@@ -117,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=None,
                         help="the harness's worker processes (default: pyql eval's choice)")
     parser.add_argument("--profile", choices=("harness", "bare"), default=None)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="thread CPU per question in the main functions of both sides")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a strategy option of the harness side, as pyql eval --option "
@@ -135,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     harness(data_dir, args.hops, args.split, warm, processes=1, options=options)
     if args.profile:
         profile(args.profile, backend.kb, data_dir, args.hops, args.split, args.n, options)
+        return 0
+    if args.breakdown:
+        breakdown(backend.kb, data_dir, args.hops, args.split, args.n, options)
         return 0
 
     rounds: list[dict[str, Any]] = []
