@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -249,25 +250,28 @@ class TokenCounter:
         enc = self.encoding
         if enc is None:
             return -(-len(text) // 4)
-        return len(enc.encode(text, disallowed_special=()))
+        # special tokens' text is ordinary text here, as encode(disallowed_special=()) reads it
+        return len(enc.encode_ordinary(text))
 
     def count_messages(self, messages: Sequence[Mapping[str, Any]],
                        tools: Sequence[Mapping[str, Any]] | None = None) -> int:
         """Prompt tokens of chat ``messages`` (and, approximately, the tool schemas)."""
-        import json
-
-        total = self.REPLY_PRIMING
-        for message in messages:
-            total += self.TOKENS_PER_MESSAGE
-            for key, value in message.items():
-                if value is None:
-                    continue
-                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                total += self.count(text)
-                if key == "name":
-                    total += self.TOKENS_PER_NAME
+        total = self.REPLY_PRIMING + sum(self.count_message(m) for m in messages)
         if tools:
             total += self.count(json.dumps(list(tools), ensure_ascii=False))
+        return total
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """The tokens one chat message adds to a prompt (:meth:`count_messages` is the reply
+        priming plus these)."""
+        total = self.TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if value is None:
+                continue
+            total += self.count(value if isinstance(value, str)
+                                else json.dumps(value, ensure_ascii=False))
+            if key == "name":
+                total += self.TOKENS_PER_NAME
         return total
 
 
@@ -301,13 +305,16 @@ DEFAULT_PRICES: dict[str, Price] = {
 
 class PriceTable:
     """Model name -> :class:`Price`; dated snapshots (``gpt-4o-2024-08-06``) use the longest
-    matching name. Unknown models cost 0 (one warning per model)."""
+    matching name. Unknown models cost 0 (one warning per model). A table is fixed once made
+    (each model's price is looked up once)."""
 
     def __init__(self, prices: Mapping[str, Price | Mapping[str, float] | Sequence[float]] | None = None,
                  ) -> None:
         table = DEFAULT_PRICES if prices is None else prices
         self.prices: dict[str, Price] = {name: _as_price(p) for name, p in table.items()}
         self._warned: set[str] = set()
+        #: model -> its price (or None), looked up once: every call of a question asks again
+        self._found: dict[str, Price | None] = {}
 
     @classmethod
     def of(cls, prices: PriceTable | Mapping[str, Price | Mapping[str, float] | Sequence[float]]
@@ -317,6 +324,13 @@ class PriceTable:
         return prices if isinstance(prices, PriceTable) else cls(prices)
 
     def lookup(self, model: str) -> Price | None:
+        try:
+            return self._found[model]
+        except KeyError:
+            found = self._found[model] = self._lookup(model)
+            return found
+
+    def _lookup(self, model: str) -> Price | None:
         bare = model.rsplit("/", 1)[-1]
         if bare in self.prices:
             return self.prices[bare]

@@ -360,6 +360,7 @@ _MARKER = re.compile(
 _FENCE = re.compile(r"^[ \t]*(```|~~~)[\w+-]*[ \t]*$", re.MULTILINE)
 _CALL_LINE = re.compile(r"^\s*`*\s*([A-Za-z_]\w*)\s*\(.*\)\s*`*\s*[.;]?\s*$")
 _TRAILING = re.compile(r"^([A-Za-z_]\w*\s*\(.*\))\s+([^()]*)$")
+_LANGUAGE = re.compile(r"^(?:python|pyql)\s+")
 
 
 @dataclass(frozen=True)
@@ -388,7 +389,7 @@ def _clean_action(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "`'\"" and text.count(text[0]) == 2:
         text = text[1:-1].strip()
     text = text.strip("`").strip()
-    text = re.sub(r"^(?:python|pyql)\s+", "", text)
+    text = _LANGUAGE.sub("", text)
     text = text.rstrip(".;").rstrip()
     m = _TRAILING.match(text)
     if m and m.group(2).strip():  # "get_relation(m.0x) to get its relations"
@@ -407,6 +408,10 @@ def _action_lines(segment: str) -> str:
 def parse_reply(text: str, functions: Sequence[str] = ()) -> ParsedReply:
     """Read ``Thought n : ...`` / ``Action n : ...`` from a reply.
 
+    A reply read before (the same text and functions) is answered from memory: the reading is
+    a frozen value, and a replayed or gold model writes ``Action 9 : execute()`` question after
+    question.
+
     Chatter before the first marker and anything from an ``Observation`` marker on is dropped;
     repeated thoughts are joined. Without any ``Action`` marker, a line that is just a call of one
     of ``functions`` is taken as the action.
@@ -417,7 +422,27 @@ def parse_reply(text: str, functions: Sequence[str] = ()) -> ParsedReply:
     >>> parse_reply("Thought 2: a\\nAction 2: add_fact(a, b, ?c)\\nThought 3: b\\nAction 3: set_answer(?c)").issue
     'multiple_actions'
     """
-    body = _FENCE.sub("", text)
+    if len(text) > _READ_TEXT_MAX:  # a long reply is not kept: the memory stays small
+        return _parse_reply(text, functions)
+    key = (text, tuple(functions))
+    found = _READ.get(key)
+    if found is None:
+        found = _parse_reply(text, functions)
+        if len(_READ) >= _READ_MAX:
+            _READ.clear()
+        _READ[key] = found
+    return found
+
+
+#: (reply, functions) -> its reading, for replies of at most _READ_TEXT_MAX characters (emptied
+#: when full)
+_READ: dict[tuple[str, tuple[str, ...]], ParsedReply] = {}
+_READ_MAX = 4096
+_READ_TEXT_MAX = 1000
+
+
+def _parse_reply(text: str, functions: Sequence[str]) -> ParsedReply:
+    body = _FENCE.sub("", text) if "```" in text or "~~~" in text else text
     markers = list(_MARKER.finditer(body))
     thoughts: list[str] = []
     actions: list[str] = []

@@ -183,6 +183,10 @@ class QueryAgent:
     ``relation_filter``); ``exclude_topic=`` / ``relation_filter=`` override it (``"off"``
     turns either off), and ``session_options`` override everything.
 
+    The tokens of a client that reports no usage (a stand-in, a local server) are estimated with
+    ``token_counter`` (tiktoken); ``token_estimates=False`` leaves them uncounted (0, not
+    estimated): a stand-in run that does not want its token figures saves the encoding.
+
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
     >>> kb = OxigraphKB(profile="metaqa")
@@ -221,6 +225,8 @@ class QueryAgent:
         "relation_order": StrategyOption(Literal["shuffled", "sorted"],
                                          "relations listed shuffled (the paper) or sorted (its code)"),
         "temperature": StrategyOption(float, "sent with every request"),
+        "token_estimates": StrategyOption(
+            bool, "estimate the tokens a client does not report (off: they count 0)"),
     }
 
     def __init__(
@@ -250,6 +256,7 @@ class QueryAgent:
         constrain: Constrain | bool = "auto",
         relation_order: str | None = None,
         temperature: float | None = None,
+        token_estimates: bool = True,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -310,6 +317,9 @@ class QueryAgent:
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
+        #: tokens of a client that reports none are estimated with ``token_counter`` (off: they
+        #: count 0; the context budgets still count with it)
+        self.token_estimates = token_estimates
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
@@ -320,7 +330,8 @@ class QueryAgent:
         self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
                                                                 self.profile))
                        if self.constrained else None)
-        self._signatures: dict[str, Signature] = {s.name: s for s in self.profile.toolset.values()}
+        #: the toolset is itself a mapping of names to signatures (not copied per question)
+        self._signatures: Mapping[str, Signature] = self.profile.toolset
 
     @classmethod
     def from_config(cls, llm: LLM, backend: KB | Any, config: StrategyConfig) -> QueryAgent:
@@ -392,7 +403,8 @@ class QueryAgent:
         with each step as soon as it is recorded. Other ``context`` keys (of the
         :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
-        rec = Recorder(self.llm, question, counter=self.token_counter,
+        rec = Recorder(self.llm, question,
+                       counter=self.token_counter if self.token_estimates else None,
                        price_table=self.price_table, constrain=self.constrained,
                        on_step=on_step if on_step is not None else self.on_step)
         entities = dict(entities or {})
@@ -698,16 +710,17 @@ class _PromptTokens:
     def __init__(self, counter: TokenCounter, tools: Sequence[Mapping[str, Any]] | None) -> None:
         self.counter = counter
         self.tools = tools
-        self.empty = self.base = -1  # counted on the first call: most clients report usage
-        self.parts: list[int] = []
+        self.total = -1  # counted on the first call: most clients report usage
+        self.counted = 0  # messages counted
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        if self.base < 0:
-            self.empty = self.counter.count_messages([])
-            self.base = self.counter.count_messages([], self.tools)
-        for message in messages[len(self.parts):]:
-            self.parts.append(self.counter.count_messages([message]) - self.empty)
-        return self.base + sum(self.parts)
+        if self.total < 0:
+            self.total = self.counter.count_messages([], self.tools)
+        count = self.counter.count_message
+        for message in messages[self.counted:]:
+            self.total += count(message)
+        self.counted = len(messages)
+        return self.total
 
 
 def _env_status(obs: Observation) -> str:

@@ -49,9 +49,11 @@ _T = TypeVar("_T")
 class Recorder:
     """The records of one question (see the module docstring).
 
-    ``counter`` estimates the tokens of a client that reports no usage, ``price_table`` prices
-    calls whose client reports no cost; ``constrain`` is ``auto``/``on``/``off`` (or an already
-    resolved bool); ``on_step`` is the caller's live view. A stand-in LLM (``--llm gold``) that
+    ``counter`` estimates the tokens of a client that reports no usage (None: they are not
+    estimated and count 0, e.g. a stand-in run whose token figures are not wanted);
+    ``price_table`` prices calls whose client reports no cost; ``constrain`` is
+    ``auto``/``on``/``off`` (or an already resolved bool); ``on_step`` is the caller's live
+    view. A stand-in LLM (``--llm gold``) that
     reads each step's record declares ``observe(step)``: it is called as one more callback.
     ``fingerprint`` records each prompt's hash for replays (off for stand-ins whose prompts do
     not matter).
@@ -62,7 +64,7 @@ class Recorder:
         llm: LLM,
         question: str = "",
         *,
-        counter: TokenCounter,
+        counter: TokenCounter | None,
         price_table: PriceTable,
         constrain: str | bool = "auto",
         on_step: StepCallback | None = None,
@@ -76,8 +78,18 @@ class Recorder:
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
         self.started = time.perf_counter()
-        self.usage = Usage()
+        self._tally = _Tally()
+        self._usage: Usage | None = None
         self.steps: list[Step] = []
+
+    @property
+    def usage(self) -> Usage:
+        """What the question used so far (a frozen value, made when asked for: the recorder
+        sums in place, a pydantic copy per call and step costs more than the step's own
+        bookkeeping)."""
+        if self._usage is None:
+            self._usage = self._tally.usage()
+        return self._usage
 
     @property
     def next_n(self) -> int:
@@ -113,19 +125,23 @@ class Recorder:
             assert format is not None
             reply = _read_back(reply, format)
         tokens = reply.usage
-        if tokens is None:
+        counter = self.counter
+        if tokens is None and counter is None:
+            tokens = _NOT_COUNTED
+        elif tokens is None:
+            assert counter is not None
             out = raw + "".join(c.name + c.arguments for c in reply.tool_calls)
             counted = (prompt_tokens(messages) if prompt_tokens is not None
-                       else self.counter.count_messages(messages, tools))
-            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=self.counter.count(out),
+                       else counter.count_messages(messages, tools))
+            tokens = TokenUsage(prompt_tokens=counted, completion_tokens=counter.count(out),
                                 estimated=True)
         model = reply.model or getattr(model_client, "model", "")
         cost = reply.cost
         if cost is None:
             cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
                                          tokens.cached_tokens)
-        self.usage = self.usage.add_call(tokens, cost=cost, seconds=reply.latency,
-                                         constrained=constrained)
+        self._tally.add_call(tokens, cost, reply.latency, constrained)
+        self._usage = None
         fingerprint = prompt_fingerprint(messages, tools) if self.fingerprint else ""
         return AccountedCall(reply, tokens, cost, fingerprint, model, constrained=constrained,
                              raw_text=raw)
@@ -146,30 +162,70 @@ class Recorder:
         """Record ``step``: its KB/DB queries, the guideline that fired and a reply that did not
         parse (``format_issue``) go into the usage; every callback sees it, once."""
         self.steps.append(step)
-        update: dict[str, Any] = {}
-        if step.kb_queries:
-            update["kb_queries"] = self.usage.kb_queries + step.kb_queries
+        tally = self._tally
+        tally.kb_queries += step.kb_queries
         if step.format_issue:
-            update["parse_failures"] = self.usage.parse_failures + 1
-        if update:
-            self.usage = self.usage.model_copy(update=update)
+            tally.parse_failures += 1
         if step.hint:
-            self.usage = self.usage.add_trigger(step.hint)
+            tally.triggers[step.hint] = tally.triggers.get(step.hint, 0) + 1
+        self._usage = None
         for callback in self.callbacks:
             callback(step)
         return step
 
     def add_queries(self, queries: int) -> None:
         """KB/DB queries outside any step (a final execute, label lookups)."""
-        if queries:
-            self.usage = self.usage.model_copy(
-                update={"kb_queries": self.usage.kb_queries + queries})
+        self._tally.kb_queries += queries
+        self._usage = None
 
     def finish_usage(self, **update: Any) -> Usage:
         """The question's usage with its wall-clock seconds (and ``update``)."""
-        self.usage = self.usage.model_copy(
-            update={"seconds": time.perf_counter() - self.started, **update})
-        return self.usage
+        usage = self._tally.usage(seconds=time.perf_counter() - self.started, **update)
+        self._usage = usage
+        return usage
+
+
+#: the tokens of a call whose client reports none, when the recorder estimates none
+_NOT_COUNTED = TokenUsage()
+
+
+class _Tally:
+    """The running sums of one question's :class:`Usage`, added in the order ``Usage.add_call``
+    and ``Usage.add_trigger`` would add them (the same floats)."""
+
+    __slots__ = ("llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
+                 "estimated_tokens", "cost", "llm_seconds", "constrained_calls", "kb_queries",
+                 "parse_failures", "triggers")
+
+    def __init__(self) -> None:
+        self.llm_calls = self.prompt_tokens = self.completion_tokens = self.cached_tokens = 0
+        self.constrained_calls = self.kb_queries = self.parse_failures = 0
+        self.estimated_tokens = False
+        self.cost = self.llm_seconds = 0.0
+        self.triggers: dict[str, int] = {}
+
+    def add_call(self, tokens: TokenUsage, cost: float, seconds: float, constrained: bool
+                 ) -> None:
+        self.llm_calls += 1
+        self.constrained_calls += int(constrained)
+        self.prompt_tokens += tokens.prompt_tokens
+        self.completion_tokens += tokens.completion_tokens
+        self.cached_tokens += tokens.cached_tokens
+        self.estimated_tokens = self.estimated_tokens or tokens.estimated
+        self.cost += cost
+        self.llm_seconds += seconds
+
+    def usage(self, **update: Any) -> Usage:
+        fields: dict[str, Any] = {
+            "llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens, "cached_tokens": self.cached_tokens,
+            "estimated_tokens": self.estimated_tokens, "cost": self.cost,
+            "llm_seconds": self.llm_seconds, "kb_queries": self.kb_queries,
+            "guideline_triggers": dict(self.triggers),
+            "constrained_calls": self.constrained_calls, "parse_failures": self.parse_failures,
+        }
+        fields.update(update)
+        return Usage(**fields)
 
 
 def _count(backend: Any) -> int | None:

@@ -20,10 +20,14 @@ ratio printed is the median of the per-round ratios harness/bare.
 Usage (from the repository root)::
 
     python benchmarks/harness_overhead.py [--n 4000] [--hops 3] [--split dev] [--rounds 3]
-        [--profile harness|bare] [--json out.json] [--data-dir DIR]
+        [--profile harness|bare | --breakdown] [--json out.json] [--data-dir DIR]
+        [--option KEY=VALUE]
 
 ``--profile`` runs that side once under cProfile and prints its top functions (cumulative and
-own time) instead of the comparison. Target: harness / bare <= 1.25.
+own time) instead of the comparison; ``--breakdown`` prints both sides' thread CPU per
+question in their main functions (:data:`BREAKDOWN`). ``--option`` passes a strategy option to the harness side
+as ``pyql eval --option`` does (``token_estimates=false``: no tiktoken estimates of the
+stand-in's prompts). Target: harness / bare <= 1.25.
 """
 
 from __future__ import annotations
@@ -62,12 +66,12 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None = None
-            ) -> dict[str, Any]:
-    """``pyql eval --llm gold``: CPU seconds (this process's and its worker processes') and
-    the scores."""
+def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None = None,
+            options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``pyql eval --llm gold`` (``options``: its ``--option`` strategy options): CPU seconds
+    (this process's and its worker processes') and the scores."""
     config = RunConfig(dataset=f"metaqa-{hops}hop", split=split, data_dir=str(data_dir),
-                       llm="gold", limit=n, processes=processes)
+                       llm="gold", limit=n, processes=processes, options=options or {})
     with tempfile.TemporaryDirectory(prefix="pyql-harness-") as out:
         cpu, children = time.process_time(), _children_cpu()
         metrics = evaluate(config, Path(out) / "run", progress=False)
@@ -75,7 +79,8 @@ def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None
     return {"cpu": cpu, "n": metrics["n"], "hit@1": metrics["hit@1"], "f1": metrics["f1"]}
 
 
-def profile(side: str, kb: Any, data_dir: Path, hops: int, split: str, n: int) -> None:
+def profile(side: str, kb: Any, data_dir: Path, hops: int, split: str, n: int,
+            options: dict[str, Any] | None = None) -> None:
     """Profile one side: the calling thread, and the harness's worker thread (where the
     questions are answered: cProfile sees only the thread that enables it)."""
     from pyql.agent.evaluation import runner
@@ -87,12 +92,88 @@ def profile(side: str, kb: Any, data_dir: Path, hops: int, split: str, n: int) -
         run_item = runner._Session.run_item
         runner._Session.run_item = lambda self, item: profiler.runcall(run_item, self, item)
         try:
-            harness(data_dir, hops, split, n, processes=1)
+            harness(data_dir, hops, split, n, processes=1, options=options)
         finally:
             runner._Session.run_item = run_item
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(45)
     stats.sort_stats("tottime").print_stats(30)
+
+
+#: what ``--breakdown`` times: (module, attribute path); thread CPU, inclusive
+BREAKDOWN = (
+    ("pyql.agent.evaluation.runner", "evaluate"),
+    ("pyql.agent.evaluation.runner", "_Session.run_item"),
+    ("pyql.agent.query_agent", "QueryAgent.run"),
+    ("pyql.environment", "Environment.run"),
+    ("pyql.environment", "Environment.parse"),
+    ("pyql.environment", "HintPolicy.judge"),
+    ("pyql.kb.oxigraph", "OxigraphKB._select"),
+    ("pyql.agent.recorder", "Recorder.llm"),
+    ("pyql.agent.query_agent", "_PromptTokens.__call__"),
+    ("pyql.agent.query_agent", "QueryAgent._decide"),
+    ("pyql.agent.recorder", "Recorder.add"),
+    ("pyql.agent.evaluation.runner", "_Session.record"),
+)
+
+
+def breakdown(kb: Any, data_dir: Path, hops: int, split: str, n: int,
+              options: dict[str, Any] | None = None) -> None:
+    """Thread CPU per question in the functions of :data:`BREAKDOWN` (wrapped; each figure
+    includes what it calls), for one round of each side. ``evaluate`` is the main thread's
+    share, ``run_item`` the worker thread's; cProfile's own cost distorts such small
+    functions, a clock read around each call much less."""
+    import functools
+    import importlib
+
+    spent: dict[str, float] = dict.fromkeys((path for _, path in BREAKDOWN), 0.0)
+    undo: list[tuple[Any, str, Any]] = []
+    for module, path in BREAKDOWN:
+        owner: Any = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+
+        def timed(*args: Any, _f: Any = original, _key: str = path, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return _f(*args, **kwargs)
+            finally:
+                spent[_key] += time.thread_time() - start
+
+        setattr(owner, name, functools.wraps(original)(timed))
+        undo.append((owner, name, original))
+    global evaluate
+    plain, evaluate = evaluate, sys.modules["pyql.agent.evaluation.runner"].evaluate
+    try:
+        sides = {}
+        for side, run in (("bare", lambda: bare(kb, data_dir, hops, split, n)),
+                          ("harness", lambda: harness(data_dir, hops, split, n, processes=1,
+                                                      options=options))):
+            for key in spent:
+                spent[key] = 0.0
+            total = run()["cpu"]
+            sides[side] = (total, dict(spent))
+    finally:
+        evaluate = plain
+        for owner, name, original in reversed(undo):
+            setattr(owner, name, original)
+    print(f"{'ms CPU / question':32} {'bare':>8} {'harness':>8}")
+    print(f"{'total (process)':32} {1000 * sides['bare'][0] / n:8.3f} "
+          f"{1000 * sides['harness'][0] / n:8.3f}")
+    for key in spent:
+        print(f"{key:32} {1000 * sides['bare'][1][key] / n:8.3f} "
+              f"{1000 * sides['harness'][1][key] / n:8.3f}")
+
+
+def _option(pair: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as pyql eval reads it: the value as JSON when it is JSON, else text."""
+    key, _, value = pair.partition("=")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=None,
                         help="the harness's worker processes (default: pyql eval's choice)")
     parser.add_argument("--profile", choices=("harness", "bare"), default=None)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="thread CPU per question in the main functions of both sides")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a strategy option of the harness side, as pyql eval --option "
+                             "(e.g. token_estimates=false)")
     args = parser.parse_args(argv)
+    options = dict(_option(o) for o in args.option)
     logging.basicConfig(level=logging.WARNING)
     data_dir = (args.data_dir or default_data_dir()).resolve()
 
@@ -116,15 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     # one unmeasured pass of each side: the store's caches, imports, the tokenizer
     warm = min(args.n, 50)
     bare(backend.kb, data_dir, args.hops, args.split, warm)
-    harness(data_dir, args.hops, args.split, warm, processes=1)
+    harness(data_dir, args.hops, args.split, warm, processes=1, options=options)
     if args.profile:
-        profile(args.profile, backend.kb, data_dir, args.hops, args.split, args.n)
+        profile(args.profile, backend.kb, data_dir, args.hops, args.split, args.n, options)
+        return 0
+    if args.breakdown:
+        breakdown(backend.kb, data_dir, args.hops, args.split, args.n, options)
         return 0
 
     rounds: list[dict[str, Any]] = []
     for number in range(1, args.rounds + 1):
         b = bare(backend.kb, data_dir, args.hops, args.split, args.n)
-        h = harness(data_dir, args.hops, args.split, args.n, processes=args.processes)
+        h = harness(data_dir, args.hops, args.split, args.n, processes=args.processes,
+                    options=options)
         if (b["hit@1"], b["f1"]) != (h["hit@1"], h["f1"]) or b["n"] != h["n"]:
             print(f"the sides disagree: bare {b}, harness {h}", file=sys.stderr)
             return 1
@@ -141,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
           f"harness / bare = {ratio:.3f} (target <= 1.25)")
     if args.json:
         args.json.write_text(json.dumps({"n": args.n, "hops": args.hops, "split": args.split,
-                                         "rounds": rounds, "ratio": ratio}, indent=2) + "\n")
+                                         "options": options, "rounds": rounds, "ratio": ratio},
+                                        indent=2) + "\n")
     backend.close()
     return 0
 

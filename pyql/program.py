@@ -155,6 +155,9 @@ class Toolset(Mapping[str, Signature]):
         self.name = name
         self._by_name = {s.name: s for s in signatures}
         self.aliases = {(a.name, a.arity): a for a in aliases}
+        #: (text, contextual) -> the call :func:`parse_call` read from it (a call is a frozen
+        #: value; agents write ``get_relation(?x1)`` or ``execute()`` question after question)
+        self._parsed: dict[tuple[str, bool], Call] = {}
 
     def alias(self, name: str, arity: int) -> Alias | None:
         """The alias a call of ``name`` with ``arity`` arguments is, if any: a spelling the
@@ -613,11 +616,26 @@ def parse_call(text: str, tools: str | Toolset = "sparql", *, contextual: bool =
     (``relate(r)``) needs an environment: with ``contextual=True`` it is returned as written for
     the environment to expand; otherwise it is an :class:`~pyql.errors.UnknownFunctionError`.
     """
-    calls = _parse_calls(text, _toolset(tools), contextual)
+    toolset = _toolset(tools)
+    key = (text, contextual)
+    found = toolset._parsed.get(key)
+    if found is not None:
+        return found
+    calls = _parse_calls(text, toolset, contextual)
     if len(calls) != 1:
         raise ParseError(f"expected one call, found {len(calls)}", text, 0,
                          kind="no_action" if not calls else "multiple_actions", found=len(calls))
+    if len(text) <= _PARSED_TEXT_MAX:
+        if len(toolset._parsed) >= _PARSED_MAX:
+            toolset._parsed.clear()
+        toolset._parsed[key] = calls[0]
     return calls[0]
+
+
+#: calls a toolset remembers by their text, of at most _PARSED_TEXT_MAX characters (emptied
+#: when full)
+_PARSED_MAX = 4096
+_PARSED_TEXT_MAX = 500
 
 
 class Program(BaseModel):

@@ -314,3 +314,20 @@ def test_toolset_mapping() -> None:
     assert "sparql" in repr(SPARQL_TOOLS)
     with pytest.raises(UnknownFunctionError):
         SPARQL_TOOLS.signature("nope")
+
+
+def test_parse_call_remembers_what_a_text_read_as_per_toolset_and_context() -> None:
+    call = parse_call("get_relation(?x1)")
+    assert call is parse_call("get_relation(?x1)") and call == Call.of("get_relation", "?x1")
+    # a contextual alias is left to the environment only when asked: one reading never
+    # answers for the other
+    assert parse_call("relate(directed_by)", contextual=True) == Call.of("relate", "directed_by")
+    with pytest.raises(UnknownFunctionError):
+        parse_call("relate(directed_by)")
+    assert parse_call("relate(directed_by)", contextual=True).name == "relate"
+    for _ in range(2):  # errors are raised every time, never remembered
+        with pytest.raises(ParseError):
+            parse_call("get_relation(?x1) execute()")
+    long_text = f'get_relation("{"x" * 600}")'
+    assert parse_call(long_text) == parse_call(long_text)
+    assert (long_text, False) not in SPARQL_TOOLS._parsed  # long texts are not kept

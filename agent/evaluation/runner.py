@@ -20,9 +20,12 @@ an abort or Ctrl-C the questions in flight finish and are written before the pro
 
 **Concurrency.** ``config.concurrency`` asyncio workers pull questions from one queue and run
 the synchronous agent in a thread pool of the same size (``loop.run_in_executor``; a dedicated
-pool, so ``K`` is not capped by asyncio's default executor). The backend is shared (Oxigraph
-stores and SQLAlchemy engines are thread-safe for reads); each question gets its own Session
-over a per-question view of it, so query counts are exact. LLM calls go through the run's
+pool, so ``K`` is not capped by asyncio's default executor); a single worker thread answers
+questions back to back and hands their results to the event loop every
+:data:`BATCH_SECONDS` (a thread hop per question costs more CPU than a gold question's
+bookkeeping). The backend is shared (Oxigraph stores and SQLAlchemy engines are thread-safe
+for reads); each question gets its own Session over a per-question view of it, so query counts
+are exact. LLM calls go through the run's
 :class:`~pyql.agent.evaluation.specs.RateGate`: a 429 pauses every worker until its
 ``Retry-After``.
 
@@ -63,6 +66,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
@@ -154,6 +158,8 @@ _BUG_THRESHOLD = 5
 PROCESS_MIN_QUESTIONS = 2000
 #: at most this many worker processes when chosen automatically
 MAX_AUTO_PROCESSES = 4
+#: a single worker thread hands its results to the event loop at least this often (seconds)
+BATCH_SECONDS = 0.2
 
 
 class EvalAbort(PyqlError):
@@ -328,6 +334,22 @@ class _Session:
             raise _Stopped
         result, lines = self.answer(item)
         return self.record(result, lines)
+
+    def run_batch(self, items: list[EvalItem]
+                  ) -> tuple[list[QuestionResult], list[EvalItem], BaseException | None]:
+        """Answer ``items`` in order for up to :data:`BATCH_SECONDS`: the results (written),
+        the items not started, and what stopped the batch (``_Stopped``, an
+        :class:`EvalAbort`), if anything did."""
+        results: list[QuestionResult] = []
+        until = time.perf_counter() + BATCH_SECONDS
+        for index, item in enumerate(items):
+            try:
+                results.append(self.run_item(item))
+            except (_Stopped, EvalAbort) as exc:
+                return results, [], exc
+            if time.perf_counter() >= until:
+                return results, items[index + 1:], None
+        return results, [], None
 
     def record(self, result: QuestionResult, lines: list[str], line: str | None = None
                ) -> QuestionResult:
@@ -585,18 +607,31 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
         workers_n = max(1, min(session.concurrency, len(todo)))
         pool = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
     executor = pool
-    queue: asyncio.Queue[EvalItem] = asyncio.Queue()
-    for item in todo:
-        queue.put_nowait(item)
+    queue = deque(todo)  # the workers are coroutines of one event loop: no lock needed
     aborted: list[BaseException] = []
     total = len(session.items)
+    # one worker thread: it answers questions back to back (for up to BATCH_SECONDS) before
+    # handing their results over, instead of a hop between the threads per question
+    batched = processes == 1 and workers_n == 1
 
     async def worker() -> None:
-        while not aborted:
-            try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        while not aborted and queue:
+            if batched:
+                batch = list(queue)
+                queue.clear()
+                results, rest, stopped = await loop.run_in_executor(
+                    executor, session.run_batch, batch)
+                queue.extendleft(reversed(rest))
+                for result in results:
+                    session.done[result.id] = result
+                    progress.add(result)
+                if isinstance(stopped, EvalAbort):
+                    aborted.append(stopped)
+                    session.stop.set()
+                if stopped is not None:
+                    return
+                continue
+            item = queue.popleft()
             try:
                 if processes > 1:
                     if session.stop.is_set():

@@ -69,6 +69,11 @@ def test_token_counter_counts_messages(tiktoken_dir: Path) -> None:
     # 3 per message + "user" (1) + "hello world" (2) + 3 reply priming
     assert counter.count_messages(messages) == 9
     assert counter.count_messages(messages, [{"type": "function"}]) > 9
+    # one message's share: what the agent adds as its prompt grows by a turn
+    turn = [{"role": "assistant", "content": "Thought 1 : x"}, {"role": "user", "content": None,
+                                                                 "name": "obs"}]
+    assert counter.count_messages(messages + turn) == (
+        counter.count_messages(messages) + sum(counter.count_message(m) for m in turn))
 
 
 def test_token_counter_falls_back_to_estimates(tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -92,6 +97,9 @@ def test_prices(caplog: pytest.LogCaptureFixture) -> None:
     assert caplog.text.count("my-local-model") == 1
     custom = PriceTable({"m": {"input": 1.0, "output": 3.0}, "n": (2.0, 4.0)})
     assert custom.cost("m", 10**6, 10**6) == 4.0 and custom.cost("n", 10**6, 0) == 2.0
+    # looked up once per model, the same price every time
+    assert custom.lookup("m-2024") is custom.lookup("m-2024") is custom.prices["m"]
+    assert custom.lookup("x") is None and custom.lookup("x") is None
     assert isinstance(DEFAULT_PRICES["gpt-4o"], Price)
 
 

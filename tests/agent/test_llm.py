@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pyql.agent.accounting import Price, PriceTable, TokenCounter, TokenUsage
+from pyql.agent.accounting import Price, PriceTable, TokenCounter, TokenUsage, Usage
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -372,3 +372,35 @@ def test_an_accounted_call_keeps_what_the_client_reported() -> None:
     assert (call.tokens.prompt_tokens, call.tokens.completion_tokens) == (7, 2)
     assert not call.tokens.estimated and call.cost == 0.5
     assert call.model == "client-model"  # the reply named none
+
+
+def test_the_recorders_usage_is_the_sum_usage_add_call_and_add_trigger_make() -> None:
+    from pyql.agent.recorder import Recorder
+    from pyql.agent.trajectory import Step
+
+    class Reporting:
+        model = "m"
+        replies = iter([(TokenUsage(prompt_tokens=7, completion_tokens=2, cached_tokens=1), 0.1,
+                         0.25), (None, None, 0.5)])
+
+        def complete(self, messages: list[dict[str, str]], **_: object) -> LLMReply:
+            usage, cost, latency = next(self.replies)
+            return LLMReply(text="ok", usage=usage, cost=cost, latency=latency)
+
+    counter = TokenCounter(encoding="cl100k_base")
+    prices = PriceTable({"m": Price(1.0, 2.0)})
+    rec = Recorder(Reporting(), counter=counter, price_table=prices)  # type: ignore[arg-type]
+    expected = Usage()
+    for _ in range(2):
+        call = rec.llm([{"role": "user", "content": "x"}])
+        expected = expected.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
+        assert rec.usage == expected  # made when asked for, and again after the next call
+    rec.add(Step(n=1, hint="KB001", kb_queries=2, format_issue="no_action"))
+    rec.add(Step(n=2, hint="KB001", kb_queries=1))
+    rec.add_queries(3)
+    expected = expected.add_trigger("KB001").add_trigger("KB001").model_copy(
+        update={"kb_queries": 6, "parse_failures": 1})
+    assert rec.usage == expected
+    final = rec.finish_usage(label_queries=2)
+    assert final == expected.model_copy(update={"seconds": final.seconds, "label_queries": 2})
+    assert final.seconds > 0 and rec.usage is final

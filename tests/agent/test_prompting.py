@@ -276,3 +276,19 @@ def test_prompt_files_ship_as_package_data() -> None:
     names = {p.name for p in prompts.iterdir() if p.is_file()}
     assert {"profiles.json", "format_text.md", "format_tools.md"} <= names
     assert all(Path(n).suffix in {".md", ".json", ".py", ".txt", ".yaml"} for n in names)
+
+
+def test_a_reply_read_before_is_answered_from_memory_per_functions() -> None:
+    text = "Thought 9 : done.\nAction 9 : execute()"
+    first = parse_reply(text, ("execute",))
+    assert parse_reply(text, ("execute",)) is first
+    assert (first.thought, first.actions, first.issue) == ("done.", ("execute()",), None)
+    # without an Action marker the functions decide: each set of functions has its own reading
+    bare = "get_relation(m.0x)"
+    assert parse_reply(bare, ("get_relation",)).actions == ("get_relation(m.0x)",)
+    assert parse_reply(bare, ()).issue == "no_action"
+    fenced = "Thought 1 : a\nAction 1 :\n```python\npyql get_relation(m.0x)\n```"
+    assert parse_reply(fenced).actions == ("get_relation(m.0x)",)
+    long_reply = "Thought 1 : " + "x" * 2000 + "\nAction 1 : execute()"
+    assert parse_reply(long_reply).actions == ("execute()",)
+    assert parse_reply(long_reply) is not parse_reply(long_reply)  # long replies are not kept

@@ -97,6 +97,24 @@ def test_scripted_run_reaches_the_gold_answers(kb: OxigraphKB) -> None:
     assert llm.calls[0]["stop"] == ["\nObservation"] and llm.calls[0]["tools"] == []
 
 
+def test_token_estimates_off_leave_unreported_tokens_uncounted(kb: OxigraphKB) -> None:
+    counted = QueryAgent(ScriptedLLM(GOLD_STEPS), kb, guidelines=None).run(QUESTION, ENTITIES)
+    # each step's prompt count is the whole prompt, counted a new message at a time
+    prompts = [s.prompt_tokens for s in counted.steps]
+    assert prompts == sorted(prompts) and prompts[0] > 0
+    assert counted.usage.prompt_tokens == sum(prompts)
+    off = QueryAgent(ScriptedLLM(GOLD_STEPS), kb, guidelines=None, token_estimates=False)
+    result = off.run(QUESTION, ENTITIES)
+    assert set(result.answers) == GOLD and result.steps == tuple(
+        s.model_copy(update={"prompt_tokens": 0, "completion_tokens": 0,
+                             "estimated_tokens": False, "env_latency": r.env_latency})
+        for s, r in zip(counted.steps, result.steps, strict=True))
+    usage = result.usage
+    assert (usage.llm_calls, usage.prompt_tokens, usage.completion_tokens) == (6, 0, 0)
+    assert not usage.estimated_tokens
+    assert "token_estimates" in QueryAgent.declared_options
+
+
 def test_prefix_is_shared_across_questions(kb: OxigraphKB) -> None:
     llm = ScriptedLLM(["Action 1 : execute()", "Action 1 : execute()"])
     agent = QueryAgent(llm, kb, guidelines=None, max_steps=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,27 @@ def test_concurrency_4_equals_concurrency_1(tmp_path: Path) -> None:
     assert runs[4][1] == runs[1][1]
     assert comparable_metrics(runs[4][0]) == comparable_metrics(runs[1][0])
     assert runs[4][0]["run"]["this_session"]["concurrency"] == 4
+
+
+def test_one_worker_hands_its_answers_over_in_batches_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker thread answers back to back for up to BATCH_SECONDS: handed over after each
+    question or after all of them, the results are the same lines in the selection's order."""
+    from pyql.agent.evaluation import runner
+
+    require_data("metaqa")
+    config = RunConfig(dataset="metaqa-2hop", llm="gold", limit=12)
+    runs = {}
+    for seconds in (0.0, 60.0):
+        monkeypatch.setattr(runner, "BATCH_SECONDS", seconds)
+        metrics = evaluate(config, tmp_path / f"b{seconds}", progress=False)
+        runs[seconds] = (metrics, [comparable(r) for r in read_results(tmp_path / f"b{seconds}")])
+    assert runs[0.0][1] == runs[60.0][1] and len(runs[0.0][1]) == 12
+    order = {seconds: [json.loads(line)["id"] for line in
+                       (tmp_path / f"b{seconds}" / "results.jsonl").read_text().splitlines()]
+             for seconds in runs}
+    assert order[0.0] == order[60.0] == [r["id"] for r in runs[0.0][1]]
+    assert comparable_metrics(runs[0.0][0]) == comparable_metrics(runs[60.0][0])
 
 
 # -- the rate gate ------------------------------------------------------------------------------
