@@ -294,7 +294,7 @@ class SqlSession(Session):
         self.last_result: ResultSet | None = None
 
     def _initial_memory(self) -> Memory:
-        return Memory(columns=_known_columns(self.schema), entities=dict(self.entities))
+        return Memory(columns=self.schema.column_labels, entities=dict(self.entities))
 
     @property
     def query(self) -> Sql:
@@ -361,7 +361,7 @@ class SqlSession(Session):
         step.args = _args(effective)
         answers = [self._label(query, a) for a in query.answers]
         step.memory = self.memory.with_(
-            columns=_known_columns(schema or self.schema),
+            columns=(schema or self.schema).column_labels,
             answer=", ".join(answers) if answers else None,
             last_values=step.backend.values if step.backend.status == "ok" else self.memory.last_values,
         )
@@ -716,12 +716,6 @@ def _condition_alone(query: Sql) -> bool:
     return (len(query.conditions) == 1 and not query.joins and not query.group_by
             and not query.having and not query.set_operations and query.limit is None
             and len(query.tables) == 1)
-
-
-def _known_columns(schema: Schema) -> tuple[str, ...]:
-    if len(schema) == 1:
-        return schema.tables[0].column_names
-    return tuple(f"{t.name}.{c.name}" for t in schema for c in t.columns)
 
 
 def _render_values(values: Mapping[str, VariableValues], max_shown: int) -> str:
