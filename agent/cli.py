@@ -342,24 +342,16 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 
 
 def _check_ranker(ranker: str | None, preset: str, dataset: str) -> None:
-    """An OpenAI embedding ranker (``--ranker``, or the one every dataset of ``--preset`` ranks
-    with) without a key fails before the model starts or an entity is linked."""
-    from pyql.agent.errors import LLMAuthError
-    from pyql.agent.presets import PRESETS, get_preset
-    from pyql.agent.ranking import check_ranker
+    """An OpenAI embedding ranker (``--ranker``, or the one ``--preset`` ranks with) without a
+    key fails before the model starts or an entity is linked."""
+    from pyql.agent.presets import preset_ranker
+    from pyql.agent.ranking import RankerKeyError, check_ranker
 
-    spec = ranker
-    if spec is None and preset and preset != "default":
-        chosen = ([get_preset(preset, dataset)] if dataset
-                  else list(PRESETS.get(preset, {}).values()))
-        rankers = {p.ranker for p in chosen}
-        spec = rankers.pop() if len(rankers) == 1 else None
+    chosen = None if ranker or preset in ("", "default") else preset
     try:
-        check_ranker(spec)
-    except LLMAuthError as exc:
-        whose = "" if ranker else f" (the {preset} preset's, as the original ranks relations)"
-        raise CliError(f"the {spec} relation ranker{whose} needs OpenAI embeddings: {exc}",
-                       hint="set OPENAI_API_KEY, or rank offline with --ranker bm25") from None
+        check_ranker(ranker or preset_ranker(chosen, dataset or None), preset=chosen)
+    except RankerKeyError as exc:
+        raise CliError(str(exc), hint=exc.hint) from None
 
 
 @contextmanager

@@ -40,6 +40,7 @@ __all__ = [
     "get_preset",
     "PAPER_METRICS",
     "PAPER_TEMPERATURES",
+    "preset_ranker",
     "preset_temperature",
     "primary_metric",
 ]
@@ -285,6 +286,23 @@ def primary_metric(default: str, *, metric: str, strategy: str, preset: str | No
 #: modules"), SRP 4.1 ("Temperature is 0.3 for all modules"). QueryAgent's is :attr:`Preset.
 #: temperature` (0, the original's ag_utils.py:141, the client's default).
 PAPER_TEMPERATURES: dict[str, float] = {"readi": 0.3, "srp": 0.3}
+
+
+def preset_ranker(preset: str | None, dataset: str | None = None) -> str | None:
+    """The relation ranker ``preset`` sets for ``dataset``; without a dataset, the one every
+    dataset of the preset shares (None: none, or they differ). An unknown preset, or one with no
+    setting for ``dataset``, is :class:`PresetError` (:func:`get_preset`).
+
+    >>> preset_ranker("paper"), preset_ranker("paper", "metaqa-2hop"), preset_ranker(None)
+    ('openai', 'openai', None)
+    """
+    if preset is None:
+        return None
+    if dataset:
+        return get_preset(preset, dataset).ranker
+    lookup(PRESETS, preset, "preset", UnknownPresetError)
+    rankers = {p.ranker for p in PRESETS.get(preset, {}).values()}
+    return rankers.pop() if len(rankers) == 1 else None
 
 
 def preset_temperature(preset: str | None, strategy: str) -> float | None:

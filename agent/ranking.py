@@ -34,11 +34,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pyql.agent.errors import LLMAuthError
 from pyql.datasets.paths import cache_dir
 
 __all__ = [
     "TOP_K",
     "RelationRanker",
+    "RankerKeyError",
     "check_ranker",
     "Embedder",
     "BM25Ranker",
@@ -322,14 +324,30 @@ def get_ranker(spec: RelationRanker | str | None) -> RelationRanker | None:
                      "'hybrid:openai' or a RelationRanker")
 
 
-def check_ranker(spec: str | None) -> None:
-    """Fail before a run, not at its first question, when the ranker ``spec`` cannot be built:
-    the OpenAI embedding rankers need an API key (:class:`~pyql.agent.errors.LLMAuthError`).
-    Nothing is sent."""
+class RankerKeyError(LLMAuthError):
+    """An OpenAI embedding ranker has no API key (``ranker``; ``preset``: the preset that chose
+    it, None for ``--ranker``; ``hint``: how to run without one)."""
+
+    def __init__(self, ranker: str, preset: str | None, cause: LLMAuthError) -> None:
+        self.ranker = ranker
+        self.preset = preset
+        self.hint = "set OPENAI_API_KEY, or rank offline with --ranker bm25"
+        whose = f" (the {preset} preset's, as the original ranks relations)" if preset else ""
+        super().__init__(f"the {ranker} relation ranker{whose} needs OpenAI embeddings: {cause}",
+                         model=cause.model, status=cause.status, code=cause.code)
+
+
+def check_ranker(spec: str | None, *, preset: str | None = None) -> None:
+    """Fail before a run, not at its first question, when the ranker ``spec`` (``preset``: the
+    preset it comes from, if not given by name) cannot be built: the OpenAI embedding rankers
+    need an API key (:class:`RankerKeyError`). Nothing is sent."""
     if spec in ("openai", "hybrid:openai"):
         from pyql.agent.llm import OpenAIEmbeddings
 
-        OpenAIEmbeddings()
+        try:
+            OpenAIEmbeddings()
+        except LLMAuthError as exc:
+            raise RankerKeyError(spec, preset, exc) from None
 
 
 def rank_relations(question: str, relations: Sequence[str], ranker: RelationRanker | None, *,

@@ -405,27 +405,22 @@ def _with_references(options: dict[str, Any], references: Path | None) -> dict[s
 def _check_settings(dataset: str, preset: str | None, ranker: str | None,
                     extremum: str | None) -> None:
     """Preset, ranker and argmax semantics are checked before a run directory is made."""
-    from pyql.agent.errors import LLMAuthError
-    from pyql.agent.presets import PresetError, get_preset
-    from pyql.agent.ranking import check_ranker
+    from pyql.agent.presets import PresetError, preset_ranker
+    from pyql.agent.ranking import RankerKeyError, check_ranker
 
-    preset_ranker = None
-    if preset is not None:
-        try:
-            preset_ranker = get_preset(preset, dataset).ranker
-        except PresetError as exc:
-            fail(str(exc))
+    try:
+        chosen = preset_ranker(preset, dataset)
+    except PresetError as exc:
+        fail(str(exc))
     if ranker is not None:
         try:
             lookup(dict.fromkeys(RANKERS), ranker, "ranker")
         except UnknownNameError as exc:
             fail(str(exc))
     try:
-        check_ranker(ranker or preset_ranker)
-    except LLMAuthError as exc:
-        whose = "" if ranker else f" (the {preset} preset's, as the original ranks relations)"
-        fail(f"the {ranker or preset_ranker} relation ranker{whose} needs OpenAI embeddings: "
-             f"{exc}", hint="set OPENAI_API_KEY, or rank offline with --ranker bm25")
+        check_ranker(ranker or chosen, preset=None if ranker else preset)
+    except RankerKeyError as exc:
+        fail(str(exc), hint=exc.hint)
     if extremum is not None and extremum not in ("ties", "limit"):
         fail(f"--extremum must be ties or limit, not {extremum!r}")
 
