@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_PRICES",
     "TokenUsage",
     "Usage",
+    "UsageTally",
     "TokenCounter",
     "load_encoding",
     "get_encoding",
@@ -378,8 +379,12 @@ class TokenUsage(BaseModel):
 class Usage(BaseModel):
     """What answering one question used. Add two with ``+`` to total a run.
 
-    >>> u = Usage().add_call(TokenUsage(prompt_tokens=10, completion_tokens=2), cost=0.5, seconds=1)
-    >>> u = u.add_trigger("G001").add_trigger("G001")
+    A question's usage is summed by a :class:`UsageTally`:
+
+    >>> tally = UsageTally()
+    >>> tally.add_call(TokenUsage(prompt_tokens=10, completion_tokens=2), cost=0.5, seconds=1)
+    >>> tally.add_trigger("G001"); tally.add_trigger("G001")
+    >>> u = tally.usage()
     >>> (u.llm_calls, u.prompt_tokens, u.guideline_triggers)
     (1, 10, {'G001': 2})
     """
@@ -410,24 +415,6 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0,
-                 constrained: bool = False) -> Usage:
-        return self.model_copy(update={
-            "constrained_calls": self.constrained_calls + int(constrained),
-            "llm_calls": self.llm_calls + 1,
-            "prompt_tokens": self.prompt_tokens + tokens.prompt_tokens,
-            "completion_tokens": self.completion_tokens + tokens.completion_tokens,
-            "cached_tokens": self.cached_tokens + tokens.cached_tokens,
-            "estimated_tokens": self.estimated_tokens or tokens.estimated,
-            "cost": self.cost + cost,
-            "llm_seconds": self.llm_seconds + seconds,
-        })
-
-    def add_trigger(self, code: str) -> Usage:
-        triggers = dict(self.guideline_triggers)
-        triggers[code] = triggers.get(code, 0) + 1
-        return self.model_copy(update={"guideline_triggers": triggers})
-
     def __add__(self, other: Usage) -> Usage:
         triggers = dict(self.guideline_triggers)
         for code, n in other.guideline_triggers.items():
@@ -447,3 +434,49 @@ class Usage(BaseModel):
             seconds=self.seconds + other.seconds,
             guideline_triggers=triggers,
         )
+
+
+class UsageTally:
+    """The running sums of one question's :class:`Usage` (mutable: a frozen copy per call and
+    step costs more than the step's own bookkeeping); :meth:`usage` makes the frozen value."""
+
+    __slots__ = ("llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
+                 "estimated_tokens", "cost", "llm_seconds", "constrained_calls", "kb_queries",
+                 "parse_failures", "triggers")
+
+    def __init__(self) -> None:
+        self.llm_calls = self.prompt_tokens = self.completion_tokens = self.cached_tokens = 0
+        self.constrained_calls = self.kb_queries = self.parse_failures = 0
+        self.estimated_tokens = False
+        self.cost = self.llm_seconds = 0.0
+        self.triggers: dict[str, int] = {}
+
+    def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0,
+                 constrained: bool = False) -> None:
+        """One LLM call: its tokens, cost and seconds."""
+        self.llm_calls += 1
+        self.constrained_calls += int(constrained)
+        self.prompt_tokens += tokens.prompt_tokens
+        self.completion_tokens += tokens.completion_tokens
+        self.cached_tokens += tokens.cached_tokens
+        self.estimated_tokens = self.estimated_tokens or tokens.estimated
+        self.cost += cost
+        self.llm_seconds += seconds
+
+    def add_trigger(self, code: str) -> None:
+        """One hint of the guideline ``code``."""
+        self.triggers[code] = self.triggers.get(code, 0) + 1
+
+    def usage(self, **update: Any) -> Usage:
+        """The sums as a :class:`Usage` (``update``: fields the tally does not keep, such as
+        ``seconds``)."""
+        fields: dict[str, Any] = {
+            "llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens, "cached_tokens": self.cached_tokens,
+            "estimated_tokens": self.estimated_tokens, "cost": self.cost,
+            "llm_seconds": self.llm_seconds, "kb_queries": self.kb_queries,
+            "guideline_triggers": dict(self.triggers),
+            "constrained_calls": self.constrained_calls, "parse_failures": self.parse_failures,
+        }
+        fields.update(update)
+        return Usage(**fields)

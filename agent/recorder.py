@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage, UsageTally
 from pyql.agent.llm import (
     LLM,
     AccountedCall,
@@ -78,7 +78,7 @@ class Recorder:
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
         self.started = time.perf_counter()
-        self._tally = _Tally()
+        self._tally = UsageTally()
         self._usage: Usage | None = None
         self.steps: list[Step] = []
 
@@ -140,7 +140,7 @@ class Recorder:
         if cost is None:
             cost = self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
                                          tokens.cached_tokens)
-        self._tally.add_call(tokens, cost, reply.latency, constrained)
+        self._tally.add_call(tokens, cost=cost, seconds=reply.latency, constrained=constrained)
         self._usage = None
         fingerprint = prompt_fingerprint(messages, tools) if self.fingerprint else ""
         return AccountedCall(reply, tokens, cost, fingerprint, model, constrained=constrained,
@@ -167,7 +167,7 @@ class Recorder:
         if step.format_issue:
             tally.parse_failures += 1
         if step.hint:
-            tally.triggers[step.hint] = tally.triggers.get(step.hint, 0) + 1
+            tally.add_trigger(step.hint)
         self._usage = None
         for callback in self.callbacks:
             callback(step)
@@ -187,45 +187,6 @@ class Recorder:
 
 #: the tokens of a call whose client reports none, when the recorder estimates none
 _NOT_COUNTED = TokenUsage()
-
-
-class _Tally:
-    """The running sums of one question's :class:`Usage`, added in the order ``Usage.add_call``
-    and ``Usage.add_trigger`` would add them (the same floats)."""
-
-    __slots__ = ("llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
-                 "estimated_tokens", "cost", "llm_seconds", "constrained_calls", "kb_queries",
-                 "parse_failures", "triggers")
-
-    def __init__(self) -> None:
-        self.llm_calls = self.prompt_tokens = self.completion_tokens = self.cached_tokens = 0
-        self.constrained_calls = self.kb_queries = self.parse_failures = 0
-        self.estimated_tokens = False
-        self.cost = self.llm_seconds = 0.0
-        self.triggers: dict[str, int] = {}
-
-    def add_call(self, tokens: TokenUsage, cost: float, seconds: float, constrained: bool
-                 ) -> None:
-        self.llm_calls += 1
-        self.constrained_calls += int(constrained)
-        self.prompt_tokens += tokens.prompt_tokens
-        self.completion_tokens += tokens.completion_tokens
-        self.cached_tokens += tokens.cached_tokens
-        self.estimated_tokens = self.estimated_tokens or tokens.estimated
-        self.cost += cost
-        self.llm_seconds += seconds
-
-    def usage(self, **update: Any) -> Usage:
-        fields: dict[str, Any] = {
-            "llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens, "cached_tokens": self.cached_tokens,
-            "estimated_tokens": self.estimated_tokens, "cost": self.cost,
-            "llm_seconds": self.llm_seconds, "kb_queries": self.kb_queries,
-            "guideline_triggers": dict(self.triggers),
-            "constrained_calls": self.constrained_calls, "parse_failures": self.parse_failures,
-        }
-        fields.update(update)
-        return Usage(**fields)
 
 
 def _count(backend: Any) -> int | None:

@@ -16,7 +16,7 @@ from pyql.agent.accounting import (
     PriceTable,
     TokenCounter,
     TokenUsage,
-    Usage,
+    UsageTally,
     encoding_name_for_model,
     get_encoding,
     load_encoding,
@@ -119,11 +119,18 @@ def test_token_counter_for_an_llm_uses_its_models_encoding(tiktoken_dir: Path) -
 
 
 def test_usage_adds_up() -> None:
-    a = (Usage().add_call(TokenUsage(prompt_tokens=100, completion_tokens=10), cost=0.1, seconds=1.0)
-         .add_trigger("RM202"))
-    b = (Usage(kb_queries=3, seconds=2.0)
-         .add_call(TokenUsage(prompt_tokens=50, completion_tokens=5, estimated=True), cost=0.2)
-         .add_trigger("RM202").add_trigger("PY101"))
+    tally = UsageTally()
+    tally.add_call(TokenUsage(prompt_tokens=100, completion_tokens=10), cost=0.1, seconds=1.0)
+    tally.add_trigger("RM202")
+    a = tally.usage()
+    tally = UsageTally()
+    tally.kb_queries = 3
+    tally.add_call(TokenUsage(prompt_tokens=50, completion_tokens=5, estimated=True), cost=0.2)
+    tally.add_trigger("RM202")
+    tally.add_trigger("PY101")
+    b = tally.usage(seconds=2.0)
+    tally.add_trigger("PY101")
+    assert b.guideline_triggers == {"RM202": 1, "PY101": 1}  # a made usage does not move
     total = a + b
     assert (total.llm_calls, total.prompt_tokens, total.completion_tokens) == (2, 150, 15)
     assert total.cost == pytest.approx(0.3) and total.kb_queries == 3 and total.seconds == 2.0

@@ -374,7 +374,7 @@ def test_an_accounted_call_keeps_what_the_client_reported() -> None:
     assert call.model == "client-model"  # the reply named none
 
 
-def test_the_recorders_usage_is_the_sum_usage_add_call_and_add_trigger_make() -> None:
+def test_the_recorders_usage_is_the_sum_of_its_calls_and_steps() -> None:
     from pyql.agent.recorder import Recorder
     from pyql.agent.trajectory import Step
 
@@ -390,16 +390,21 @@ def test_the_recorders_usage_is_the_sum_usage_add_call_and_add_trigger_make() ->
     counter = TokenCounter(encoding="cl100k_base")
     prices = PriceTable({"m": Price(1.0, 2.0)})
     rec = Recorder(Reporting(), counter=counter, price_table=prices)  # type: ignore[arg-type]
-    expected = Usage()
-    for _ in range(2):
-        call = rec.llm([{"role": "user", "content": "x"}])
-        expected = expected.add_call(call.tokens, cost=call.cost, seconds=call.reply.latency)
-        assert rec.usage == expected  # made when asked for, and again after the next call
+    calls = []
+    for n in range(1, 3):
+        calls.append(rec.llm([{"role": "user", "content": "x"}]))
+        expected = Usage(  # made when asked for, and again after the next call
+            llm_calls=n, prompt_tokens=sum(c.tokens.prompt_tokens for c in calls),
+            completion_tokens=sum(c.tokens.completion_tokens for c in calls), cached_tokens=1,
+            estimated_tokens=n == 2, cost=sum(c.cost for c in calls),
+            llm_seconds=sum(c.reply.latency for c in calls))
+        assert rec.usage == expected
+    assert calls[1].tokens.estimated and calls[1].cost > 0  # counted and priced here
     rec.add(Step(n=1, hint="KB001", kb_queries=2, format_issue="no_action"))
     rec.add(Step(n=2, hint="KB001", kb_queries=1))
     rec.add_queries(3)
-    expected = expected.add_trigger("KB001").add_trigger("KB001").model_copy(
-        update={"kb_queries": 6, "parse_failures": 1})
+    expected = expected.model_copy(update={"guideline_triggers": {"KB001": 2}, "kb_queries": 6,
+                                           "parse_failures": 1})
     assert rec.usage == expected
     final = rec.finish_usage(label_queries=2)
     assert final == expected.model_copy(update={"seconds": final.seconds, "label_queries": 2})
