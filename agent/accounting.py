@@ -210,6 +210,13 @@ class TokenCounter:
     (``directory`` / ``$PYQL_TIKTOKEN_DIR`` as an override, else tiktoken's cache or download,
     else ``fallback``). If tiktoken or the files are missing, counts fall back to
     ``ceil(len(text) / 4)`` and :attr:`exact` is False.
+
+    ``estimates`` says whether a :class:`~pyql.agent.recorder.Recorder` estimates with it the
+    usage of a call whose client reports none (False: those tokens count 0; the counter still
+    counts prompts against a context budget). ``pyql eval`` makes its counter with
+    ``estimates=False`` for a stand-in run unless ``--token-estimates`` is given: the stand-ins
+    report no usage and never read their prompts, and counting them costs more CPU than the
+    rest of the harness (``benchmarks/harness_overhead.py``).
     """
 
     #: per message overhead and reply priming of the chat format (gpt-3.5-turbo-0613 and later)
@@ -219,8 +226,10 @@ class TokenCounter:
 
     def __init__(self, encoding: str | tiktoken.Encoding | None = None, *,
                  model: str | None = None, directory: str | os.PathLike[str] | None = None,
-                 fallback: str | os.PathLike[str] | None = None) -> None:
+                 fallback: str | os.PathLike[str] | None = None, estimates: bool = True
+                 ) -> None:
         self._spec = encoding or encoding_name_for_model(model or "")
+        self.estimates = estimates
         self._directory = directory
         self._fallback = fallback
         self._encoding: Any = None if isinstance(self._spec, str) else self._spec

@@ -184,8 +184,8 @@ class QueryAgent:
     turns either off), and ``session_options`` override everything.
 
     The tokens of a client that reports no usage (a stand-in, a local server) are estimated with
-    ``token_counter`` (tiktoken); ``token_estimates=False`` leaves them uncounted (0, not
-    estimated): a stand-in run that does not want its token figures saves the encoding.
+    ``token_counter`` (tiktoken); a counter made with ``estimates=False`` leaves them uncounted
+    (0, not estimated) and still counts prompts against a context budget.
 
     >>> from pyql.agent.llm import ScriptedLLM
     >>> from pyql.kb import OxigraphKB
@@ -225,8 +225,6 @@ class QueryAgent:
         "relation_order": StrategyOption(Literal["shuffled", "sorted"],
                                          "relations listed shuffled (the paper) or sorted (its code)"),
         "temperature": StrategyOption(float, "sent with every request"),
-        "token_estimates": StrategyOption(
-            bool, "estimate the tokens a client does not report (off: they count 0)"),
     }
 
     def __init__(
@@ -256,7 +254,6 @@ class QueryAgent:
         constrain: Constrain | bool = "auto",
         relation_order: str | None = None,
         temperature: float | None = None,
-        token_estimates: bool = True,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -317,9 +314,6 @@ class QueryAgent:
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
-        #: tokens of a client that reports none are estimated with ``token_counter`` (off: they
-        #: count 0; the context budgets still count with it)
-        self.token_estimates = token_estimates
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
@@ -404,7 +398,7 @@ class QueryAgent:
         :class:`~pyql.agent.strategy.Strategy` contract) are not used by this strategy.
         """
         rec = Recorder(self.llm, question,
-                       counter=self.token_counter if self.token_estimates else None,
+                       counter=self.token_counter,
                        price_table=self.price_table, constrain=self.constrained,
                        on_step=on_step if on_step is not None else self.on_step)
         entities = dict(entities or {})

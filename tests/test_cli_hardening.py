@@ -289,15 +289,19 @@ def test_webqsp_el_errors_name_webqsp_el(tmp_path):
     assert "webqsp-el needs a Freebase KB" in result.stderr
 
 
-def test_gold_runs_mark_tokens_per_question_as_estimated(tmp_path):
+def test_gold_runs_estimate_tokens_only_when_asked_and_mark_them_estimated(tmp_path):
     require_data("metaqa", "1-hop")
-    result = runner.invoke(app, ["eval", "--dataset", "metaqa-1hop", "--llm", "gold", "--limit",
-                                 "2", "--out", str(tmp_path / "r"), "--no-progress"],
-                           env={"COLUMNS": "120"})
-    assert result.exit_code == 0, result.output
-    assert "tokens / question (estimated)" in result.stdout
-    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
-    assert metrics["tokens_estimated"] == 1.0
+    for flags, estimated in (([], False), (["--token-estimates"], True)):
+        out = tmp_path / f"r{len(flags)}"
+        result = runner.invoke(app, ["eval", "--dataset", "metaqa-1hop", "--llm", "gold",
+                                     "--limit", "2", "--out", str(out), "--no-progress", *flags],
+                               env={"COLUMNS": "120"})
+        assert result.exit_code == 0, result.output
+        assert ("tokens / question (estimated)" in result.stdout) is estimated
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["tokens_estimated"] == float(estimated)
+        assert (metrics["prompt_tokens"] > 0) is estimated
+        assert json.loads((out / "config.json").read_text())["token_estimates"] is estimated
 
 
 def test_demo_next_commands_fit_80_columns_and_run():

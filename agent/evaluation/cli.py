@@ -239,6 +239,10 @@ def eval_command(
     constrain: opts.ConstrainOpt = "auto",
     max_tokens: opts.MaxTokensOpt = None,
     temperature: opts.TemperatureOpt = None,
+    token_estimates: Annotated[bool, typer.Option(
+        "--token-estimates", help="estimate the tokens of a stand-in's (gold, noisy-gold) "
+        "prompts and replies with tiktoken; off, they count 0 (a model's tokens are the "
+        "server's, or estimated when it reports none)")] = False,
 ) -> None:
     """Evaluate the agent (or gold programs) on a dataset: metrics, progress, resumable results.
 
@@ -261,6 +265,7 @@ def eval_command(
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
         max_outages=max_outages, processes=processes, constrain=constrain,
         max_tokens=max_tokens, kb_timeout=kb_timeout, temperature=temperature,
+        token_estimates=token_estimates,
     )
     if json_output:
         print_json(metrics)
@@ -285,7 +290,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          deadline: float | None = None, max_outages: int = 5,
          processes: int | None = None, constrain: str = "auto",
          max_tokens: int | None = None, kb_timeout: float | None = None,
-         temperature: float | None = None) -> dict[str, Any]:
+         temperature: float | None = None, token_estimates: bool = False) -> dict[str, Any]:
     from pyql import __version__
     from pyql.agent.evaluation.datasets import DATASETS, dataset_names
     from pyql.agent.evaluation.llm_spec import LLMSpecError, parse_llm_spec
@@ -311,7 +316,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
                 ("--temperature", temperature),
-                ("--kb-timeout", kb_timeout),
+                ("--kb-timeout", kb_timeout), ("--token-estimates", token_estimates or None),
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
             if given:
@@ -357,7 +362,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
             kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
             constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
-            temperature=temperature,
+            temperature=temperature, token_estimates=token_estimates,
             pyql_version=__version__,
         )
         return evaluate(config, out, progress=progress)

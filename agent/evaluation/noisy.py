@@ -96,7 +96,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from pyql.agent.accounting import TokenUsage
 from pyql.agent.evaluation.llm_spec import (
     INJECTION_TYPES,
     LLMSpecError,
@@ -328,17 +327,15 @@ class NoisyGoldLLM:
         ctx = self._context(messages)
         call, thought = self._next_action(ctx)
         n = ctx.step
-        usage = TokenUsage(
-            prompt_tokens=sum(len(str(m.get("content") or "")) for m in messages) // 4,
-            completion_tokens=len(str(call)) // 4 + 8, estimated=True)
+        # no usage, as every stand-in: the recorder estimates it when the run asks for it
         if tools:
             return LLMReply(text=f"Thought {n}: {thought}", tool_calls=(self._tool_call(call, n),),
-                            usage=usage, model=self.model, finish_reason="tool_calls", cost=0.0)
+                            model=self.model, finish_reason="tool_calls", cost=0.0)
         text = f"Thought {n}: {thought}\nAction {n}: {call}"
         if not tools and paper_step_number(messages) is not None:  # continues "Thought n:"
             text = f" {thought}\nAction {n}: {call}"
-        return LLMReply(text=apply_stop(text, stop), usage=usage, model=self.model,
-                        finish_reason="stop", cost=0.0)
+        return LLMReply(text=apply_stop(text, stop), model=self.model, finish_reason="stop",
+                        cost=0.0)
 
     def observe(self, step: Step) -> None:
         """Read the record of the step just taken (its hint code, whether it was accepted, and

@@ -190,6 +190,9 @@ class RunConfig(BaseModel):
     temperature: float | None = None
     #: wall-clock seconds per KB query (a SPARQL endpoint's; None: the KB's own, 30)
     kb_timeout: float | None = None
+    #: estimate the tokens of a stand-in's calls too (they report none; a model's are the
+    #: server's, or estimated when it reports none): off, a stand-in run's tokens count 0
+    token_estimates: bool = False
     #: stop the run after this many questions in a row ended in an outage (0: never)
     max_outages: int = 5
     pyql_version: str = ""

@@ -321,8 +321,10 @@ class _Session:
         model = getattr(getattr(provider, "base", None), "model", "") or ""
         # tiktoken's own cache (or $PYQL_TIKTOKEN_DIR) first; the data's copy when offline
         offline = dataset.data_dir / "tiktoken"
-        self.counter = _MemoCounter(model=model,
-                                    fallback=str(offline) if offline.is_dir() else None)
+        # a stand-in's prompts are counted only when asked for (TokenCounter.estimates)
+        estimates = config.token_estimates or not isinstance(provider, StandInProvider)
+        self.counter = _MemoCounter(model=model, fallback=str(offline) if offline.is_dir() else None,
+                                    estimates=estimates)
         self.counter.exact  # noqa: B018 - load the encoding once, before the threads
         #: the headline score: the dataset's, or under the paper preset the paper's own
         self.primary = primary_metric(dataset.primary, metric=dataset.metric,

@@ -19,6 +19,7 @@ from pyql.agent import (
     QueryAgent,
     ReplayLLM,
     ScriptedLLM,
+    TokenCounter,
     Trajectory,
     load_trajectories,
 )
@@ -97,13 +98,15 @@ def test_scripted_run_reaches_the_gold_answers(kb: OxigraphKB) -> None:
     assert llm.calls[0]["stop"] == ["\nObservation"] and llm.calls[0]["tools"] == []
 
 
-def test_token_estimates_off_leave_unreported_tokens_uncounted(kb: OxigraphKB) -> None:
+def test_a_counter_without_estimates_leaves_unreported_tokens_uncounted(kb: OxigraphKB
+                                                                        ) -> None:
     counted = QueryAgent(ScriptedLLM(GOLD_STEPS), kb, guidelines=None).run(QUESTION, ENTITIES)
     # each step's prompt count is the whole prompt, counted a new message at a time
     prompts = [s.prompt_tokens for s in counted.steps]
     assert prompts == sorted(prompts) and prompts[0] > 0
     assert counted.usage.prompt_tokens == sum(prompts)
-    off = QueryAgent(ScriptedLLM(GOLD_STEPS), kb, guidelines=None, token_estimates=False)
+    off = QueryAgent(ScriptedLLM(GOLD_STEPS), kb, guidelines=None,
+                     token_counter=TokenCounter(estimates=False))
     result = off.run(QUESTION, ENTITIES)
     assert set(result.answers) == GOLD and result.steps == tuple(
         s.model_copy(update={"prompt_tokens": 0, "completion_tokens": 0,
@@ -112,7 +115,6 @@ def test_token_estimates_off_leave_unreported_tokens_uncounted(kb: OxigraphKB) -
     usage = result.usage
     assert (usage.llm_calls, usage.prompt_tokens, usage.completion_tokens) == (6, 0, 0)
     assert not usage.estimated_tokens
-    assert "token_estimates" in QueryAgent.declared_options
 
 
 def test_prefix_is_shared_across_questions(kb: OxigraphKB) -> None:
