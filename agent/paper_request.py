@@ -17,8 +17,9 @@ original carries (its errors start ``ERROR_INFO:``), so as in the code it is alw
 ...                   relations=["directed_by"])
 >>> head.split("\\n")
 ['', 'Question: who directed [Kismet] ', 'Entity: Kismet', "Relation for the entity: ['directed_by']", '']
->>> paper_prompt("PROMPT", head, [PaperTurn("find him", "relate(directed_by)", "['W']")]
-...              ).split("\\n")[-4:]
+>>> from pyql.agent.trajectory import Step
+>>> step = Step(n=1, thought="find him", action="relate(directed_by)", observation="['W']")
+>>> paper_prompt("PROMPT", head, [step]).split("\\n")[-4:]
 ['Thought 1: find him', 'Action 1: relate(directed_by)', "Observation 1: ['W']", 'Thought 2:']
 >>> parse_paper_reply(" the director\\nAction 2: execute()\\nmore", 2, "metaqa")
 ('the director', 'execute()\\nmore')
@@ -34,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyql.agent.presets import FORGOTTEN_OBSERVATION
+from pyql.agent.trajectory import Step
 
 __all__ = [
     "MAX_TOKENS",
     "PaperRequest",
-    "PaperTurn",
     "first_line",
     "paper_head",
     "paper_prompt",
@@ -50,15 +51,6 @@ __all__ = [
 
 #: the original's ``max_tokens`` (ag_utils.py:141)
 MAX_TOKENS = 256
-
-
-@dataclass(frozen=True)
-class PaperTurn:
-    """One step as the original's history keeps it (``TAO_list``): thought, action, observation."""
-
-    thought: str
-    action: str
-    observation: str
 
 
 @dataclass(frozen=True)
@@ -94,9 +86,10 @@ def paper_head(family: str, question: str, *, entities: Mapping[str, str] | None
     return f"\nQuestion: {question} \nEntity: {dict(entities or {})!s}\n"
 
 
-def paper_prompt(base: str, head: str, turns: Sequence[PaperTurn]) -> str:
-    """``get_dynamic_history``: the prompt, the question block, the turns (older observations
-    forgotten), then ``Thought N:``."""
+def paper_prompt(base: str, head: str, turns: Sequence[Step]) -> str:
+    """``get_dynamic_history``: the prompt, the question block, the steps taken as the
+    original's history keeps them (``TAO_list``: thought, action, observation; older
+    observations forgotten), then ``Thought N:``."""
     parts = [base, head]
     last = len(turns)
     for index, turn in enumerate(turns):

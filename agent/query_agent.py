@@ -46,7 +46,6 @@ from pyql.agent.errors import LLMContextLengthError
 from pyql.agent.llm import LLM, AccountedCall, LLMReply, ToolCall
 from pyql.agent.paper_request import (
     MAX_TOKENS,
-    PaperTurn,
     first_line,
     paper_head,
     paper_prompt,
@@ -422,14 +421,13 @@ class QueryAgent:
         last_obs: Observation | None = None
         head = list(messages)
         turns: list[list[dict[str, Any]]] = []
-        paper_turns: list[PaperTurn] = []
         if self.paper_request:
             paper_base, _, topic_queries = rec.env(
                 lambda: self._paper_head(session, question, entities, columns), backend=backend)
             rec.add_queries(topic_queries)
         for n in range(1, self.max_steps + 1):
             if self.paper_request:
-                prompt = paper_prompt(verbatim_prompt(self.profile), paper_base, paper_turns)
+                prompt = paper_prompt(verbatim_prompt(self.profile), paper_base, rec.steps)
                 budget = self._paper_budget()
                 over = budget is not None and self.token_counter.count(prompt) > budget
             else:
@@ -471,9 +469,7 @@ class QueryAgent:
                 accepted=obs.ok, format_issue=decision.issue, query=obs.query,
                 env_latency=env_seconds, kb_queries=kb_queries, **fields,
             ))
-            if self.paper_request:
-                paper_turns.append(PaperTurn(step.thought, step.action, step.observation))
-            else:
+            if not self.paper_request:
                 turns.append(self._turn(step, reply))
                 messages.extend(turns[-1])
             last_obs = obs
