@@ -58,23 +58,26 @@ from functools import cache
 from typing import (
     TYPE_CHECKING,
     Any,
+    Generic,
     Literal,
     Protocol,
     TypeAlias,
+    TypeVar,
     get_args,
     get_origin,
+    overload,
     runtime_checkable,
 )
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from pyql.agent.accounting import Usage
+from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import PyqlError
 from pyql.plugins import plugins
 from pyql.registry import UnknownNameError, lookup
 
 if TYPE_CHECKING:
-    from pyql.agent.accounting import Usage
-    from pyql.agent.trajectory import Step, Trajectory
     from pyql.db.base import DB
     from pyql.environment import Environment
     from pyql.kb.base import KB
@@ -211,47 +214,41 @@ def check_options(strategy: str | StrategyType, options: Mapping[str, Any]) -> d
     return out
 
 
+_T = TypeVar("_T")
+
+
+class _FromTrajectory(Generic[_T]):
+    """An attribute of :class:`Result` that is its trajectory's, read through (kept once)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, result: None, owner: type) -> _FromTrajectory[_T]: ...
+    @overload
+    def __get__(self, result: Result, owner: type) -> _T: ...
+    def __get__(self, result: Result | None, owner: type) -> _T | _FromTrajectory[_T]:
+        return self if result is None else getattr(result.trajectory, self.name)
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of one question, whatever the strategy: the trajectory (serialisable, with
-    the typed steps, usage and answers) and the program the strategy ended with."""
+    the typed steps, usage and answers) and the program the strategy ended with. The other
+    attributes are the trajectory's: ``query`` is the final SPARQL/SQL text, ``finished`` says
+    the strategy reached its own end (QueryAgent: execute() was accepted)."""
 
     trajectory: Trajectory
     program: Program
 
-    @property
-    def question(self) -> str:
-        return self.trajectory.question
-
-    @property
-    def strategy(self) -> str:
-        return self.trajectory.strategy
-
-    @property
-    def answers(self) -> tuple[Any, ...]:
-        return self.trajectory.answers
-
-    @property
-    def query(self) -> str:
-        """The final SPARQL/SQL text."""
-        return self.trajectory.query
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return self.trajectory.steps
-
-    @property
-    def usage(self) -> Usage:
-        return self.trajectory.usage
-
-    @property
-    def finished(self) -> bool:
-        """The strategy reached its own end (QueryAgent: execute() was accepted)."""
-        return self.trajectory.finished
-
-    @property
-    def stop_reason(self) -> str:
-        return self.trajectory.stop_reason
+    question = _FromTrajectory[str]()
+    strategy = _FromTrajectory[str]()
+    answers = _FromTrajectory[tuple[Any, ...]]()
+    query = _FromTrajectory[str]()
+    steps = _FromTrajectory[tuple[Step, ...]]()
+    usage = _FromTrajectory[Usage]()
+    finished = _FromTrajectory[bool]()
+    stop_reason = _FromTrajectory[str]()
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pydantic import ValidationError
 
@@ -246,6 +246,20 @@ def _result(path: Path, number: int, record: dict[str, Any], malformed: Malforme
     return None
 
 
+class _RunFile:
+    """A file of every run directory: on a :class:`RunDir`, its path there."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, run: None, owner: type) -> _RunFile: ...
+    @overload
+    def __get__(self, run: RunDir, owner: type) -> Path: ...
+    def __get__(self, run: RunDir | None, owner: type) -> Path | _RunFile:
+        return self if run is None else run.path / self.name
+
+
 class RunDir:
     """The files of one run directory (module docstring). Creating one touches nothing."""
 
@@ -255,21 +269,10 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG
-
-    @property
-    def results_path(self) -> Path:
-        return self.path / RESULTS
-
-    @property
-    def trajectories_path(self) -> Path:
-        return self.path / TRAJECTORIES
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS
+    config_path = _RunFile(CONFIG)
+    results_path = _RunFile(RESULTS)
+    trajectories_path = _RunFile(TRAJECTORIES)
+    metrics_path = _RunFile(METRICS)
 
     def holds_run(self) -> bool:
         """Whether a run was started here (a configuration or results)."""

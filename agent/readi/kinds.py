@@ -143,17 +143,31 @@ def counts(edits: int, complete: bool, retrieved: int) -> dict[str, float]:
             "retrieved": float(retrieved)}
 
 
-class KBPaths:
+class _OneQuestion:
+    """What a kind runs with for one question: Readi (the answer step), the question's recorder
+    and the prompt profile."""
+
+    def __init__(self, readi: Answerer, run: Recorder, profile: str) -> None:
+        self.readi = readi
+        self.run = run
+        self.profile = profile
+
+    def _by_program(self, sound: bool) -> bool:
+        """Whether the program answers (Readi's ``answer`` mode ``program``, or ``auto`` with
+        a ``sound`` instantiation) rather than the LLM reading what was retrieved."""
+        mode = self.readi.answer_mode
+        return mode == "program" or (mode == "auto" and sound)
+
+
+class KBPaths(_OneQuestion):
     """Reasoning paths (one constraint per topic entity) instantiated on a KB."""
 
     def __init__(self, readi: Answerer, run: Recorder, instantiator: PathInstantiator,
                  entities: Mapping[str, str], profile: str) -> None:
-        self.readi = readi
-        self.run = run
+        super().__init__(readi, run, profile)
         self.instantiator = instantiator
         self.entities = entities
         self.mentions = list(entities)
-        self.profile = profile
 
     def empty(self) -> ReasoningPath:
         return ReasoningPath.empty(self.mentions)
@@ -205,30 +219,25 @@ class KBPaths:
 
     def answer(self, inst: Instantiation, edits: int) -> tuple[Any, ...]:
         instances = inst.instances
-        mode = self.readi.answer_mode
-        use_program = mode == "program" or (mode == "auto" and inst.complete
-                                            and bool(inst.answers))
         data = {"instances": list(instances[:500]), "instance_count": len(instances),
                 "retrieved": len(inst.triples), "complete": inst.complete,
                 "counts": {**counts(edits, inst.complete, len(inst.triples)),
                            **inst.features()}}
-        if use_program:
+        if self._by_program(inst.complete and bool(inst.answers)):
             return self.readi.program_answer(self.run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, self.run.question, triples=inst.triples)
         return self.readi.llm_answer(self.run, messages, data)
 
 
-class TablePaths:
+class TablePaths(_OneQuestion):
     """Table paths (columns, row conditions, the answer) instantiated on one table;
     ``retrieval``: the generation prompt shows a randomly sampled row (the paper's Appendix A)."""
 
     def __init__(self, readi: Answerer, run: Recorder, instantiator: TableInstantiator,
                  table: str | None, profile: str, *, seed: int, retrieval: bool) -> None:
-        self.readi = readi
-        self.run = run
+        super().__init__(readi, run, profile)
         self.instantiator = instantiator
         self.table = table
-        self.profile = profile
         self.seed = seed
         self.retrieval = retrieval
         self.columns = instantiator.columns()
@@ -275,8 +284,7 @@ class TablePaths:
         data = {"retrieved": len(inst.rows), "complete": inst.complete,
                 "instances": list(inst.instances[:500]), "instance_count": len(inst.instances),
                 "counts": counts(edits, inst.complete, len(inst.rows))}
-        mode = self.readi.answer_mode
-        if mode == "program" or (mode == "auto" and inst.complete and not inst.dropped):
+        if self._by_program(inst.complete and not inst.dropped):
             return self.readi.program_answer(self.run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, self.run.question, columns=inst.columns,
                                            rows=inst.rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pyql.agent import (
@@ -17,6 +19,7 @@ from pyql.agent import (
 )
 from pyql.agent.trajectory import Trajectory
 from pyql.kb import OxigraphKB
+from pyql.program import Program
 from tests.support.metaqa import metaqa_kb
 
 
@@ -57,6 +60,19 @@ def test_built_queryagent_satisfies_the_contract(kb: OxigraphKB) -> None:
     # the strategy name and step kinds survive the JSONL round trip
     again = Trajectory.from_records(result.trajectory.records())
     assert again.strategy == "queryagent" and again == result.trajectory
+
+
+def test_a_results_attributes_are_its_trajectorys() -> None:
+    trajectory = Trajectory(question="q", strategy="readi", answers=("a",), query="ASK {}",
+                            finished=True, stop_reason="execute")
+    result = Result(trajectory, Program())
+    read = {name: getattr(result, name) for name in
+            ("question", "strategy", "answers", "query", "steps", "usage", "finished",
+             "stop_reason")}
+    assert read == {name: getattr(trajectory, name) for name in read}
+    assert [f.name for f in dataclasses.fields(Result)] == ["trajectory", "program"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.question = "other"  # type: ignore[misc]
 
 
 def test_a_factory_that_builds_no_strategy_is_refused(monkeypatch: pytest.MonkeyPatch,

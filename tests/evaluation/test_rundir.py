@@ -29,6 +29,14 @@ def _write(run: RunDir, text: str) -> None:
     run.results_path.write_text(text, encoding="utf-8")
 
 
+def test_the_files_are_named_inside_the_directory(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    paths = (run.config_path, run.results_path, run.trajectories_path, run.metrics_path)
+    assert [p.relative_to(run.path).as_posix() for p in paths] == [
+        "config.json", "results.jsonl", "trajectories.jsonl", "metrics.json"]
+    assert RunDir(tmp_path / "other").config_path == tmp_path / "other" / "config.json"
+
+
 def test_a_torn_last_line_is_skipped_and_the_last_line_of_an_id_counts(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "run")
     first = _line(id="a", status="llm_error", error="down")
