@@ -50,10 +50,12 @@ __all__ = [
 Constrain = Literal["auto", "on", "off"]
 CONSTRAIN_MODES: tuple[str, ...] = ("auto", "on", "off")
 
-#: a thought longer than this is cut by the grammar (small models loop inside strings); the
-#: limits keep the longest conforming reply of each format inside its strategy's
-#: ``max_reply_tokens`` (a reply cut at ``max_tokens`` is no longer JSON)
-THOUGHT_CHARS = 240
+#: a thought longer than this is cut by the grammar: small models loop inside strings
+#: (SmolLM2-135M writes ``1.1.1.…``, a token per character), and a reply cut at ``max_tokens``
+#: is no longer JSON. At 120 a thought looped to its end still leaves QueryAgent's action room
+#: inside its 256-token cap (at 240 it did not: 11 of 20 replies of a WikiSQL run were cut);
+#: a reply with two runaway strings (the thought and an argument) can still be cut
+THOUGHT_CHARS = 120
 #: an argument, a relation, an answer
 VALUE_CHARS = 120
 

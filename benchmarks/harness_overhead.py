@@ -21,13 +21,14 @@ Usage (from the repository root)::
 
     python benchmarks/harness_overhead.py [--n 4000] [--hops 3] [--split dev] [--rounds 3]
         [--profile harness|bare | --breakdown] [--json out.json] [--data-dir DIR]
-        [--option KEY=VALUE]
+        [--option KEY=VALUE] [--token-estimates]
 
 ``--profile`` runs that side once under cProfile and prints its top functions (cumulative and
 own time) instead of the comparison; ``--breakdown`` prints both sides' thread CPU per
-question in their main functions (:data:`BREAKDOWN`). ``--option`` passes a strategy option to the harness side
-as ``pyql eval --option`` does (``token_estimates=false``: no tiktoken estimates of the
-stand-in's prompts). Target: harness / bare <= 1.25.
+question in their main functions (:data:`BREAKDOWN`). ``--option`` passes a strategy option to
+the harness side as ``pyql eval --option`` does; ``--token-estimates`` has it estimate the
+stand-in's tokens with tiktoken, as ``pyql eval --token-estimates`` (off by default, as in
+``pyql eval``). Target: harness / bare <= 1.25.
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ def _children_cpu() -> float:
 
 
 def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None = None,
-            options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``pyql eval --llm gold`` (``options``: its ``--option`` strategy options): CPU seconds
-    (this process's and its worker processes') and the scores."""
+            options: dict[str, Any] | None = None, token_estimates: bool = False
+            ) -> dict[str, Any]:
+    """``pyql eval --llm gold`` (``options``: its ``--option`` strategy options;
+    ``token_estimates``: ``--token-estimates``): CPU seconds (this process's and its worker
+    processes') and the scores."""
     config = RunConfig(dataset=f"metaqa-{hops}hop", split=split, data_dir=str(data_dir),
-                       llm="gold", limit=n, processes=processes, options=options or {})
+                       llm="gold", limit=n, processes=processes, options=options or {},
+                       token_estimates=token_estimates)
     with tempfile.TemporaryDirectory(prefix="pyql-harness-") as out:
         cpu, children = time.process_time(), _children_cpu()
         metrics = evaluate(config, Path(out) / "run", progress=False)
@@ -86,7 +90,7 @@ def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None
 
 
 def profile(side: str, data_dir: Path, hops: int, split: str, n: int,
-            options: dict[str, Any] | None = None) -> None:
+            settings: dict[str, Any]) -> None:
     """Profile one side: the calling thread, and the harness's worker thread (where the
     questions are answered: cProfile sees only the thread that enables it)."""
     from pyql.agent.evaluation import runner
@@ -98,7 +102,7 @@ def profile(side: str, data_dir: Path, hops: int, split: str, n: int,
         run_item = runner._Session.run_item
         runner._Session.run_item = lambda self, item: profiler.runcall(run_item, self, item)
         try:
-            harness(data_dir, hops, split, n, processes=1, options=options)
+            harness(data_dir, hops, split, n, processes=1, **settings)
         finally:
             runner._Session.run_item = run_item
     stats = pstats.Stats(profiler)
@@ -123,8 +127,8 @@ BREAKDOWN = (
 )
 
 
-def breakdown(data_dir: Path, hops: int, split: str, n: int,
-              options: dict[str, Any] | None = None) -> None:
+def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str, Any]
+              ) -> None:
     """Thread CPU per question in the functions of :data:`BREAKDOWN` (wrapped; each figure
     includes what it calls), for one round of each side. ``evaluate`` is the main thread's
     share, ``run_item`` the worker thread's; cProfile's own cost distorts such small
@@ -156,7 +160,7 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int,
         sides = {}
         for side, run in (("bare", lambda: bare(data_dir, hops, split, n)),
                           ("harness", lambda: harness(data_dir, hops, split, n, processes=1,
-                                                      options=options))):
+                                                      **settings))):
             for key in spent:
                 spent[key] = 0.0
             total = run()["cpu"]
@@ -196,10 +200,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="thread CPU per question in the main functions of both sides")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a strategy option of the harness side, as pyql eval --option "
-                             "(e.g. token_estimates=false)")
+                        help="a strategy option of the harness side, as pyql eval --option")
+    parser.add_argument("--token-estimates", action="store_true",
+                        help="the harness side estimates the stand-in's tokens, as pyql eval "
+                             "--token-estimates")
     args = parser.parse_args(argv)
-    options = dict(_option(o) for o in args.option)
+    settings = {"options": dict(_option(o) for o in args.option),
+                "token_estimates": args.token_estimates}
     logging.basicConfig(level=logging.WARNING)
     data_dir = (args.data_dir or default_data_dir()).resolve()
 
@@ -209,19 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     # one unmeasured pass of each side: the store's caches, imports, the tokenizer
     warm = min(args.n, 50)
     bare(data_dir, args.hops, args.split, warm)
-    harness(data_dir, args.hops, args.split, warm, processes=1, options=options)
+    harness(data_dir, args.hops, args.split, warm, processes=1, **settings)
     if args.profile:
-        profile(args.profile, data_dir, args.hops, args.split, args.n, options)
+        profile(args.profile, data_dir, args.hops, args.split, args.n, settings)
         return 0
     if args.breakdown:
-        breakdown(data_dir, args.hops, args.split, args.n, options)
+        breakdown(data_dir, args.hops, args.split, args.n, settings)
         return 0
 
     rounds: list[dict[str, Any]] = []
     for number in range(1, args.rounds + 1):
         b = bare(data_dir, args.hops, args.split, args.n)
         h = harness(data_dir, args.hops, args.split, args.n, processes=args.processes,
-                    options=options)
+                    **settings)
         if (b["hit@1"], b["f1"]) != (h["hit@1"], h["f1"]) or b["n"] != h["n"]:
             print(f"the sides disagree: bare {b}, harness {h}", file=sys.stderr)
             return 1
@@ -238,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
           f"harness / bare = {ratio:.3f} (target <= 1.25)")
     if args.json:
         args.json.write_text(json.dumps({"n": args.n, "hops": args.hops, "split": args.split,
-                                         "options": options, "rounds": rounds, "ratio": ratio},
+                                         **settings, "rounds": rounds, "ratio": ratio},
                                         indent=2) + "\n")
     return 0
 
