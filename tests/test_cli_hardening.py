@@ -298,8 +298,11 @@ def test_gold_runs_estimate_tokens_only_when_asked_and_mark_them_estimated(tmp_p
                                env={"COLUMNS": "120"})
         assert result.exit_code == 0, result.output
         assert ("tokens / question (estimated)" in result.stdout) is estimated
+        assert ("tokens / question (not counted: --token-estimates)" in result.stdout
+                ) is not estimated
         metrics = json.loads((out / "metrics.json").read_text())
         assert metrics["tokens_estimated"] == float(estimated)
+        assert metrics["tokens_counted"] is estimated
         assert (metrics["prompt_tokens"] > 0) is estimated
         assert json.loads((out / "config.json").read_text())["token_estimates"] is estimated
 

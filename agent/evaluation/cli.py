@@ -54,8 +54,11 @@ def _fmt(value: Any, digits: int = 4) -> str:
 _SCORE_MEANINGS = {"hit@1": "any answer", "hit@1_top1": "top-1 answer"}
 
 
-def _tokens_label(estimated: float | None) -> str:
-    """``tokens / question``, saying when (some of) the counts are estimates."""
+def _tokens_label(estimated: float | None, counted: bool = True) -> str:
+    """``tokens / question``, saying when (some of) the counts are estimates, or that a
+    stand-in run did not count them."""
+    if not counted:
+        return "tokens / question (not counted: --token-estimates)"
     if not estimated:
         return "tokens / question"
     if estimated >= 1.0:
@@ -91,7 +94,8 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("constrained LLM calls / question", metrics.get("constrained_calls"), 2),
         ("parse failures (unreadable replies)", metrics.get("parse_failures_total"), 0),
         ("cached share of prompt tokens", metrics.get("cached_share"), 3),
-        (_tokens_label(metrics.get("tokens_estimated")), metrics.get("tokens"), 0),
+        (_tokens_label(metrics.get("tokens_estimated"), metrics.get("tokens_counted", True)),
+         metrics.get("tokens") if metrics.get("tokens_counted", True) else None, 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
     guidelines = metrics.get("guidelines") or {}
