@@ -26,6 +26,7 @@ it, ``off`` never sends a schema.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -178,6 +179,18 @@ def _thought_line(value: Mapping[str, Any], label: str = "Thought") -> str:
     return f"{label}: {thought}\n" if thought else ""
 
 
+#: what the path text reserves (list brackets, braces, arrows, quotes): a relation the JSON
+#: gives as one item would otherwise read back cut, or not at all ("... the film
+#: [film_genre_1] ...", written by SmolLM2)
+_PATH_SYNTAX = re.compile(r'[\[\]{}"]|→|->|⟶|=>')
+
+
+def _path_relation(relation: Any) -> str:
+    """One relation of a constrained path as the path text can hold it: the reserved
+    characters become spaces (the binder reads a relation by its words)."""
+    return " ".join(_PATH_SYNTAX.sub(" ", str(relation)).split())
+
+
 def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
     """Readi's reasoning path over a KB: per topic entity, the relations towards the answer
     (read back as ``Path: { "m": [ m → r1 → r2 ] }``)."""
@@ -187,7 +200,7 @@ def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
     path = _object({m: relations for m in mentions})
 
     def render(value: Mapping[str, Any]) -> str:
-        mapping = {m: [str(r) for r in value["path"][m]] for m in mentions}
+        mapping = {m: [_path_relation(r) for r in value["path"][m]] for m in mentions}
         return _thought_line(value) + str(ReasoningPath.of(mapping))
 
     return ReplyFormat("reasoning_path", _object({"thought": _string(THOUGHT_CHARS),
