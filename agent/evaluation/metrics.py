@@ -44,7 +44,9 @@ failed with an error of its own scores 0 and counts):
 them); ``tpq`` (seconds per question, wall clock of the agent), ``qpq`` (KB/DB queries per
 question, every query pyql ran), ``qpq_paper`` (the paper's count: SPARQL queries per question
 without the label lookups, ``usage.label_queries``), ``cpq`` (LLM cost in US$ per question), ``llm_calls``, ``prompt_tokens``,
-``completion_tokens``, ``tokens``, ``steps`` (per question); totals ``cost`` and ``seconds``; ``errors``,
+``completion_tokens``, ``tokens``, ``steps`` (per question); ``tokens_estimated`` (the share of
+questions whose tokens were estimated), ``tokens_counted`` (False when LLM calls were made and
+no token counted: a stand-in run without ``--token-estimates``); totals ``cost`` and ``seconds``; ``errors``,
 ``finished`` (share that ended with an accepted ``execute()``), ``stop_reasons``;
 ``guidelines`` (see :func:`guideline_stats`), and ``by``: the same scores per value of the meta
 keys in ``by`` (``hops``, ``qtype``, ...).
@@ -387,6 +389,10 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     # and noisy-gold stand-ins, a server without usage): the tables say "estimated"
     out["tokens_estimated"] = (None if not n else _mean([
         1.0 if r.usage.get("estimated_tokens") else 0.0 for r in rows]))
+    # a prompt is never 0 tokens: LLM calls without any are calls nobody counted (a stand-in run
+    # without --token-estimates, or its replay); the tables say so instead of showing 0
+    out["tokens_counted"] = (None if not n else not any(
+        r.usage.get("llm_calls") for r in rows) or any(r.usage.get("prompt_tokens") for r in rows))
     own = sorted({k for r in rows for k in r.usage} - _COMMON_USAGE)
     out["strategy"] = {k: _mean([float(r.usage.get(k, 0.0)) for r in rows]) for k in own}
     out["strategy"].update(_rates(rows, own))

@@ -319,11 +319,10 @@ class RunDir:
 
     def recompute_metrics(self, *, primary: str | None = None, run: dict[str, Any] | None = None,
                           stand_in: dict[str, Any] | None = None,
-                          results: Iterable[QuestionResult] | None = None,
-                          tokens_counted: bool | None = None) -> dict[str, Any]:
+                          results: Iterable[QuestionResult] | None = None) -> dict[str, Any]:
         """Aggregate the results (``results``: already read by the caller, else
-        ``results.jsonl``'s) and rewrite ``metrics.json`` (with ``primary``, ``run``, the
-        stand-in's assumptions, ``stand_in``, and ``tokens_counted``, when given)."""
+        ``results.jsonl``'s) and rewrite ``metrics.json`` (with ``primary``, ``run`` and the
+        stand-in's assumptions, ``stand_in``, when given)."""
         metrics = aggregate(self.results(steps=False) if results is None else results)
         if primary is not None:
             metrics["primary"] = primary
@@ -331,8 +330,6 @@ class RunDir:
             metrics["run"] = run
         if stand_in is not None:
             metrics["stand_in"] = stand_in
-        if tokens_counted is not None:
-            metrics["tokens_counted"] = tokens_counted
         self.write_metrics(metrics)
         return metrics
 

@@ -678,7 +678,6 @@ def _write_running_metrics(session: _Session, started: float, total: int) -> Non
     metrics = aggregate(session.done.values(), primary=session.primary)
     metrics["run"] = session.run_section(started, total)
     metrics["stand_in"] = session.stand_in()
-    metrics["tokens_counted"] = session.counter.estimates
     session.run_dir.write_metrics(metrics)
 
 
@@ -811,8 +810,7 @@ def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str
     section["done"] = sum(1 for item in session.items if item.id in done)
     section["complete"] = section["done"] >= len(session.items)
     return session.run_dir.recompute_metrics(primary=session.primary, run=section,
-                                             stand_in=session.stand_in(), results=results,
-                                             tokens_counted=session.counter.estimates)
+                                             stand_in=session.stand_in(), results=results)
 
 
 def _default_data_dir() -> Path:
