@@ -56,6 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -299,9 +300,16 @@ class QuestionStandIn:
     def mistakes(self, trajectory: Any) -> list[Any] | None:
         """The mistakes the stand-in made on purpose, settled with the question's
         ``trajectory`` (None: a stand-in that keeps no records)."""
-        if not isinstance(self.stand_in, MistakeRecords):
+        if not _keeps_records(type(self.stand_in)):
             return None
         return list(self.stand_in.reconcile(trajectory))
+
+
+@cache
+def _keeps_records(kind: type) -> bool:
+    """Whether stand-ins of ``kind`` are :class:`MistakeRecords`: asked once per class (a
+    protocol's isinstance walks the protocol's members each time, per question)."""
+    return issubclass(kind, MistakeRecords)
 
 
 class StandInProvider:
