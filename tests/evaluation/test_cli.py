@@ -78,6 +78,9 @@ def test_resume_errors(tmp_path: Path, mini_metaqa: Path) -> None:
     assert "not a run directory" in one_line_error(invoke("--resume", str(tmp_path)))
     error = one_line_error(invoke("--resume", str(tmp_path), "--llm", "gold"), hint=True)
     assert "--llm cannot change it" in error
+    # whether a stand-in run counts its tokens is the run's: a resumed half may not differ
+    error = one_line_error(invoke("--resume", str(tmp_path), "--token-estimates"))
+    assert "--token-estimates cannot change it" in error
 
 
 def test_an_existing_run_is_not_overwritten(tmp_path: Path, mini_metaqa: Path) -> None:
