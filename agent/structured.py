@@ -54,7 +54,7 @@ CONSTRAIN_MODES: tuple[str, ...] = ("auto", "on", "off")
 #: a thought longer than this is cut by the grammar: small models loop inside strings
 #: (SmolLM2-135M writes ``1.1.1.…``, a token per character), and a reply cut at ``max_tokens``
 #: is no longer JSON. At 120 a thought looped to its end still leaves QueryAgent's action room
-#: inside its 256-token cap (at 240 it did not: 11 of 20 replies of a WikiSQL run were cut);
+#: inside its 256-token cap (at 240 it did not: 11 of 40 replies of a WikiSQL run were cut);
 #: a reply with two runaway strings (the thought and an argument) can still be cut
 THOUGHT_CHARS = 120
 #: an argument, a relation, an answer

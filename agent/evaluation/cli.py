@@ -82,6 +82,7 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
             label = f"{name} ({_SCORE_MEANINGS[name]})" if name in _SCORE_MEANINGS else name
             label = f"{label} (primary)" if name == metrics.get("primary") else label
             rows.append((label, metrics[name], 4))
+    counted = metrics.get("tokens_counted") is not False  # None: no question scored yet
     rows += [
         ("errors", metrics.get("errors"), 0),
         *((f"outages: {status}", count, 0) for status, count in outages.items() if count),
@@ -94,8 +95,8 @@ def render_metrics(metrics: dict[str, Any], console: Console) -> None:
         ("constrained LLM calls / question", metrics.get("constrained_calls"), 2),
         ("parse failures (unreadable replies)", metrics.get("parse_failures_total"), 0),
         ("cached share of prompt tokens", metrics.get("cached_share"), 3),
-        (_tokens_label(metrics.get("tokens_estimated"), metrics.get("tokens_counted", True)),
-         metrics.get("tokens") if metrics.get("tokens_counted", True) else None, 0),
+        (_tokens_label(metrics.get("tokens_estimated"), counted),
+         metrics.get("tokens") if counted else None, 0),
         ("total cost (US$)", metrics.get("cost"), 4),
     ]
     guidelines = metrics.get("guidelines") or {}

@@ -91,8 +91,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: where built stores and databases are kept (default ``~/.cache/pyql``)
-
 #: rows an answer may have (SqlDB's default of 10,000 would cut Spider's largest answers short,
 #: 20,662 rows; observations are bounded by the Session, not by this)
 MAX_ANSWER_ROWS = 1_000_000

@@ -31,7 +31,6 @@ from typing import Any
 from pyql.errors import PyqlError
 
 __all__ = [
-    "INJECTION_TYPES",
     "LLMSpec",
     "LLMSpecError",
     "StandIn",
@@ -40,19 +39,6 @@ __all__ = [
     "parse_llm_spec",
     "probability",
 ]
-
-#: the hallucination types of QueryAgent's noisy stand-in (:mod:`pyql.agent.evaluation.noisy`),
-#: in the order tables list them: what ``noisy-gold:RATE:TYPES`` may name
-INJECTION_TYPES: tuple[str, ...] = (
-    "wrong_relation",
-    "reversed_direction",
-    "missing_get_relation",
-    "invalid_action",
-    "wrong_arity",
-    "label_instead_of_id",
-    "cvt_answer",
-    "premature_execute",
-)
 
 _FORMS = ("openai:MODEL, local[:PATH.gguf], replay:PATH, gold[:KEY=VALUE,...], "
           "noisy-gold:RATE[:TYPE,...][:KEY=VALUE,...]")
@@ -235,19 +221,16 @@ def _stand_in(spec: str, kind: str, arg: str) -> StandInSpec:
         raise LLMSpecError(f"noisy-gold takes RATE[:TYPES][:KEY=VALUE,...], not {arg!r}",
                            spec=spec)
     kinds = positional[1] if len(positional) > 1 else ""
+    # the types are the strategy's stand-in's to know: StandInFactory.check reads them
     types = tuple(t.strip() for t in kinds.split(",") if t.strip()) or None
-    unknown = [t for t in types or () if t not in INJECTION_TYPES]
-    if unknown:
-        raise LLMSpecError(f"noisy-gold: unknown injection type(s) {', '.join(unknown)}; known: "
-                           f"{', '.join(INJECTION_TYPES)}", spec=spec, parameter="types",
-                           value=kinds)
     return StandInSpec(spec, "noisy-gold", arg, rate=rate, types=types, parameters=pairs)
 
 
 def parse_llm_spec(spec: str | LLMSpec) -> LLMSpec:
     """The :class:`LLMSpec` of ``spec`` (a :class:`StandInSpec` for ``gold`` and
     ``noisy-gold``); :class:`LLMSpecError` for an unknown form, a rate or a parameter value that
-    is not a probability, an unknown injection type. A parsed spec is returned as it is.
+    is not a probability (the injection types are the strategy's stand-in's to check:
+    :meth:`~pyql.agent.evaluation.standins.StandInFactory.check`). A parsed spec is returned as it is.
 
     >>> gold = parse_llm_spec("gold")
     >>> gold.is_stand_in, gold.rate, parse_llm_spec(gold) is gold

@@ -97,7 +97,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from pyql.agent.evaluation.llm_spec import (
-    INJECTION_TYPES,
     LLMSpecError,
     StandInParameter,
     probability,
@@ -165,6 +164,19 @@ ADDRESSED_BY: dict[str, frozenset[str]] = {
     "premature_execute": frozenset({"PY208", "DB105", "KB207", "KB208"}),
     "silent_relation": frozenset(),
 }
+
+#: the hallucination types this stand-in makes, in the order tables list them: what
+#: ``noisy-gold:RATE:TYPES`` may name for QueryAgent (its factory's ``injection_types``)
+INJECTION_TYPES: tuple[str, ...] = (
+    "wrong_relation",
+    "reversed_direction",
+    "missing_get_relation",
+    "invalid_action",
+    "wrong_arity",
+    "label_instead_of_id",
+    "cvt_answer",
+    "premature_execute",
+)
 
 #: the code reported for a detected mistake whose step has no code (never from the Session)
 UNKNOWN_CODE = "?"

@@ -613,7 +613,7 @@ def _summary(run: _Run) -> dict[str, Any]:
         ("Tokens / question", _int(_num(h.get("tokens"))),
          f"{_int(_num(h.get('prompt_tokens')))} prompt + "
          f"{_int(_num(h.get('completion_tokens')))} completion")
-        if h.get("tokens_counted", True) else
+        if h.get("tokens_counted") is not False else
         ("Tokens / question", "—", "not counted: a stand-in run without --token-estimates"),
         ("Steps / question", _dec(_num(h.get("steps"))), "LLM turns, hints included"),
         ("Total cost", _money(_num(h.get("cost"))), "US$"),

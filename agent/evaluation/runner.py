@@ -317,6 +317,8 @@ class _Session:
             self.strategy: StrategyType = get_strategy(config.strategy)
         except UnknownStrategyError as exc:
             raise EvalAbort(str(exc)) from exc
+        #: what the run's stand-in assumes (None: a model answers), read once
+        self.assumptions = stand_in_assumptions(config.llm, config.strategy)
         self.prices = PriceTable()
         model = getattr(getattr(provider, "base", None), "model", "") or ""
         # tiktoken's own cache (or $PYQL_TIKTOKEN_DIR) first; the data's copy when offline
@@ -510,8 +512,7 @@ class _Session:
     def stand_in(self) -> dict[str, Any] | None:
         """The stand-in's name and parameter values (its declared assumptions), or None when a
         model answers: ``metrics.json``'s ``stand_in``."""
-        assumed = stand_in_assumptions(self.config.llm, self.config.strategy)
-        return assumed.to_dict() if assumed is not None else None
+        return self.assumptions.to_dict() if self.assumptions is not None else None
 
     def run_section(self, started: float, items_total: int) -> dict[str, Any]:
         done = sum(1 for r in self.done.values() if r.status not in OUTAGES)

@@ -72,6 +72,7 @@ from pyql.agent.evaluation.standins import (
     MistakeRecords,
     StandInFactory,
     get_stand_in,
+    stand_in_spec,
 )
 from pyql.agent.evaluation.standins.gold import GoldLLM
 from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
@@ -327,10 +328,7 @@ class StandInProvider:
                  llm_cache: Any = None, preset: str | None = None) -> None:
         from pyql.agent.strategy import get_strategy
 
-        parsed = parse_llm_spec(spec)
-        if not isinstance(parsed, StandInSpec):
-            raise LLMSpecError(f"{parsed.text!r} is not a stand-in (gold, noisy-gold:RATE)",
-                               spec=parsed.text, parameter="kind", value=parsed.kind)
+        parsed = stand_in_spec(spec)
         get_strategy(strategy)  # an unknown strategy is UnknownStrategyError, as for a model
         self.parsed = parsed
         self.spec = parsed.text
@@ -339,8 +337,7 @@ class StandInProvider:
         self.preset = preset if preset not in (None, "default") else None
         self.factory: StandInFactory = get_stand_in(strategy, parsed)
         self._wrap = _Wrapping(None, llm_cache)
-        #: what the stand-in assumes (checked here, before any question)
-        self.assumptions = self.factory.check(parsed, strategy)
+        self.factory.check(parsed, strategy)  # what it cannot play fails before any question
 
     def stand_in_for(self, item: EvalItem) -> QuestionStandIn:
         """The stand-in of ``item``, with the LLM the strategy gets."""

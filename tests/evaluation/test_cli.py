@@ -194,3 +194,18 @@ def test_metrics_and_the_table_state_the_stand_ins_assumptions(
     assert "stand-in assumptions" in result.stdout
     assert re.search(r"stand-in\s*│\s*noisy-gold", result.stdout)
     assert re.search(r"fix_on_error\s*│\s*0\.600", result.stdout)
+
+
+def test_a_run_without_a_scored_question_does_not_blame_token_estimates() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from pyql.agent.evaluation.cli import render_metrics
+    from pyql.agent.evaluation.metrics import aggregate
+
+    metrics = aggregate([])  # every question an outage, or none written yet
+    assert metrics["tokens_counted"] is None
+    out = StringIO()
+    render_metrics(metrics, Console(file=out, width=120))
+    assert "not counted" not in out.getvalue() and "tokens / question" in out.getvalue()

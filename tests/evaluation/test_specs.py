@@ -260,3 +260,15 @@ def test_readi_refuses_injection_types_before_the_run_starts(tmp_path: Path,
     with pytest.raises(EvalAbort, match="makes no injection type"):
         evaluate(config, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_which_injection_types_exist_is_the_strategys_stand_ins_to_say() -> None:
+    # the spec reads any type name; the stand-in of the strategy knows its own: a plugin's
+    # stand-in may make types QueryAgent's does not (before, the parser refused them all)
+    spec = parse_llm_spec("noisy-gold:0.3:drop_fact")
+    assert isinstance(spec, StandInSpec) and spec.types == ("drop_fact",)
+    with pytest.raises(LLMSpecError) as info:
+        stand_in_assumptions(spec, "queryagent")
+    assert (info.value.parameter, info.value.value, info.value.strategy) == (
+        "types", "drop_fact", "queryagent")
+    assert "makes the injection types wrong_relation" in str(info.value)

@@ -81,6 +81,7 @@ __all__ = [
     "build_stand_in",
     "get_stand_in",
     "stand_in_assumptions",
+    "stand_in_spec",
 ]
 
 #: the entry-point group stand-in factories register under (the name: the strategy's)
@@ -148,8 +149,8 @@ class StandInFactory(ABC):
         if unknown:
             makes = (f"makes the injection types {', '.join(self.injection_types)}"
                      if self.injection_types else "makes no injection type")
-            raise LLMSpecError(f"{spec.text}: the {strategy} stand-in {makes} ("
-                               f"{', '.join(unknown)} is QueryAgent's noisy-gold)",
+            raise LLMSpecError(f"{spec.text}: the {strategy} stand-in {makes}, not "
+                               f"{', '.join(unknown)}",
                                spec=spec.text, parameter="types",
                                value=",".join(spec.types or ()), strategy=strategy)
         if spec.kind == "gold" and spec.parameters and not self.gold_parameters:
@@ -218,6 +219,15 @@ def stand_in_assumptions(spec: str | LLMSpec | None, strategy: str = "queryagent
     return get_stand_in(strategy, parsed).check(parsed, strategy)
 
 
+def stand_in_spec(spec: str | LLMSpec) -> StandInSpec:
+    """``spec`` parsed, when it names a stand-in; else :class:`LLMSpecError` (``kind``)."""
+    parsed = parse_llm_spec(spec)
+    if not isinstance(parsed, StandInSpec):
+        raise LLMSpecError(f"{parsed.text!r} is not a stand-in (gold, noisy-gold:RATE)",
+                           spec=parsed.text, parameter="kind", value=parsed.kind)
+    return parsed
+
+
 def build_stand_in(strategy: str, spec: str | LLMSpec, item: EvalItem, *, seed: int = 0,
                    preset: str | None = None) -> LLM:
     """The stand-in of one question for ``strategy`` under ``spec``, checked as a run checks it
@@ -229,10 +239,7 @@ def build_stand_in(strategy: str, spec: str | LLMSpec, item: EvalItem, *, seed: 
     >>> build_stand_in("queryagent", "gold", item).remaining
     2
     """
-    parsed = parse_llm_spec(spec)
-    if not isinstance(parsed, StandInSpec):
-        raise LLMSpecError(f"{parsed.text!r} is not a stand-in (gold, noisy-gold:RATE)",
-                           spec=parsed.text, parameter="kind", value=parsed.kind)
+    parsed = stand_in_spec(spec)
     factory = get_stand_in(strategy, parsed)
     factory.check(parsed, strategy)
     return factory.build(parsed, item, seed=seed, preset=preset)

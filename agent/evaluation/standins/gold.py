@@ -50,8 +50,9 @@ class GoldLLM:
     :class:`pyql.session.HintPolicy`); if the repeat is refused too, the next request gets the
     next call. A program that does not end with ``execute()`` gets one. When the program is
     exhausted (or there is none) the request raises
-    :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent
-    counts the prompt) and cost 0. Whether the last step got a hint is read from its record
+    :class:`~pyql.agent.errors.LLMScriptExhaustedError`. Replies carry no token usage (the agent's
+    recorder estimates it with a counter that estimates: ``pyql eval --token-estimates``) and
+    cost 0. Whether the last step got a hint is read from its record
     (:meth:`observe`, called by the agent after every step), never from the prompt's wording.
 
     >>> llm = GoldLLM("add_fact(Kismet, directed_by, ?d)\\nset_answer(?d)")

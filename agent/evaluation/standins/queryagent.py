@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyql.agent.evaluation.llm_spec import INJECTION_TYPES, StandInSpec
-from pyql.agent.evaluation.noisy import PARAMETERS, NoisyGoldLLM
+from pyql.agent.evaluation.llm_spec import StandInSpec
+from pyql.agent.evaluation.noisy import INJECTION_TYPES, PARAMETERS, NoisyGoldLLM
 from pyql.agent.evaluation.standins import StandInFactory
 from pyql.agent.evaluation.standins.gold import GoldLLM, no_program_reason
 

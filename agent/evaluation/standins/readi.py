@@ -32,7 +32,8 @@ Their draws come from a stream of their own, so the corruption of a question is 
 whatever they are. Readi's noisy-gold corrupts path relations: it makes none of QueryAgent's
 injection types (``noisy-gold:0.3:wrong_relation`` is refused before the run).
 
-Replies carry no token usage (Readi counts the prompt) and cost 0.
+Replies carry no token usage (Readi's recorder estimates it under ``pyql eval --token-estimates``)
+and cost 0.
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ def _table_json(path: TablePath) -> str:
 def readi_stand_in(spec: StandInSpec, item: EvalItem, *, seed: int = 0,
                    parameters: Sequence[StandInParameter] = PARAMETERS) -> ReadiStandIn:
     """The stand-in of a checked ``spec`` for an evaluation item (noisy-gold on a table item,
-    or ``edit_success`` below 1 on one, is :class:`LLMSpecError`: the question's error);
+    or ``edit_success`` below 1 on one, is :class:`LLMSpecError`, which stops the run:
+    ``pyql eval`` aborts on a spec error);
     ``seed`` is the question's own seed. ``parameters`` are the declared ones the spec sets
     (SRP's stand-in adds its own)."""
     values = spec.values(parameters)

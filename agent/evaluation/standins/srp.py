@@ -31,7 +31,8 @@ The probabilities are the declared :data:`PARAMETERS` (Readi's ``edit_success`` 
 defaults, ``gold`` names the oracle (all 1.0); ``noisy-gold:0.3:judge_accuracy=1.0`` is the
 oracle judge of the measurements before these parameters existed.
 
-Replies carry no token usage (the strategy counts the prompt) and cost 0.
+Replies carry no token usage (the strategy's recorder estimates it under ``pyql eval
+--token-estimates``) and cost 0.
 """
 
 from __future__ import annotations
