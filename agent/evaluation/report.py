@@ -74,6 +74,7 @@ import jinja2
 from markupsafe import Markup
 from pydantic import ValidationError
 
+from pyql.agent.evaluation.llm_spec import LLMSpecError, StandInSpec, parse_llm_spec
 from pyql.agent.evaluation.metrics import ENV_CLASSES, aggregate
 from pyql.agent.evaluation.records import (
     CONFIG,
@@ -146,7 +147,6 @@ _STATUS_LABELS = {
     "outage": "Outage",
     "unscored": "Unscored",
 }
-_STAND_IN = re.compile(r"^\s*(noisy-)?gold\b", re.IGNORECASE)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -186,15 +186,22 @@ def _short(text: str, limit: int) -> str:
 
 
 def is_stand_in(llm: str | None) -> str | None:
-    """``"gold"``/``"noisy-gold"`` when the llm spec names a stand-in, else None.
+    """``"gold"``/``"noisy-gold"`` when the llm spec names a stand-in, else None (a spec this
+    version no longer reads, too: an old run still renders).
 
     >>> is_stand_in("noisy-gold:0.3"), is_stand_in("gold"), is_stand_in("openai:gpt-4o")
     ('noisy-gold', 'gold', None)
     """
-    m = _STAND_IN.match(llm or "")
-    if m is None:
+    spec = _stand_in_spec(llm)
+    return spec.kind if spec is not None else None
+
+
+def _stand_in_spec(llm: str | None) -> StandInSpec | None:
+    try:
+        spec = parse_llm_spec(llm or "")
+    except LLMSpecError:
         return None
-    return "noisy-gold" if m.group(1) else "gold"
+    return spec if isinstance(spec, StandInSpec) else None
 
 
 def _primary(keys: Iterable[str]) -> str | None:
@@ -558,12 +565,12 @@ def _stand_in(run: _Run) -> dict[str, Any] | None:
     (``stand_in``, written by the runner from the stand-in's declared assumptions); a run that
     recorded none shows ``parameters`` None."""
     llm = run.config.llm if run.config else str(run.config_raw.get("llm", ""))
-    kind = is_stand_in(llm)
-    if not kind:
+    spec = _stand_in_spec(llm)
+    if spec is None:
         return None
     recorded = run.metrics.get("stand_in") or {}
     parameters = recorded.get("parameters") if isinstance(recorded, dict) else None
-    return {"kind": kind, "rate": llm.partition(":")[2].split(":")[0].strip(),
+    return {"kind": spec.kind, "rate": f"{spec.rate:g}" if spec.kind == "noisy-gold" else "",
             "parameters": dict(parameters) if isinstance(parameters, dict) else None}
 
 
