@@ -493,18 +493,28 @@ class PyqlMcp:
         session tools but ``start_question`` and ``ask`` run on the event loop itself: a hop to a
         worker thread and back costs two thread wake-ups, more than the step on an embedded
         store (``benchmarks/mcp_latency.py``), and the connection has nothing else to serve
-        meanwhile. Otherwise (HTTP: concurrent clients) every call runs in a worker thread.
+        meanwhile. Otherwise (HTTP: concurrent clients) every call runs in a worker thread. A
+        call that arrives while a threaded one is running goes to a thread too: it waits for
+        the session's lock, and inline that wait would stop the event loop (no listing, no ping,
+        no cancellation until ``ask`` ends).
         """
         threaded = {"start_question", "ask"}
+        in_threads = 0  # calls in worker threads; read and changed on the event loop only
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=self.tools())
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            nonlocal in_threads
             key = self._key(ctx)
-            if inline_steps and params.name not in threaded:
+            if inline_steps and params.name not in threaded and not in_threads:
                 return self.call(key, params.name, params.arguments)
-            return await anyio.to_thread.run_sync(self.call, key, params.name, params.arguments)
+            in_threads += 1
+            try:
+                return await anyio.to_thread.run_sync(self.call, key, params.name,
+                                                      params.arguments)
+            finally:
+                in_threads -= 1
 
         async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
             return types.ListResourcesResult(resources=self.resources())

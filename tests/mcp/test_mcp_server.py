@@ -335,6 +335,36 @@ def test_the_ask_tool_runs_a_strategy_end_to_end(fake_openai):
     assert [s["action"] for s in content["trajectory"]][-1] == "execute()"
 
 
+def test_a_step_sent_while_ask_runs_does_not_stop_the_stdio_server(fake_openai):
+    # over stdio steps run on the event loop; one that waited there for the session ask holds
+    # froze the connection until ask ended: no listing, no ping, no cancellation
+    from pyql.demo import movies_path
+    from tests.agent_cli.test_ask import QUESTION, TEXT_SCRIPT
+    from tests.support.fake_openai import Slow
+
+    fake_openai.push(Slow(3.0, then=TEXT_SCRIPT[0]), *TEXT_SCRIPT[1:])
+    params = stdio_server("--kb", str(movies_path()), "--llm", "gpt-test", "--base-url",
+                          fake_openai.base_url)
+    params.env = {**(params.env or {}), "OPENAI_API_KEY": fake_openai.api_key}
+
+    async def go() -> tuple[float, Any, Any]:
+        async with Client(params) as client:
+            await client.list_tools()
+            ask = asyncio.create_task(client.call_tool("ask", {"question": QUESTION}))
+            await asyncio.sleep(0.8)  # ask is waiting for the model's first reply
+            program = asyncio.create_task(client.call_tool("show_program", {}))
+            await asyncio.sleep(0.3)
+            start = time.perf_counter()
+            await client.list_tools()
+            waited = time.perf_counter() - start
+            return waited, await ask, await program
+
+    waited, asked, program = run(go())
+    assert waited < 1.5, f"the server did not answer for {waited:.1f} s while ask ran"
+    assert not asked.is_error, asked.content
+    assert not program.is_error
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_undo_keeps_a_call_accepted_after_its_hint(transport, metaqa_case, kb_http):
     # an empty result is hinted once (KB203); repeated, the call is accepted. undo replays the
