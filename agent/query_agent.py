@@ -434,9 +434,11 @@ class QueryAgent:
                 if self.preset.history == "paper":
                     messages = head + _paper_history(turns, rec.steps)
                     prompt_tokens = None  # earlier messages change: count the prompt afresh
+                if prompt_tokens is None:
+                    prompt_tokens = _PromptTokens(self.token_counter, self.tools)
                 budget = self.preset.context_budget
-                over = budget is not None and self.token_counter.count_messages(
-                    messages, self.tools) > budget
+                # one count serves the budget and the call's estimate
+                over = budget is not None and prompt_tokens(messages) > budget
             if over:
                 log.info("step %d: the prompt is over the %d-token budget", n, budget)
                 stop_reason = "context_budget"
@@ -445,8 +447,6 @@ class QueryAgent:
                 if self.paper_request:
                     call, decision, fields = self._paper_step(rec, prompt, n)
                 else:
-                    if prompt_tokens is None:
-                        prompt_tokens = _PromptTokens(self.token_counter, self.tools)
                     call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
                                    tools=self.tools, format=self.format,
                                    prompt_tokens=prompt_tokens, temperature=self.temperature)

@@ -49,9 +49,9 @@ _T = TypeVar("_T")
 class Recorder:
     """The records of one question (see the module docstring).
 
-    ``counter`` estimates the tokens of a client that reports no usage (None, or a counter made
-    with ``estimates=False``: they are not estimated and count 0, e.g. a stand-in run whose
-    token figures are not wanted);
+    ``counter`` estimates the tokens of a client that reports no usage (a counter made with
+    ``estimates=False`` does not: they count 0, e.g. in a stand-in run whose token figures are
+    not wanted);
     ``price_table`` prices calls whose client reports no cost; ``constrain`` is
     ``auto``/``on``/``off`` (or an already resolved bool); ``on_step`` is the caller's live
     view. A stand-in LLM (``--llm gold``) that
@@ -65,14 +65,15 @@ class Recorder:
         llm: LLM,
         question: str = "",
         *,
-        counter: TokenCounter | None,
+        counter: TokenCounter,
         price_table: PriceTable,
         constrain: str | bool = "auto",
         on_step: StepCallback | None = None,
     ) -> None:
         self.model = llm
         self.question = question
-        self.counter = counter if counter is not None and counter.estimates else None
+        #: the counter that estimates unreported usage, None when it does not estimate
+        self.counter: TokenCounter | None = counter if counter.estimates else None
         self.price_table = price_table
         self.constrained = resolve_constrain(constrain, llm)
         self.fingerprint = bool(getattr(llm, "prompts_matter", True))

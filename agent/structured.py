@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pyql.agent.paths.path import ARROWS
+
 __all__ = [
     "CONSTRAIN_MODES",
     "Constrain",
@@ -182,7 +184,7 @@ def _thought_line(value: Mapping[str, Any], label: str = "Thought") -> str:
 #: what the path text reserves (list brackets, braces, arrows, quotes): a relation the JSON
 #: gives as one item would otherwise read back cut, or not at all ("... the film
 #: [film_genre_1] ...", written by SmolLM2)
-_PATH_SYNTAX = re.compile(r'[\[\]{}"]|→|->|⟶|=>')
+_PATH_SYNTAX = re.compile("|".join([r'[\[\]{}"]', *map(re.escape, ARROWS)]))
 
 
 def _path_relation(relation: Any) -> str:
@@ -200,7 +202,8 @@ def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
     path = _object({m: relations for m in mentions})
 
     def render(value: Mapping[str, Any]) -> str:
-        mapping = {m: [_path_relation(r) for r in value["path"][m]] for m in mentions}
+        # a relation of nothing but syntax is no relation
+        mapping = {m: [r for r in map(_path_relation, value["path"][m]) if r] for m in mentions}
         return _thought_line(value) + str(ReasoningPath.of(mapping))
 
     return ReplyFormat("reasoning_path", _object({"thought": _string(THOUGHT_CHARS),

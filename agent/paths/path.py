@@ -33,7 +33,9 @@ __all__ = ["ARROW", "Constraint", "PathFormatError", "ReasoningPath", "error_blo
 
 #: the arrow a printed path uses; ``->`` is read too
 ARROW = "→"
-_ARROWS = re.compile(r"\s*(?:→|->|⟶|=>)\s*")
+#: the arrows a path may join its relations with (the paper's, and what models write instead)
+ARROWS = ("→", "->", "⟶", "=>")
+_ARROWS = re.compile(r"\s*(?:" + "|".join(map(re.escape, ARROWS)) + r")\s*")
 # the paper's PDF text has typographic quotes around keys
 _QUOTES = {"“": '"', "”": '"', "‘": "'", "’": "'"}
 

@@ -80,6 +80,27 @@ def test_context_budget_gives_the_question_up(kb: OxigraphKB) -> None:
     assert llm.calls == [] and result.usage.llm_calls == 0
 
 
+@pytest.mark.parametrize("history", ["full", "paper"])
+def test_a_prompt_is_counted_once_for_the_budget_and_the_estimate(kb: OxigraphKB,
+                                                                   history: str) -> None:
+    from pyql.agent import TokenCounter
+
+    class Counting(TokenCounter):
+        messages = 0
+
+        def count_message(self, message):  # type: ignore[no-untyped-def]
+            Counting.messages += 1
+            return super().count_message(message)
+
+    result = QueryAgent(ScriptedLLM(STEPS), kb, guidelines=None, token_counter=Counting(),
+                        max_steps=3, preset=preset(history=history, context_budget=100_000)
+                        ).run("q [Kismet]", {"Kismet": "Kismet"})
+    assert result.usage.prompt_tokens > 0
+    # 3 steps over 2, 4 and 6 messages: each message counted once per prompt it is in when
+    # the history is rewritten (paper), once in all when it only grows (before: twice that)
+    assert Counting.messages == (12 if history == "paper" else 6)
+
+
 def test_choose_answer_on_stop_asks_for_the_variable(kb: OxigraphKB) -> None:
     llm = ScriptedLLM([STEPS[1], STEPS[2], "set_answer(?f)"])
     agent = QueryAgent(llm, kb, guidelines=None,

@@ -54,10 +54,11 @@ def test_a_kb_path_reads_back_as_readis_path() -> None:
 
 
 def test_a_relation_with_the_path_texts_syntax_reads_back_as_one_relation() -> None:
-    # what SmolLM2 wrote in a constrained Readi reply: brackets inside one relation
+    # what SmolLM2 wrote in a constrained Readi reply: brackets inside one relation (and a
+    # relation of nothing but syntax, which is none)
     fmt = kb_path_format(["Black Snake Moan"])
     relation = "films that share directors with [film_genre_1] -> genre"
-    text = fmt.read_text(_json({"thought": "", "path": {"Black Snake Moan": [relation, "x"]}}))
+    text = fmt.read_text(_json({"thought": "", "path": {"Black Snake Moan": [relation, "[]", "x"]}}))
     assert parse_path(text or "", entities=["Black Snake Moan"]).as_dict() == {
         "Black Snake Moan": ["films that share directors with film_genre_1 genre", "x"]}
 
