@@ -46,9 +46,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import typer
+
+from pyql.agent.cli import strategy_options
+from pyql.agent.evaluation import runner
 from pyql.agent.evaluation.datasets import get_dataset
 from pyql.agent.evaluation.records import RunConfig
-from pyql.agent.evaluation.runner import evaluate
 from pyql.datasets.gold import metaqa_fidelity
 from pyql.datasets.paths import default_data_dir
 
@@ -84,7 +87,7 @@ def harness(data_dir: Path, hops: int, split: str, n: int, processes: int | None
                        token_estimates=token_estimates)
     with tempfile.TemporaryDirectory(prefix="pyql-harness-") as out:
         cpu, children = time.process_time(), _children_cpu()
-        metrics = evaluate(config, Path(out) / "run", progress=False)
+        metrics = runner.evaluate(config, Path(out) / "run", progress=False)
         cpu = time.process_time() - cpu + _children_cpu() - children
     return {"cpu": cpu, "n": metrics["n"], "hit@1": metrics["hit@1"], "f1": metrics["f1"]}
 
@@ -93,8 +96,6 @@ def profile(side: str, data_dir: Path, hops: int, split: str, n: int,
             settings: dict[str, Any]) -> None:
     """Profile one side: the calling thread, and the harness's worker thread (where the
     questions are answered: cProfile sees only the thread that enables it)."""
-    from pyql.agent.evaluation import runner
-
     profiler = cProfile.Profile()
     if side == "bare":
         profiler.runcall(bare, data_dir, hops, split, n)
@@ -154,8 +155,6 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str,
 
         setattr(owner, name, functools.wraps(original)(timed))
         undo.append((owner, name, original))
-    global evaluate
-    plain, evaluate = evaluate, sys.modules["pyql.agent.evaluation.runner"].evaluate
     try:
         sides = {}
         for side, run in (("bare", lambda: bare(data_dir, hops, split, n)),
@@ -166,7 +165,6 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str,
             total = run()["cpu"]
             sides[side] = (total, dict(spent))
     finally:
-        evaluate = plain
         for owner, name, original in reversed(undo):
             setattr(owner, name, original)
     print(f"{'ms CPU / question':32} {'bare':>8} {'harness':>8}")
@@ -175,15 +173,6 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str,
     for key in spent:
         print(f"{key:32} {1000 * sides['bare'][1][key] / n:8.3f} "
               f"{1000 * sides['harness'][1][key] / n:8.3f}")
-
-
-def _option(pair: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as pyql eval reads it: the value as JSON when it is JSON, else text."""
-    key, _, value = pair.partition("=")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the harness side estimates the stand-in's tokens, as pyql eval "
                              "--token-estimates")
     args = parser.parse_args(argv)
-    settings = {"options": dict(_option(o) for o in args.option),
+    try:
+        options = strategy_options(args.option)
+    except typer.BadParameter as exc:
+        parser.error(exc.format_message())
+    settings = {"options": options,
                 "token_estimates": args.token_estimates}
     logging.basicConfig(level=logging.WARNING)
     data_dir = (args.data_dir or default_data_dir()).resolve()

@@ -385,7 +385,7 @@ class Environment(ABC):
                                         rejected=isinstance(exc, BackendQueryError),
                                         error_type=type(exc).__name__)
         if outcome is None:
-            outcome = Outcome(backend=failed or _NOT_RUN[self.feedback_type])
+            outcome = Outcome(backend=failed or self.feedback_type())
         if not outcome.args:
             outcome.args = resolved
         if notes:
@@ -400,7 +400,7 @@ class Environment(ABC):
         function = getattr(error, "function", None) or guess_function(text)
         python = python_feedback_for(error, function=function)
         return self._conclude(start, text, None, python,
-                              Outcome(backend=_NOT_RUN[self.feedback_type]))
+                              Outcome(backend=self.feedback_type()))
 
     def _conclude(self, start: float, text: str, call: Call | None, python: PythonFeedback,
                   outcome: Outcome) -> Observation:
@@ -455,5 +455,3 @@ class Environment(ABC):
 
 
 _PYTHON_OK = PythonFeedback()
-_NOT_RUN: dict[type[KBFeedback] | type[DBFeedback], KBFeedback | DBFeedback] = {
-    KBFeedback: KBFeedback(), DBFeedback: DBFeedback()}

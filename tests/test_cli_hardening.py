@@ -173,11 +173,12 @@ def test_metaqa_kb_txt_is_parsed_once_then_reopened(tmp_path, monkeypatch):
     assert time.perf_counter() - started < 1.0
     assert len(again) == triples
     assert list((tmp_path / "cache" / "metaqa").iterdir()) == [cache_store_dir(kb_txt)]
-    from pyql.agent.evaluation.datasets import _short_hash
-    from pyql.datasets.paths import cache_dir
+    from pyql.agent.evaluation.datasets import get_dataset
 
     # the store pyql eval opens for its MetaQA datasets: one build serves both commands
-    assert cache_store_dir(kb_txt) == cache_dir() / "metaqa" / _short_hash(str(kb_txt.resolve()))
+    del again
+    get_dataset("metaqa-1hop", kb_txt.parent.parent).backend().close()
+    assert list((tmp_path / "cache" / "metaqa").iterdir()) == [cache_store_dir(kb_txt)]
 
 
 def test_run_links_mentions_from_kb_labels(tmp_path, monkeypatch):

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import hashlib
 import json
 import logging
 import os
@@ -117,10 +116,6 @@ def select_indices(n: int, limit: int | None = None, sample: int | None = None,
 def _stamp(path: Path) -> str:
     stat = path.stat()
     return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 # -- backends -----------------------------------------------------------------------------------
@@ -375,7 +370,7 @@ class MetaQADataset(EvalDataset):
         if override is not None:
             return override
         source = self._require(metaqa.kb_path(self.data_dir), "KB file (kb.txt)")
-        store = self.cache_dir / "metaqa" / _short_hash(str(source.resolve()))
+        store = metaqa.cache_store_dir(source, self.cache_dir)
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

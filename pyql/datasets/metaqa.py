@@ -177,11 +177,11 @@ def _source_stamp(kb_txt: Path) -> dict[str, object]:
             "loader": _LOADER_VERSION, "entity_base": METAQA.entity_base}
 
 
-def cache_store_dir(kb_txt_path: str | Path) -> Path:
+def cache_store_dir(kb_txt_path: str | Path, cache: Path | None = None) -> Path:
     """The directory of the cached on-disk store of one kb.txt (see :func:`load_kb`):
     ``<cache>/metaqa/<the first 12 hex digits of the SHA-256 of its resolved path>``, the one
-    ``pyql eval`` builds too."""
-    base = cache_dir()
+    ``pyql eval`` builds too (``cache``: the cache directory, default :func:`cache_dir`)."""
+    base = cache if cache is not None else cache_dir()
     source = str(Path(kb_txt_path).resolve())
     return base / "metaqa" / hashlib.sha256(source.encode()).hexdigest()[:12]
 
