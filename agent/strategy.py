@@ -320,13 +320,20 @@ class StrategyConfig:
 
 class GoldItem(Protocol):
     """What ``measures(steps, item)`` may read of an evaluation item (the evaluation layer's
-    ``EvalItem``): its gold answers and its toolset."""
+    ``EvalItem``): its gold answers, its toolset, its gold program (None: there is none) and
+    its topic entities."""
 
     @property
     def answers(self) -> tuple[Any, ...]: ...
 
     @property
     def tools(self) -> str: ...
+
+    @property
+    def program(self) -> str | None: ...
+
+    @property
+    def entities(self) -> Mapping[str, str]: ...
 
 
 class SessionFactory(Protocol):

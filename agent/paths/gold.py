@@ -3,21 +3,24 @@ table path (SQL). Readi's and SRP's stand-ins play it; SRP's measures compare wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyql.agent.paths.path import PathFormatError, ReasoningPath, path_from_program
 from pyql.agent.paths.table import TablePath, table_path_from_program
 
+if TYPE_CHECKING:
+    from pyql.agent.strategy import GoldItem
+
 __all__ = ["gold_path"]
 
 
-def gold_path(item: Any) -> ReasoningPath | TablePath | None:
+def gold_path(item: GoldItem) -> ReasoningPath | TablePath | None:
     """The gold path of an evaluation item (from its gold program), or None without one."""
-    program = getattr(item, "program", None)
+    program = item.program
     if not program:
         return None
     try:
-        if getattr(item, "tools", "sparql") == "sql":
+        if item.tools == "sql":
             return table_path_from_program(program)
         path = path_from_program(program, item.entities)
     except PathFormatError:

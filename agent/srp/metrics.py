@@ -24,9 +24,12 @@ with relations, as references are labelled).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.agent.trajectory import Step
+
+if TYPE_CHECKING:
+    from pyql.agent.strategy import GoldItem
 
 __all__ = ["judge_outcomes", "reference_hit", "reliable_answer", "srp_measures"]
 
@@ -75,7 +78,7 @@ def reference_hit(steps: Iterable[Step], gold_path: Sequence[str] | None) -> boo
     return any(tuple(r.get("path", ())) == tuple(gold_path) for r in refs)
 
 
-def _gold_relations(item: Any) -> tuple[str, ...] | None:
+def _gold_relations(item: GoldItem) -> tuple[str, ...] | None:
     from pyql.agent.paths import ReasoningPath
     from pyql.agent.paths.gold import gold_path
 
@@ -86,7 +89,7 @@ def _gold_relations(item: Any) -> tuple[str, ...] | None:
     return first.relations if first is not None else None
 
 
-def srp_measures(steps: Sequence[Step], item: Any) -> dict[str, Any]:
+def srp_measures(steps: Sequence[Step], item: GoldItem) -> dict[str, Any]:
     """The measures of one question (module docstring) for an evaluation item."""
     outcomes = judge_outcomes(steps, item.answers)
     retrieves = [s for s in steps if s.kind == "retrieve"]
