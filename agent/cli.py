@@ -344,12 +344,10 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 def _check_ranker(ranker: str | None, preset: str, dataset: str) -> None:
     """An OpenAI embedding ranker (``--ranker``, or the one ``--preset`` ranks with) without a
     key fails before the model starts or an entity is linked."""
-    from pyql.agent.presets import preset_ranker
-    from pyql.agent.ranking import RankerKeyError, check_ranker
+    from pyql.agent.ranking import RankerKeyError, check_run_ranker
 
-    chosen = None if ranker or preset in ("", "default") else preset
     try:
-        check_ranker(ranker or preset_ranker(chosen, dataset or None), preset=chosen)
+        check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:
         raise CliError(str(exc), hint=exc.hint) from None
 

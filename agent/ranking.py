@@ -42,6 +42,7 @@ __all__ = [
     "RelationRanker",
     "RankerKeyError",
     "check_ranker",
+    "check_run_ranker",
     "Embedder",
     "BM25Ranker",
     "EmbeddingRanker",
@@ -348,6 +349,19 @@ def check_ranker(spec: str | None, *, preset: str | None = None) -> None:
             OpenAIEmbeddings()
         except LLMAuthError as exc:
             raise RankerKeyError(spec, preset, exc) from None
+
+
+def check_run_ranker(ranker: str | None, preset: str | None, dataset: str | None) -> None:
+    """:func:`check_ranker` of the ranker a run uses: ``ranker`` when named, else the one
+    ``preset`` picks for ``dataset`` (:func:`~pyql.agent.presets.preset_ranker`; the error
+    names the preset). What ``pyql ask`` and ``pyql eval`` check before they start."""
+    from pyql.agent.presets import preset_ranker
+
+    if ranker:
+        check_ranker(ranker)
+        return
+    named = preset if preset not in (None, "", "default") else None
+    check_ranker(preset_ranker(named, dataset or None), preset=named)
 
 
 def rank_relations(question: str, relations: Sequence[str], ranker: RelationRanker | None, *,

@@ -415,11 +415,12 @@ def _with_references(options: dict[str, Any], references: Path | None) -> dict[s
 def _check_settings(dataset: str, preset: str | None, ranker: str | None,
                     extremum: str | None) -> None:
     """Preset, ranker and argmax semantics are checked before a run directory is made."""
-    from pyql.agent.presets import PresetError, preset_ranker
-    from pyql.agent.ranking import RankerKeyError, check_ranker
+    from pyql.agent.presets import PresetError, get_preset
+    from pyql.agent.ranking import RankerKeyError, check_run_ranker
 
     try:
-        chosen = preset_ranker(preset, dataset)
+        if preset is not None:
+            get_preset(preset, dataset)  # an unknown preset, or none for this dataset
     except PresetError as exc:
         fail(str(exc))
     if ranker is not None:
@@ -428,7 +429,7 @@ def _check_settings(dataset: str, preset: str | None, ranker: str | None,
         except UnknownNameError as exc:
             fail(str(exc))
     try:
-        check_ranker(ranker or chosen, preset=None if ranker else preset)
+        check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:
         fail(str(exc), hint=exc.hint)
     if extremum is not None and extremum not in ("ties", "limit"):
