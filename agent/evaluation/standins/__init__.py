@@ -47,7 +47,7 @@ vanilla, vanilla-few   :mod:`.vanilla`: the gold program compiled (``gold`` only
 >>> get_stand_in("readi").check(parse_llm_spec("noisy-gold:0.3:wrong_relation"), "readi")
 Traceback (most recent call last):
 pyql.agent.evaluation.llm_spec.LLMSpecError: noisy-gold:0.3:wrong_relation: the readi stand-in
-makes no injection type (wrong_relation is QueryAgent's noisy-gold)
+makes no injection type (asked for wrong_relation)
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ class StandInFactory(ABC):
         if unknown:
             makes = (f"makes the injection types {', '.join(self.injection_types)}"
                      if self.injection_types else "makes no injection type")
-            raise LLMSpecError(f"{spec.text}: the {strategy} stand-in {makes}, not "
-                               f"{', '.join(unknown)}",
+            raise LLMSpecError(f"{spec.text}: the {strategy} stand-in {makes} (asked for "
+                               f"{', '.join(unknown)})",
                                spec=spec.text, parameter="types",
                                value=",".join(spec.types or ()), strategy=strategy)
         if spec.kind == "gold" and spec.parameters and not self.gold_parameters:
