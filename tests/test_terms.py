@@ -35,6 +35,22 @@ def sparql_ok(query: str) -> None:
 
 # -- what each written form means --------------------------------------------------------------
 
+#: plain numbers, bare dates and booleans: the text as written is the lexical form, and its form
+#: gives the datatype
+BARE_LITERALS = [
+    ("12", "integer"),
+    ("-3", "integer"),
+    ("+5", "integer"),
+    ("1.5", "decimal"),
+    (".5", "decimal"),
+    ("1e3", "double"),
+    ("-2.5E-3", "double"),
+    ("2015-08-10", "date"),
+    ("2015-08-10T10:30:00", "dateTime"),
+    ("2015-08-10T10:30:00Z", "dateTime"),
+    ("true", "boolean"),
+]
+
 PARSED = [
     # variables: ?x, $x, and the original PyQL's bare x0 where a variable is allowed
     ("?x", Slot.NODE, Var("x")),
@@ -64,19 +80,9 @@ PARSED = [
     ('"2015-08-10"^^xsd:date', Slot.LITERAL, Literal("2015-08-10", XSD + "date")),
     ('"1859"^^xsd:gYear', Slot.LITERAL, Literal("1859", XSD + "gYear")),
     ('"abc"^^<http://example.org/dt>', Slot.LITERAL, Literal("abc", "http://example.org/dt")),
-    # plain numbers
-    ("12", Slot.VALUE, Literal("12", XSD + "integer")),
-    ("-3", Slot.VALUE, Literal("-3", XSD + "integer")),
-    ("+5", Slot.LITERAL, Literal("+5", XSD + "integer")),
-    ("1.5", Slot.VALUE, Literal("1.5", XSD + "decimal")),
-    (".5", Slot.VALUE, Literal(".5", XSD + "decimal")),
-    ("1e3", Slot.VALUE, Literal("1e3", XSD + "double")),
-    ("-2.5E-3", Slot.VALUE, Literal("-2.5E-3", XSD + "double")),
-    # bare dates and booleans in literal slots
-    ("2015-08-10", Slot.VALUE, Literal("2015-08-10", XSD + "date")),
-    ("2015-08-10T10:30:00", Slot.VALUE, Literal("2015-08-10T10:30:00", XSD + "dateTime")),
-    ("2015-08-10T10:30:00Z", Slot.LITERAL, Literal("2015-08-10T10:30:00Z", XSD + "dateTime")),
-    ("true", Slot.VALUE, Literal("true", XSD + "boolean")),
+    # plain numbers, bare dates and booleans, in both slots that take a literal
+    *[(text, slot, Literal(text, XSD + datatype))
+      for text, datatype in BARE_LITERALS for slot in (Slot.VALUE, Slot.LITERAL)],
     # strings
     ('"hello, world"', Slot.VALUE, Literal("hello, world")),
     ("'single quoted'", Slot.LITERAL, Literal("single quoted")),
@@ -122,44 +128,53 @@ def test_short_forms_are_what_the_llm_wrote() -> None:
 
 # -- text that is none of the accepted kinds -------------------------------------------------------
 
+#: text in a slot that takes entities which is not linked, not an id and not a variable
+NOT_LINKED = [
+    ("hello world", Slot.NODE),
+    ("Frank Darabont", Slot.ENTITY),  # not linked
+    ("x", Slot.NODE),  # not a bare x<digits> variable
+    ("$y", Slot.NODE),  # only ?x is a variable ($ starts SQL headers)
+    ("X0", Slot.NODE),
+    ("x0a", Slot.NODE),
+    ("answer", Slot.NODE),
+    ("x0", Slot.ENTITY),  # a variable is not allowed here
+    ("Ocean's Eleven", Slot.NODE),
+    ("2015-08", Slot.NODE),
+]
+
+#: text that is no term of the slot's kinds at all
+NOT_A_TERM = [
+    ("foo", Slot.VAR),
+    ("m.0crbvqz", Slot.VAR),
+    ('"x0"@en', Slot.VAR),
+    ("?x", Slot.ENTITY),
+    ("?x", Slot.LITERAL),
+    ("12", Slot.ENTITY),
+    ("12", Slot.VAR),
+    ('"abc"@en', Slot.ENTITY),
+    ("<http://example.org/a>", Slot.LITERAL),
+    ("not a relation", Slot.RELATION),
+    ("spouse", Slot.RELATION),  # Freebase relations are dotted
+    ("", Slot.NODE),
+    ("   ", Slot.NODE),
+    ('"unterminated', Slot.NODE),
+    ("?bad-name", Slot.NODE),
+    ("?x²", Slot.NODE),  # \w, but not a SPARQL VARNAME
+    ('"abc"^^xsd:integer', Slot.VALUE),
+    ('"x"^^foo:bar', Slot.VALUE),  # unknown prefix
+    ('"x"@en-a', Slot.VALUE),  # not BCP 47
+    ("<relative/path>", Slot.NODE),
+    ("<http://x.org/%zz>", Slot.NODE),  # bad percent-encoding
+    ("<http://x.org/a#b#c>", Slot.NODE),
+    ("<http://[bad/>", Slot.NODE),
+    ("<http://x.org/a b>", Slot.NODE),
+    ('"\ud800"', Slot.VALUE),  # a lone surrogate cannot be sent to any engine
+    ("ns:a b", Slot.NODE),
+]
+
 REFUSED = [
-    # (text, slot, error type)
-    ("hello world", Slot.NODE, UnknownEntityError),
-    ("Frank Darabont", Slot.ENTITY, UnknownEntityError),  # not linked
-    ("x", Slot.NODE, UnknownEntityError),  # not a bare x<digits> variable
-    ("$y", Slot.NODE, UnknownEntityError),  # only ?x is a variable ($ starts SQL headers)
-    ("X0", Slot.NODE, UnknownEntityError),
-    ("x0a", Slot.NODE, UnknownEntityError),
-    ("answer", Slot.NODE, UnknownEntityError),
-    ("x0", Slot.ENTITY, UnknownEntityError),  # a variable is not allowed here
-    ("Ocean's Eleven", Slot.NODE, UnknownEntityError),
-    ("2015-08", Slot.NODE, UnknownEntityError),
-    ("foo", Slot.VAR, TermError),
-    ("m.0crbvqz", Slot.VAR, TermError),
-    ('"x0"@en', Slot.VAR, TermError),
-    ("?x", Slot.ENTITY, TermError),
-    ("?x", Slot.LITERAL, TermError),
-    ("12", Slot.ENTITY, TermError),
-    ("12", Slot.VAR, TermError),
-    ('"abc"@en', Slot.ENTITY, TermError),
-    ("<http://example.org/a>", Slot.LITERAL, TermError),
-    ("not a relation", Slot.RELATION, TermError),
-    ("spouse", Slot.RELATION, TermError),  # Freebase relations are dotted
-    ("", Slot.NODE, TermError),
-    ("   ", Slot.NODE, TermError),
-    ('"unterminated', Slot.NODE, TermError),
-    ("?bad-name", Slot.NODE, TermError),
-    ("?x²", Slot.NODE, TermError),  # \w, but not a SPARQL VARNAME
-    ('"abc"^^xsd:integer', Slot.VALUE, TermError),
-    ('"x"^^foo:bar', Slot.VALUE, TermError),  # unknown prefix
-    ('"x"@en-a', Slot.VALUE, TermError),  # not BCP 47
-    ("<relative/path>", Slot.NODE, TermError),
-    ("<http://x.org/%zz>", Slot.NODE, TermError),  # bad percent-encoding
-    ("<http://x.org/a#b#c>", Slot.NODE, TermError),
-    ("<http://[bad/>", Slot.NODE, TermError),
-    ("<http://x.org/a b>", Slot.NODE, TermError),
-    ('"\ud800"', Slot.VALUE, TermError),  # a lone surrogate cannot be sent to any engine
-    ("ns:a b", Slot.NODE, TermError),
+    *[(text, slot, UnknownEntityError) for text, slot in NOT_LINKED],
+    *[(text, slot, TermError) for text, slot in NOT_A_TERM],
 ]
 
 
