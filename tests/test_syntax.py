@@ -10,6 +10,20 @@ from pyql.syntax import Atom, AtomKind, lex_atom, quote_string, read_arguments, 
 V, IRI, S, N, NAME = AtomKind.VAR, AtomKind.IRI, AtomKind.STRING, AtomKind.NUMBER, AtomKind.NAME
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
+NAMES = [
+    "m.0crbvqz",
+    "people.person.spouse_s",
+    "ns:m.0crbvqz",
+    "The Green Mile",
+    "  The Green Mile  ",
+    "Ocean's Eleven",
+    "2015-08-10",  # a date is a name lexically; terms give it meaning
+    "12abc",
+    ">=",
+    "<>",
+    "x0",
+]
+
 LEXED = [
     ("?x", Atom(V, "x")),
     ("$x", Atom(NAME, "$x")),  # only ? starts a variable
@@ -36,17 +50,8 @@ LEXED = [
     ("1.0^^xsd:float", Atom(N, "1.0", datatype="xsd:float")),
     ("1.0^^http://www.w3.org/2001/XMLSchema#float", Atom(N, "1.0", datatype=XSD + "float")),
     ("1.0^^<http://www.w3.org/2001/XMLSchema#float>", Atom(N, "1.0", datatype=XSD + "float")),
-    ("m.0crbvqz", Atom(NAME, "m.0crbvqz")),
-    ("people.person.spouse_s", Atom(NAME, "people.person.spouse_s")),
-    ("ns:m.0crbvqz", Atom(NAME, "ns:m.0crbvqz")),
-    ("The Green Mile", Atom(NAME, "The Green Mile")),
-    ("  The Green Mile  ", Atom(NAME, "The Green Mile")),
-    ("Ocean's Eleven", Atom(NAME, "Ocean's Eleven")),
-    ("2015-08-10", Atom(NAME, "2015-08-10")),  # a date is a name lexically; terms give it meaning
-    ("12abc", Atom(NAME, "12abc")),
-    (">=", Atom(NAME, ">=")),
-    ("<>", Atom(NAME, "<>")),
-    ("x0", Atom(NAME, "x0")),
+    # any other text is a name: itself, without the space around it
+    *[(text, Atom(NAME, text.strip())) for text in NAMES],
 ]
 
 
