@@ -265,14 +265,22 @@ def _result(value: QuestionResult | Mapping[str, Any]) -> QuestionResult:
     return value if isinstance(value, QuestionResult) else QuestionResult.model_validate(value)
 
 
+#: each score's name and the name earlier results gave it (itself when it had no other)
+_SCORE_NAMES: tuple[tuple[str, str], ...] = tuple(
+    (name, {new: old for old, new in LEGACY_NAMES.items()}.get(name, name)) for name in SCORES)
+
+
 def _scores(results: Sequence[QuestionResult]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    legacy = {new: old for old, new in LEGACY_NAMES.items()}
-    for name in SCORES:
-        old = legacy.get(name, name)
-        out[name] = _mean([r.metrics[name] if name in r.metrics else r.metrics[old]
-                           for r in results if name in r.metrics or old in r.metrics])
-    return out
+    """The mean of each score over the results that have it (one pass over the results)."""
+    values: dict[str, list[float]] = {name: [] for name in SCORES}
+    for r in results:
+        metrics = r.metrics
+        for name, old in _SCORE_NAMES:
+            if name in metrics:
+                values[name].append(metrics[name])
+            elif old in metrics:
+                values[name].append(metrics[old])
+    return {name: _mean(found) for name, found in values.items()}
 
 
 def _stats(triggers: int, fixed: int, questions: int, **rates: float) -> dict[str, Any]:
@@ -304,9 +312,12 @@ def guideline_stats(results: Sequence[QuestionResult]) -> dict[str, Any]:
     class_questions: Counter[str] = Counter()
     with_any = 0
     for r in results:
+        if r.corrected:
+            fixed.update(r.corrected)
+        if not r.guidelines:
+            continue
         fired = [code for code, k in r.guidelines.items() if k]
         counts.update(r.guidelines)
-        fixed.update(r.corrected)
         questions.update(fired)
         class_questions.update({env_class(code) for code in fired})
         with_any += 1 if fired else 0

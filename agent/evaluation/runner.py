@@ -7,8 +7,10 @@ directory's files (``config.json``, ``results.jsonl``, ``trajectories.jsonl``, `
 ``metrics.json`` is rewritten every few seconds during a run, with a ``run`` section (this
 session's wall time, concurrency, rate-limit pauses, cache hits, ``complete``) and, for a
 stand-in, ``stand_in`` (its name and the values of its declared parameters,
-:func:`pyql.agent.evaluation.standins.stand_in_assumptions`), and at the end recomputed from
-``results.jsonl``.
+:func:`pyql.agent.evaluation.standins.stand_in_assumptions`), and written a last time at the
+end. Every snapshot aggregates the results the run holds in memory, which are
+``results.jsonl``'s: its lines are read once when the run opens (the last line of an id
+counts) and each new line is added as it is written, so the file is never read again.
 
 The metrics are :func:`pyql.agent.evaluation.metrics.aggregate` (the one aggregate: the report
 shows it) of the last line of each question id (:func:`read_results`,
@@ -67,7 +69,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -306,6 +308,8 @@ class _Session:
         self.results_log = self.run_dir.results_log()
         self.trajectory_log = self.run_dir.trajectory_log()
         self.stop = threading.Event()
+        #: every result of the run (results.jsonl's: read when the run opens, added as written;
+        #: the last line of an id counts), without its steps: what the aggregate reads
         self.done: dict[str, QuestionResult] = {}
         self.session_done = 0
         self.unexpected = 0
@@ -358,10 +362,11 @@ class _Session:
     def record(self, result: QuestionResult, lines: list[str], line: str | None = None
                ) -> QuestionResult:
         """Write a question's result (``line``: its JSON when already made) and trajectory
-        lines; the circuit breaker; what stays in memory."""
-        self._write(result, lines, line)
+        lines, and keep what the aggregate reads of it in :attr:`done`; then the circuit
+        breaker. Returns what was kept."""
+        kept = self._write(result, lines, line)
         self._breaker(result)
-        return _slim(result)
+        return kept
 
     def answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
         """Answer one question: its result and trajectory lines (never written here)."""
@@ -500,13 +505,21 @@ class _Session:
         return result, lines
 
     def _write(self, result: QuestionResult, trajectory: list[str],
-               line: str | None = None) -> None:
+               line: str | None = None) -> QuestionResult:
         line = result.model_dump_json() if line is None else line
-        with self._write_lock:
+        kept = _slim(result)
+        with self._write_lock:  # the line and its result in memory: both or neither
             if trajectory:
                 self.trajectory_log.append(*trajectory)
             self.results_log.append(line)
+            self.done[result.id] = kept
             self.session_done += 1
+        return kept
+
+    def snapshot(self) -> dict[str, QuestionResult]:
+        """:attr:`done` as it is now (the worker threads add to it)."""
+        with self._write_lock:
+            return dict(self.done)
 
     # -- in the event loop ----------------------------------------------------------------------
     def stand_in(self) -> dict[str, Any] | None:
@@ -514,8 +527,13 @@ class _Session:
         model answers: ``metrics.json``'s ``stand_in``."""
         return self.assumptions.to_dict() if self.assumptions is not None else None
 
-    def run_section(self, started: float, items_total: int) -> dict[str, Any]:
-        done = sum(1 for r in self.done.values() if r.status not in OUTAGES)
+    def run_section(self, started: float, results: Mapping[str, QuestionResult]
+                    ) -> dict[str, Any]:
+        """``metrics.json``'s ``run``: the selected questions done in ``results`` (an outage is
+        not done), this session's work, the rate gate's and the caches' counts."""
+        done = sum(1 for item in self.items
+                   if (r := results.get(item.id)) is not None and r.status not in OUTAGES)
+        items_total = len(self.items)
         section: dict[str, Any] = {
             "dataset": self.config.dataset, "split": self.config.split, "llm": self.config.llm,
             "strategy": self.config.strategy,
@@ -612,7 +630,6 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
     executor = pool
     queue = deque(todo)  # the workers are coroutines of one event loop: no lock needed
     aborted: list[BaseException] = []
-    total = len(session.items)
     # one worker thread: it answers questions back to back (for up to BATCH_SECONDS) before
     # handing their results over, instead of a hop between the threads per question
     batched = processes == 1 and workers_n == 1
@@ -626,7 +643,6 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                     executor, session.run_batch, batch)
                 queue.extendleft(reversed(rest))
                 for result in results:
-                    session.done[result.id] = result
                     progress.add(result)
                 if isinstance(stopped, EvalAbort):
                     aborted.append(stopped)
@@ -649,7 +665,6 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                 aborted.append(exc)
                 session.stop.set()
                 return
-            session.done[result.id] = result
             progress.add(result)
 
     async def ticker() -> None:
@@ -657,7 +672,7 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
         while True:
             await asyncio.sleep(interval)
             cost = time.perf_counter()
-            _write_running_metrics(session, started, total)
+            _write_metrics(session, started)
             # a large run's aggregate takes a while: rewrite it less often, so the snapshot
             # never costs more than a few percent of the time
             interval = max(METRICS_INTERVAL, 30 * (time.perf_counter() - cost))
@@ -675,11 +690,15 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
         raise aborted[0]
 
 
-def _write_running_metrics(session: _Session, started: float, total: int) -> None:
-    metrics = aggregate(session.done.values(), primary=session.primary)
-    metrics["run"] = session.run_section(started, total)
+def _write_metrics(session: _Session, started: float) -> dict[str, Any]:
+    """Write ``metrics.json``: the aggregate of the results in memory (``results.jsonl``'s,
+    module docstring) with this session's ``run`` section and the stand-in's assumptions."""
+    results = session.snapshot()
+    metrics = aggregate(results.values(), primary=session.primary)
+    metrics["run"] = session.run_section(started, results)
     metrics["stand_in"] = session.stand_in()
     session.run_dir.write_metrics(metrics)
+    return metrics
 
 
 def _client_options(config: RunConfig) -> dict[str, Any]:
@@ -781,7 +800,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                      session.processes)
             session.results_log.open()
             session.trajectory_log.open()
-            _write_running_metrics(session, started, len(session.items))
+            _write_metrics(session, started)
             label = f"{config.dataset} {config.split} · {config.llm}"
             with RunProgress(progress, len(session.items), len(session.items) - len(todo),
                            session.primary, label) as bar:
@@ -790,7 +809,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                 try:
                     _run_coroutine(_drive(session, todo, bar, started, session.processes))
                 except BaseException:
-                    _final_metrics(out_dir, session, started)  # what was done, before raising
+                    _write_metrics(session, started)  # what was done, before raising
                     raise
         finally:
             session.results_log.close()
@@ -799,19 +818,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             for cache in (session.llm_cache, session.kb_cache):
                 if cache is not None:
                     cache.close()
-        return _final_metrics(out_dir, session, started)
-
-
-def _final_metrics(out_dir: Path, session: _Session, started: float) -> dict[str, Any]:
-    """metrics.json recomputed from results.jsonl (read once), with this session's ``run``
-    section."""
-    results = session.run_dir.results(steps=False)
-    done = {r.id for r in results if r.status not in OUTAGES}
-    section = session.run_section(started, len(session.items))
-    section["done"] = sum(1 for item in session.items if item.id in done)
-    section["complete"] = section["done"] >= len(session.items)
-    return session.run_dir.recompute_metrics(primary=session.primary, run=section,
-                                             stand_in=session.stand_in(), results=results)
+        return _write_metrics(session, started)
 
 
 def _default_data_dir() -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pyql.agent.evaluation.metrics import aggregate
 from pyql.agent.evaluation.records import CONFIG, RESULTS, QuestionResult, RunConfig
 from pyql.agent.evaluation.runner import (
     TRAJECTORIES,
@@ -186,3 +187,26 @@ def test_the_last_line_of_a_repeated_id_counts(tmp_path: Path) -> None:
     results = read_results(tmp_path)
     assert [(r.id, r.metrics.get("hit@1")) for r in results] == [("a", 1.0), ("b", None)]
 
+
+
+def test_the_last_metrics_are_those_of_the_file(
+        tmp_path: Path, uninterrupted: tuple[dict, Path]) -> None:
+    """The run keeps its results in memory instead of reading results.jsonl again at the end:
+    what it writes is what the file's lines give, with an id written twice (the last line
+    counts) and an outage line (run again) among the earlier session's lines."""
+    _, reference = uninterrupted
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / CONFIG).write_bytes((reference / CONFIG).read_bytes())
+    lines = [QuestionResult.model_validate_json(line)
+             for line in (reference / RESULTS).read_bytes().splitlines()]
+    wrong = lines[2].model_copy(update={"metrics": {**lines[2].metrics, "hit@1": 0.0}})
+    outage = lines[5].model_copy(update={"status": "backend_error", "metrics": {}})
+    earlier = [*lines[:6], wrong, outage]
+    (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in earlier))
+    metrics = resume(out, progress=False)
+    assert metrics["run"]["this_session"]["questions"] == MINI_METAQA_QUESTIONS - 5
+    assert metrics["hit@1"] < 1.0  # the wrong line of the earlier session counts
+    from_file = aggregate(read_results(out, steps=False), primary=metrics["primary"])
+    assert comparable_metrics(metrics) == comparable_metrics(from_file)
+    assert metrics["run"]["done"] == metrics["run"]["items"] == MINI_METAQA_QUESTIONS
