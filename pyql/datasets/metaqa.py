@@ -202,9 +202,10 @@ def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> 
     if store_dir is not None:
         reopened = _reopen(kb_txt, Path(store_dir))
         if reopened is not None:
-            log.info("reopened MetaQA store %s (%d triples) in %.2fs", store_dir, len(reopened),
+            kb, triples = reopened
+            log.info("reopened MetaQA store %s (%d triples) in %.2fs", store_dir, triples,
                      time.perf_counter() - start)
-            return reopened
+            return kb
     quads = _quads(read_triples(kb_txt))
     if store_dir is not None:
         try:
@@ -222,7 +223,9 @@ def load_kb(kb_txt_path: str | Path, *, store_dir: str | Path | None = None) -> 
     return OxigraphKB(store, profile=METAQA)
 
 
-def _reopen(kb_txt: Path, store_dir: Path) -> OxigraphKB | None:
+def _reopen(kb_txt: Path, store_dir: Path) -> tuple[OxigraphKB, int] | None:
+    """The store and its triple count, when its manifest matches the source and the store holds
+    the triples the manifest records (counting them is the store's longest read)."""
     manifest_file = store_dir / _MANIFEST
     if not manifest_file.is_file():
         return None
@@ -239,10 +242,11 @@ def _reopen(kb_txt: Path, store_dir: Path) -> OxigraphKB | None:
     except OSError as exc:
         log.info("cannot reopen MetaQA store %s (%s); rebuilding", store_dir, exc)
         return None
-    if len(kb) != manifest.get("triples"):
+    triples = len(kb)
+    if triples != manifest.get("triples"):
         log.info("MetaQA store %s is incomplete; rebuilding", store_dir)
         return None
-    return kb
+    return kb, triples
 
 
 def _build_on_disk(kb_txt: Path, store_dir: Path, quads: list[ox.Quad]) -> OxigraphKB:
