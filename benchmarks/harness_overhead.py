@@ -20,12 +20,18 @@ ratio printed is the median of the per-round ratios harness/bare.
 Usage (from the repository root)::
 
     python benchmarks/harness_overhead.py [--n 4000] [--hops 3] [--split dev] [--rounds 3]
-        [--profile harness|bare | --breakdown] [--json out.json] [--data-dir DIR]
+        [--profile harness|bare | --breakdown | --instructions] [--json out.json]
+        [--data-dir DIR]
         [--option KEY=VALUE] [--token-estimates]
 
 ``--profile`` runs that side once under cProfile and prints its top functions (cumulative and
 own time) instead of the comparison; ``--breakdown`` prints both sides' thread CPU per
-question in their main functions (:data:`BREAKDOWN`). ``--option`` passes a strategy option to
+question in their main functions (:data:`BREAKDOWN`). ``--instructions`` counts instead of
+timing: each side runs in its own process under valgrind's cachegrind, once with ``--n``
+questions and once with none (after the same warm-up), and the difference over ``--n`` is the
+side's instructions per question; a count does not move with the machine's load as CPU time
+does (this machine's rounds of CPU time differ by up to 15 %). Take ``--n`` of a few hundred:
+valgrind runs about 50 times slower. ``--option`` passes a strategy option to
 the harness side as ``pyql eval --option`` does; ``--token-estimates`` has it estimate the
 stand-in's tokens with tiktoken, as ``pyql eval --token-estimates`` (off by default, as in
 ``pyql eval``). Target: harness / bare <= 1.25.
@@ -38,8 +44,11 @@ import cProfile
 import json
 import logging
 import pstats
+import re
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -175,6 +184,47 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str,
               f"{1000 * sides['harness'][1][key] / n:8.3f}")
 
 
+#: questions each side answers before the counted one, in ``--instructions``
+_WARM = 20
+
+
+def _one_side(side: str, data_dir: Path, hops: int, split: str, n: int,
+              settings: dict[str, Any]) -> None:
+    """What ``--instructions`` counts in a process of its own: a warm-up, then one run of
+    ``n`` questions of one side (the baseline count runs none: opening the store and reading
+    the questions, the run's fixed work, is in both counts)."""
+    run = ((lambda k: bare(data_dir, hops, split, k)) if side == "bare" else
+           (lambda k: harness(data_dir, hops, split, k, processes=1, **settings)))
+    run(_WARM)
+    run(n)
+
+
+def _instructions_of(argv: list[str]) -> int:
+    """The instructions valgrind's cachegrind counts for ``python harness_overhead.py argv``."""
+    done = subprocess.run(
+        ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+         sys.executable, __file__, *argv], capture_output=True, text=True, check=False)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(args: argparse.Namespace, passed: list[str]) -> dict[str, Any]:
+    """Each side's instructions per question and their ratio (see the module docstring)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt install valgrind)")
+    per: dict[str, float] = {}
+    for side in ("bare", "harness"):
+        counts = [_instructions_of([*passed, "--one", side, "--n", str(k)])
+                  for k in (0, args.n)]
+        per[side] = (counts[1] - counts[0]) / args.n
+        print(f"{side}: {per[side] / 1e6:.2f} M instructions per question", flush=True)
+    ratio = per["harness"] / per["bare"]
+    print(f"harness / bare = {ratio:.3f} in instructions (n {args.n}; target for CPU <= 1.25)")
+    return {"instructions_per_question": per, "ratio": ratio}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=4000, help="questions per side")
@@ -187,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("harness", "bare"), default=None)
     parser.add_argument("--breakdown", action="store_true",
                         help="thread CPU per question in the main functions of both sides")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count each side's instructions per question under valgrind "
+                             "instead of timing (take --n of a few hundred)")
+    parser.add_argument("--one", choices=("harness", "bare"), default=None,
+                        help=argparse.SUPPRESS)  # one side, as --instructions runs it
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a strategy option of the harness side, as pyql eval --option")
@@ -202,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
                 "token_estimates": args.token_estimates}
     logging.basicConfig(level=logging.WARNING)
     data_dir = (args.data_dir or default_data_dir()).resolve()
+    if args.one:
+        _one_side(args.one, data_dir, args.hops, args.split, args.n, settings)
+        return 0
+    if args.instructions:
+        passed = ["--hops", str(args.hops), "--split", args.split, "--data-dir", str(data_dir),
+                  *(f"--option={o}" for o in args.option),
+                  *(["--token-estimates"] if args.token_estimates else [])]
+        figures = instructions(args, passed)
+        if args.json:
+            args.json.write_text(json.dumps({"n": args.n, "hops": args.hops, **settings,
+                                             **figures}, indent=2) + "\n")
+        return 0
 
     started = time.process_time()
     get_dataset(f"metaqa-{args.hops}hop", data_dir).backend(split=args.split).close()
