@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the harness side estimates the stand-in's tokens, as pyql eval "
                              "--token-estimates")
     args = parser.parse_args(argv)
+    if args.n < (0 if args.one else 1):  # the figures are per question
+        parser.error("--n must be at least 1")
     try:
         options = strategy_options(args.option)
     except typer.BadParameter as exc:

@@ -266,8 +266,9 @@ def _result(value: QuestionResult | Mapping[str, Any]) -> QuestionResult:
 
 
 #: each score's name and the name earlier results gave it (itself when it had no other)
+_OLD_NAMES = {new: old for old, new in LEGACY_NAMES.items()}
 _SCORE_NAMES: tuple[tuple[str, str], ...] = tuple(
-    (name, {new: old for old, new in LEGACY_NAMES.items()}.get(name, name)) for name in SCORES)
+    (name, _OLD_NAMES.get(name, name)) for name in SCORES)
 
 
 def _scores(results: Sequence[QuestionResult]) -> dict[str, float | None]:
