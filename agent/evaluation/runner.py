@@ -63,13 +63,15 @@ means a bug, not a bad question.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import math
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -576,6 +578,22 @@ def _run_coroutine(coro: Any) -> Any:
     return box["value"]
 
 
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """Answer the questions with the objects that exist now (the dataset's items, the store's
+    and the strategy's tables, the results read back) left out of the garbage collector's
+    passes: they live for the whole run, and every full collection walked them again (about 0.1
+    ms of CPU a gold question, more the larger the dataset). They are collectable again after,
+    unless the caller had frozen a heap of its own (``gc.unfreeze`` would thaw that too)."""
+    thaw = gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if thaw:
+            gc.unfreeze()
+
+
 #: the answering session of a worker process (``processes > 1``)
 _WORKER: _Session | None = None
 
@@ -585,6 +603,7 @@ def _worker_init(config: RunConfig, out_dir: Path) -> None:
     logging.getLogger("pyql").setLevel(logging.WARNING)
     _WORKER = _open(config, out_dir, provider=None, gate=None, concurrency=1,
                     with_items=False)[0]
+    gc.freeze()  # see _frozen_heap: this process lives for the run
 
 
 def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
@@ -807,7 +826,8 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
                 for result in session.done.values():
                     bar.add(result, advance=False)
                 try:
-                    _run_coroutine(_drive(session, todo, bar, started, session.processes))
+                    with _frozen_heap():
+                        _run_coroutine(_drive(session, todo, bar, started, session.processes))
                 except BaseException:
                     _write_metrics(session, started)  # what was done, before raising
                     raise
