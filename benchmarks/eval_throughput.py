@@ -335,7 +335,7 @@ def run_harness(server: GoldServer, n: int, seed: int, concurrency: int,
             watcher.join()
         stats.total = time.perf_counter() - start
         _end(stats, server)
-        for result in RunDir(tmp).results(steps=False):
+        for result in RunDir(tmp).results():
             stats.count(calls=int(result.usage.get("llm_calls", 0)),
                         seconds=float(result.usage.get("seconds", 0.0)),
                         error=result.error is not None, hit1=result.metrics.get("hit@1", 0.0),

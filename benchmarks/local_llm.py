@@ -58,7 +58,7 @@ def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
     metrics = evaluate(config, work / f"{dataset}-{strategy}-{constrain}", progress=False)
     metrics["wall_seconds"] = time.perf_counter() - started
     hints: dict[str, int] = {}
-    for result in RunDir(work / f"{dataset}-{strategy}-{constrain}").results(steps=False):
+    for result in RunDir(work / f"{dataset}-{strategy}-{constrain}").results():
         for code, n in result.guidelines.items():
             hints[code] = hints.get(code, 0) + n
     metrics["hints_by_code"] = dict(sorted(hints.items(), key=lambda kv: -kv[1]))

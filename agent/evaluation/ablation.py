@@ -116,7 +116,7 @@ def summarise_ablation(config: RunConfig, out_dir: Path) -> dict[str, Any]:
         row = {k: metrics.get(k) for k in _SETTING_KEYS if metrics.get(k) is not None}
         row["hints"] = (metrics.get("guidelines") or {}).get("per_question", 0.0)
         settings[name] = row
-        results = run_dir.results(steps=False)
+        results = run_dir.results()
         records = _injections(results)
         if records:
             injections[name] = _rates(summarise(records))

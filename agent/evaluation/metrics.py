@@ -57,12 +57,15 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, QuestionResult
 from pyql.datasets.gold import score as _set_score
 from pyql.datasets.sql_fidelity import normalise_cell, same_rows
 from pyql.registry import UnknownNameError
+
+if TYPE_CHECKING:
+    from pyql.agent.trajectory import Step
 
 __all__ = [
     "SCORES",
@@ -234,24 +237,15 @@ def score_item(kind: str, item: EvalItem, predicted: Iterable[Any]) -> dict[str,
     raise UnknownNameError("metric kind", kind, ("kbqa", "wikisql", "spider"))
 
 
-def corrections(steps: Sequence[Any]) -> dict[str, int]:
+def corrections(steps: Sequence[Step]) -> dict[str, int]:
     """Guideline codes whose hint was *immediately* followed by an accepted step (a successful
-    correction), counted. ``steps`` are agent steps (``hint``, ``accepted``) or step records
-    (``hint``, ``status``).
+    correction), counted.
     """
     out: Counter[str] = Counter()
     for step, following in zip(steps, steps[1:], strict=False):
-        code = getattr(step, "hint", None)
-        if code and _accepted(following):
-            out[code] += 1
+        if step.hint and following.accepted and not following.hint:
+            out[step.hint] += 1
     return dict(out)
-
-
-def _accepted(step: Any) -> bool:
-    accepted = getattr(step, "accepted", None)
-    if accepted is not None:
-        return bool(accepted) and not getattr(step, "hint", None)
-    return getattr(step, "status", "") in ("ok", "empty") and not getattr(step, "hint", None)
 
 
 # -- aggregate ----------------------------------------------------------------------------------

@@ -4,7 +4,11 @@ A run directory holds:
 
 - ``config.json``: the :class:`RunConfig` (dataset, split, data dir, llm spec, limit/sample/seed,
   concurrency, guidelines on/off, ...), written once when the run starts;
-- ``results.jsonl``: one :class:`QuestionResult` per line, append-only, each with its ``id``;
+- ``results.jsonl``: one :class:`QuestionResult` per line, append-only, each with its ``id``:
+  the outcome (answers, scores, usage with the step count, guideline triggers), not the steps;
+- ``trajectories.jsonl``: each question's :class:`~pyql.agent.trajectory.Trajectory` (its
+  ``meta["id"]`` is the question id), the one record of its steps
+  (:meth:`~pyql.agent.evaluation.rundir.RunDir.trajectories` reads them);
 - ``metrics.json``: the aggregate (:func:`pyql.agent.evaluation.metrics.aggregate`), rewritten
   as results arrive and at the end;
 - ``report.html``: written by ``pyql report RUN_DIR``.
@@ -19,10 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from pyql.agent.accounting import Usage
-    from pyql.agent.trajectory import Step
 
-__all__ = ["EvalItem", "StepRecord", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS",
-           "OUTAGES", "item_seed", "usage_record"]
+__all__ = ["EvalItem", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS", "OUTAGES",
+           "item_seed", "usage_record"]
 
 CONFIG = "config.json"
 RESULTS = "results.jsonl"
@@ -66,35 +69,6 @@ class EvalItem(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
-class StepRecord(BaseModel):
-    """One step of a trajectory, as the report shows it: the
-    :class:`~pyql.agent.trajectory.Step` fields of the same names, and ``seconds`` (the step's
-    LLM and environment time). Made by :meth:`of`."""
-
-    model_config = ConfigDict(frozen=True)
-
-    n: int
-    thought: str = ""
-    action: str = ""
-    observation: str = ""
-    hint: str | None = None
-    status: str = "ok"
-    query: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-
-    @classmethod
-    def of(cls, step: Step) -> StepRecord:
-        """The record of ``step`` (every field but ``seconds`` is the step's own)."""
-        return cls(**{name: getattr(step, name) for name in _STEP_FIELDS},
-                   seconds=step.llm_latency + step.env_latency)
-
-
-#: the fields a StepRecord takes from its Step as they are
-_STEP_FIELDS = tuple(name for name in StepRecord.model_fields if name != "seconds")
-
-
 def usage_record(usage: Usage) -> dict[str, float]:
     """A question's :class:`~pyql.agent.accounting.Usage` as the numbers of
     ``QuestionResult.usage``: each of its scalar fields, read from the model itself (a field
@@ -105,7 +79,9 @@ def usage_record(usage: Usage) -> dict[str, float]:
 
 
 class QuestionResult(BaseModel):
-    """The outcome of one question (one line of results.jsonl)."""
+    """The outcome of one question (one line of results.jsonl). Its steps are in its trajectory
+    (trajectories.jsonl); a line of an older pyql that still holds ``steps`` loads, the key
+    ignored, as any key this model does not know."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -131,7 +107,6 @@ class QuestionResult(BaseModel):
     status: str = "ok"
     query: str = ""
     program: str = ""
-    steps: tuple[StepRecord, ...] = ()
     meta: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -21,13 +21,19 @@ all markup). It shows:
 - **Charts**: the main metric by question type, steps per question, guideline triggers by code.
 - **Questions**: every question with its outcome, filterable (status, type, hints) and searchable;
   each expands (``<details>``, no JS needed) to its trajectory: thought, action, observation or
-  guideline hint (highlighted), the query after the step, tokens and time.
+  guideline hint (highlighted), the query after the step, tokens and time. The steps come from
+  ``trajectories.jsonl`` (the last trajectory of the question's id,
+  :meth:`~pyql.agent.evaluation.rundir.RunDir.trajectories`); a run directory without it, or a
+  question without a trajectory there, shows its outcome and says that its steps are missing.
 
-All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (rows, then
-trajectories) and the page is written as it is produced, so memory stays small; a question that
-appears twice (a resumed run) counts once, its last line wins; malformed lines are skipped and
-counted (the run directory's one reader, :meth:`~pyql.agent.evaluation.rundir.RunDir.lines`,
-with a callback; a torn last line is not counted: it is being written).
+All text from the run is HTML-escaped. ``results.jsonl`` is streamed twice (rows, then the
+final query and program of the embedded questions) and the page is written as it is produced;
+a row's step count is its ``usage["steps"]`` and its hint codes its ``guidelines``, so the rows
+never read ``trajectories.jsonl``, which is read once, for the embedded questions only. A
+question that appears twice (a resumed run) counts once, its last line wins; malformed lines
+are skipped and counted (the run directory's one reader,
+:meth:`~pyql.agent.evaluation.rundir.RunDir.lines`, with a callback; a torn last line is not
+counted: it is being written); a malformed line of ``trajectories.jsonl`` is skipped.
 
 **Big runs.** Every question gets a row in the list (id, question, outcome, gold and predicted
 answers, usage: about 1.5 kB), so search and filters cover the whole run, and the JS pages the
@@ -83,9 +89,9 @@ from pyql.agent.evaluation.records import (
     RESULTS,
     QuestionResult,
     RunConfig,
-    StepRecord,
 )
-from pyql.agent.evaluation.rundir import RunDir, RunDirError
+from pyql.agent.evaluation.rundir import TRAJECTORIES, RunDir, RunDirError
+from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -280,7 +286,8 @@ def _read_metrics(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _skip(number: int, why: str) -> None:
-    """A malformed line of ``results.jsonl``: counted by the first pass, skipped."""
+    """A malformed line of ``results.jsonl`` (counted by the first pass) or of
+    ``trajectories.jsonl``: skipped."""
 
 
 @dataclass
@@ -328,10 +335,12 @@ def _load(run_dir: Path) -> _Run:
     seen = 0
     for number, result in RunDir(run_dir).lines(malformed=lambda n, _: bad.append(n)):
         seen += 1
-        codes = tuple(s.hint for s in result.steps if s.hint)
-        light = result.model_copy(update={"steps": (), "query": "", "program": ""})
+        codes = tuple(code for code, k in sorted(result.guidelines.items())
+                      for _ in range(int(k)))
+        light = result.model_copy(update={"query": "", "program": ""})
         by_id.pop(result.id, None)  # re-insert: file order of the last occurrence
-        by_id[result.id] = _Row(number, light, question_status(result), len(result.steps), codes)
+        by_id[result.id] = _Row(number, light, question_status(result),
+                                int(result.usage.get("steps", 0)), codes)
     rows = list(by_id.values())
     metrics, source, notes = _metrics(run_dir, rows)
     steps_hist: dict[int, Counter[str]] = defaultdict(Counter)
@@ -739,15 +748,18 @@ def _usage_line(r: QuestionResult) -> str:
     return " · ".join(usage)
 
 
-def _step_kind(step: StepRecord) -> str:
+def _step_kind(step: Step) -> str:
     if step.hint:
         return "hint"
     return "error" if step.status in ("error", "backend_error", "timeout") else "ok"
 
 
-def _question(index: int, row: _Row, full: QuestionResult | None, group_key: str | None
+def _question(index: int, row: _Row, full: QuestionResult | None,
+              trajectory: Trajectory | None, group_key: str | None, *, file: bool = True
               ) -> dict[str, Any]:
-    """What the question template shows of one question (``full``: with its trajectory)."""
+    """What the question template shows of one question (``full``: its whole result, when it is
+    embedded; ``trajectory``: its steps, when trajectories.jsonl has them; ``file``: whether the
+    run directory has a trajectories.jsonl at all)."""
     r = row.result
     meta = _scalar_meta(r.meta)
     group = meta.get(group_key, "") if group_key else ""
@@ -755,9 +767,9 @@ def _question(index: int, row: _Row, full: QuestionResult | None, group_key: str
                        *(str(v) for v in r.predicted[:5])]).lower()
     f1 = _num(r.metrics.get("f1"))
     steps = []
-    if full is not None:
+    if full is not None and trajectory is not None:
         previous = ""
-        for step in full.steps:
+        for step in trajectory.steps:
             steps.append({"step": step, "kind": _step_kind(step),
                           "query_changed": step.query != previous})
             previous = step.query or previous
@@ -767,7 +779,7 @@ def _question(index: int, row: _Row, full: QuestionResult | None, group_key: str
         "f1": f1 if f1 is not None and row.status == "incorrect" else None,
         "metrics": [(_LABELS.get(k, k), _dec(_num(v), 2)) for k, v in r.metrics.items()],
         "stop": " · ".join([r.stop_reason or "—", "finished" if r.finished else "not finished"]),
-        "steps": steps,
+        "steps": steps, "trajectory": trajectory, "trajectory_file": file,
     }
 
 
@@ -802,10 +814,12 @@ def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
 
     def items() -> Iterator[dict[str, Any]]:
         # second pass: rows are in file order (of their last line), so one forward scan suffices
+        run_dir = RunDir(run.run_dir)
         wanted = {row.line for row in rows if row.result.id in embedded}
         lines: Iterator[tuple[int, QuestionResult]] = (
-            RunDir(run.run_dir).lines(malformed=_skip, numbers=wanted) if embedded
-            else iter(()))
+            run_dir.lines(malformed=_skip, numbers=wanted) if embedded else iter(()))
+        trajectories = run_dir.trajectories(embedded, malformed=_skip) if embedded else {}
+        file = run_dir.trajectories_path.is_file()
         for index, row in enumerate(rows):
             result: QuestionResult | None = None
             if row.result.id in embedded:
@@ -813,7 +827,8 @@ def _questions(run: _Run, info: Mapping[str, tuple[str, str, str]],
                     if number == row.line:
                         result = read
                         break
-            yield _question(index, row, result, group_key)
+            trajectory = trajectories.pop(row.result.id, None)
+            yield _question(index, row, result, trajectory, group_key, file=file)
 
     return {
         "total": len(rows), "note": note, "group_key": group_key,
@@ -834,8 +849,8 @@ def _templates() -> jinja2.Environment:
     )
     env.filters.update(pct=_pct, count=_int, dec=_dec, money=_money, short=_short, slug=_slug,
                        f1=lambda v: f"{v:.1f}")
-    env.globals.update(RESULTS=RESULTS, PREVIEW_CHARS=PREVIEW_CHARS, MAX_VALUES=MAX_VALUES,
-                       MAX_TEXT_CHARS=MAX_TEXT_CHARS,
+    env.globals.update(RESULTS=RESULTS, TRAJECTORIES=TRAJECTORIES, PREVIEW_CHARS=PREVIEW_CHARS,
+                       MAX_VALUES=MAX_VALUES, MAX_TEXT_CHARS=MAX_TEXT_CHARS,
                        STATUS_LABELS=_STATUS_LABELS, LABELS=_LABELS, preview=_preview)
     return env
 

@@ -6,13 +6,14 @@ through it:
 
 - ``config.json``: the :class:`~pyql.agent.evaluation.records.RunConfig`, written atomically
   (a temporary file, ``fsync``, ``rename``) once, before any question runs;
-- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line,
-  appended by a :class:`ResultsLog` (each line whole, by one ``os.write`` on an ``O_APPEND``
+- ``results.jsonl``: one :class:`~pyql.agent.evaluation.records.QuestionResult` per line (the
+  outcome, not the steps), appended by a :class:`ResultsLog` (each line whole, by one ``os.write`` on an ``O_APPEND``
   descriptor; ``fdatasync``-ed at most once a second and at the end). After a crash the file is
   a run of complete lines, possibly followed by one partial line, which :meth:`ResultsLog.repair`
   cuts away before anything is appended;
-- ``trajectories.jsonl``: the :class:`~pyql.agent.trajectory.Trajectory` lines of each question,
-  appended (not synced) just before its result line; a partial last line is cut on resume too;
+- ``trajectories.jsonl``: the :class:`~pyql.agent.trajectory.Trajectory` lines of each question
+  (its ``meta["id"]`` is the question id), the one record of its steps, appended (not synced)
+  just before its result line; a partial last line is cut on resume too;
 - ``metrics.json``: the aggregate, rewritten atomically as results arrive and at the end;
 - ``.lock``: held (``flock``) by the process running the directory (:meth:`RunDir.lock`).
 
@@ -23,6 +24,11 @@ naming the file and the line, unless the caller passes ``malformed`` (``pyql rep
 shows a run as far as it can be read, and counts what it skipped). When an id appears twice
 (a question that ended in an outage and ran again, or a file edited by hand) its last line
 counts (:meth:`RunDir.results`).
+
+:meth:`RunDir.trajectories` reads ``trajectories.jsonl`` the same way (a last line without its
+newline skipped, any other unreadable line a :class:`RunDirError` or passed to ``malformed``):
+the last trajectory of each question id, and with ``ids`` only those questions' lines are parsed.
+A trajectory cut short (no result record) loads with ``finished=False``.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any, overload
 
@@ -40,6 +47,7 @@ from pydantic import ValidationError
 
 from pyql.agent.evaluation.metrics import aggregate
 from pyql.agent.evaluation.records import CONFIG, METRICS, RESULTS, QuestionResult, RunConfig
+from pyql.agent.trajectory import Trajectory
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -198,17 +206,16 @@ class _Lock:
 Malformed = Callable[[int, str], None]
 
 
-def iter_records(path: Path, *, drop: tuple[str, ...] = (),
-                 malformed: Malformed | None = None) -> Iterator[dict[str, Any]]:
+def iter_records(path: Path, *, malformed: Malformed | None = None) -> Iterator[dict[str, Any]]:
     """The records (JSON objects with an ``id``) of a results file, one line at a time; a last
-    line without its newline is skipped (it is being written, or was cut short); ``drop``
-    removes keys (``steps``) to save memory. Any other line that is not a record raises
-    :class:`RunDirError`, or with ``malformed`` is passed to it and skipped."""
-    for _, record in _records(path, drop=drop, malformed=malformed):
+    line without its newline is skipped (it is being written, or was cut short). Any other line
+    that is not a record raises :class:`RunDirError`, or with ``malformed`` is passed to it and
+    skipped."""
+    for _, record in _records(path, malformed=malformed):
         yield record
 
 
-def _records(path: Path, *, drop: tuple[str, ...] = (), malformed: Malformed | None = None,
+def _records(path: Path, *, malformed: Malformed | None = None,
              numbers: Container[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.exists():
         return
@@ -224,8 +231,6 @@ def _records(path: Path, *, drop: tuple[str, ...] = (), malformed: Malformed | N
                 why = f"not a JSON line ({getattr(exc, 'msg', exc)})"
             else:
                 if isinstance(record, dict) and "id" in record:
-                    for key in drop:
-                        record.pop(key, None)
                     yield number, record
                     continue
                 why = "not a result record (no id)"
@@ -323,7 +328,7 @@ class RunDir:
         """Aggregate the results (``results``: already read by the caller, else
         ``results.jsonl``'s) and rewrite ``metrics.json`` (with ``primary``, ``run`` and the
         stand-in's assumptions, ``stand_in``, when given)."""
-        metrics = aggregate(self.results(steps=False) if results is None else results)
+        metrics = aggregate(self.results() if results is None else results)
         if primary is not None:
             metrics["primary"] = primary
         if run is not None:
@@ -340,30 +345,118 @@ class RunDir:
     def trajectory_log(self) -> ResultsLog:
         return ResultsLog(self.trajectories_path, sync=False)
 
-    def lines(self, *, steps: bool = True, malformed: Malformed | None = None,
+    def lines(self, *, malformed: Malformed | None = None,
               numbers: Container[int] | None = None) -> Iterator[tuple[int, QuestionResult]]:
         """(line number, result) of every complete line of ``results.jsonl`` (of the line
         ``numbers`` only, when given: the others are not parsed), in file order (ids may
         repeat); see :func:`iter_records` for ``malformed``."""
         path = self.results_path
-        for number, record in _records(path, drop=() if steps else ("steps",),
-                                       malformed=malformed, numbers=numbers):
+        for number, record in _records(path, malformed=malformed, numbers=numbers):
             result = _result(path, number, record, malformed)
             if result is not None:
                 yield number, result
 
-    def results(self, *, steps: bool = True) -> list[QuestionResult]:
+    def results(self) -> list[QuestionResult]:
         """One result per question (the last line of an id counts), in the order the ids first
-        appear; ``steps=False`` leaves the step records out (much less memory on a large run)."""
+        appear."""
         last: dict[str, QuestionResult] = {}
-        for _, result in self.lines(steps=steps):
+        for _, result in self.lines():
             last[result.id] = result
         return list(last.values())
 
+    def trajectories(self, ids: Collection[str] | None = None, *,
+                     malformed: Malformed | None = None) -> dict[str, Trajectory]:
+        """Question id (``meta["id"]``) -> its last trajectory in ``trajectories.jsonl`` (a
+        ``--resume`` runs an outage question again and appends it again), in the order the ids
+        first appear; empty when the file is missing. With ``ids``, only those questions' lines
+        are parsed: the others' are skipped by their ``"record"`` prefix. A trajectory without
+        its result record (cut short) loads with ``finished=False``; a last line without its
+        newline is skipped. A line that cannot be read, a step or result record outside a
+        trajectory, a question record without ``meta.id`` and records that do not make a
+        :class:`~pyql.agent.trajectory.Trajectory` raise :class:`RunDirError` naming the file
+        and the line, or with ``malformed`` are passed to it (the question's line for a
+        trajectory that does not validate) and skipped."""
+        path = self.trajectories_path
+        found: dict[str, Trajectory] = {}
+        if not path.exists():
+            return found
+        wanted = None if ids is None else frozenset(ids)
 
-def read_results(out_dir: str | os.PathLike[str], *, steps: bool = True) -> list[QuestionResult]:
+        def bad(number: int, why: str) -> None:
+            if malformed is None:
+                raise RunDirError(f"{path}:{number}: {why}")
+            malformed(number, why)
+
+        def close() -> None:
+            if current is None or current_id is None:
+                return
+            try:
+                found[current_id] = Trajectory.from_records(current)
+            except ValidationError as exc:
+                bad(start, f"not a trajectory ({exc.error_count()} errors)")
+
+        #: the records of the trajectory being read (None: outside one, or one skipped), its id
+        #: and the line of its question record
+        current: list[dict[str, Any]] | None = None
+        current_id: str | None = None
+        start = 0
+        # ``skipping``: the lines until the next question record belong to a trajectory that is
+        # not wanted (or cannot be read), and are not parsed
+        skipping = False
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.endswith(b"\n"):
+                    break
+                if not line.strip():
+                    continue
+                kind = _record_kind(line)
+                if kind is not None and kind != "question" and skipping:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+                    bad(number, f"not a JSON line ({getattr(exc, 'msg', exc)})")
+                    continue
+                kind = record.get("record") if isinstance(record, dict) else None
+                if kind == "question":
+                    close()
+                    current, current_id, start, skipping = None, None, number, True
+                    meta = record.get("meta")
+                    qid = meta.get("id") if isinstance(meta, dict) else None
+                    if not isinstance(qid, str):
+                        bad(number, "a question record without meta.id")
+                    elif wanted is None or qid in wanted:
+                        current, current_id, skipping = [record], qid, False
+                elif kind in ("step", "result"):
+                    if skipping:
+                        continue
+                    if current is None:
+                        bad(number, f"a {kind} record outside a trajectory")
+                        skipping = True
+                        continue
+                    current.append(record)
+                    if kind == "result":
+                        close()
+                        current, current_id = None, None
+                else:
+                    bad(number, "not a trajectory record")
+        close()
+        return found
+
+
+#: the kind of a trajectory line as pyql writes it (``{"record":"step",...``), read without
+#: parsing the line
+_RECORD_KIND = re.compile(rb'\{\s*"record"\s*:\s*"(\w+)"')
+
+
+def _record_kind(line: bytes) -> str | None:
+    match = _RECORD_KIND.match(line)
+    return match.group(1).decode() if match else None
+
+
+def read_results(out_dir: str | os.PathLike[str]) -> list[QuestionResult]:
     """:meth:`RunDir.results` of ``out_dir``."""
-    return RunDir(out_dir).results(steps=steps)
+    return RunDir(out_dir).results()
 
 
 def load_config(out_dir: str | os.PathLike[str]) -> RunConfig:

@@ -104,7 +104,6 @@ from pyql.agent.evaluation.records import (
     EvalItem,
     QuestionResult,
     RunConfig,
-    StepRecord,
     usage_record,
 )
 from pyql.agent.evaluation.rundir import (
@@ -247,11 +246,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _slim(result: QuestionResult) -> QuestionResult:
-    """What the aggregate needs (no steps): kept in memory for the running metrics."""
-    return result.model_copy(update={"steps": ()}) if result.steps else result
-
-
 class _MemoCounter(TokenCounter):
     """A token counter that remembers its counts: the system prompt is counted again for every
     question, a stand-in's reply once as the completion and once as the next prompt's turn,
@@ -311,7 +305,7 @@ class _Session:
         self.trajectory_log = self.run_dir.trajectory_log()
         self.stop = threading.Event()
         #: every result of the run (results.jsonl's: read when the run opens, added as written;
-        #: the last line of an id counts), without its steps: what the aggregate reads
+        #: the last line of an id counts): what the aggregate reads
         self.done: dict[str, QuestionResult] = {}
         self.session_done = 0
         self.unexpected = 0
@@ -459,8 +453,7 @@ class _Session:
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,
-            program=str(res.program), steps=tuple(map(StepRecord.of, trajectory.steps)),
-            meta=self._meta(item), status=status, error=error,
+            program=str(res.program), meta=self._meta(item), status=status, error=error,
         )
         lines = list(trajectory.lines())
         injections = stand_in.mistakes(trajectory) if stand_in is not None else None
@@ -481,13 +474,18 @@ class _Session:
     def _failed(self, item: EvalItem, exc: BaseException, start: float, steps: list[Step]
                 ) -> tuple[QuestionResult, list[str]]:
         """The result of a question that raised, and its trajectory so far (the steps the
-        strategy reported before it failed)."""
+        strategy reported before it failed). The hints of those steps are its guideline
+        triggers, as a strategy's usage counts them for a question that ran to its end."""
         status = outage_status(exc, steps)
         error = f"{type(exc).__name__}: {exc}"
         if status == "backend_error" and not isinstance(exc, BackendError):
             # the gold program ran out because the backend failed: name the backend's error
             error = _backend_failure(steps, error)
         seconds = time.perf_counter() - start
+        triggers: dict[str, int] = {}
+        for step in steps:
+            if step.hint:
+                triggers[step.hint] = triggers.get(step.hint, 0) + 1
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
             metrics=({k: 0.0 for k in self.dataset.score(item, ())}
@@ -495,8 +493,9 @@ class _Session:
             usage={"seconds": seconds, "steps": len(steps),
                    "llm_calls": sum(1 for s in steps if s.reply_text or s.tool_calls),
                    "kb_queries": sum(s.kb_queries for s in steps)},
+            guidelines=triggers, corrected=corrections(steps),
             finished=False, stop_reason=status, error=error, status=status,
-            steps=tuple(map(StepRecord.of, steps)), meta=self._meta(item),
+            meta=self._meta(item),
         )
         trajectory = Trajectory(
             question=item.question, entities=dict(item.entities), strategy=self.config.strategy,
@@ -509,14 +508,13 @@ class _Session:
     def _write(self, result: QuestionResult, trajectory: list[str],
                line: str | None = None) -> QuestionResult:
         line = result.model_dump_json() if line is None else line
-        kept = _slim(result)
         with self._write_lock:  # the line and its result in memory: both or neither
             if trajectory:
                 self.trajectory_log.append(*trajectory)
             self.results_log.append(line)
-            self.done[result.id] = kept
+            self.done[result.id] = result
             self.session_done += 1
-        return kept
+        return result
 
     def snapshot(self) -> dict[str, QuestionResult]:
         """:attr:`done` as it is now (the worker threads add to it)."""
@@ -607,11 +605,11 @@ def _worker_init(config: RunConfig, out_dir: Path) -> None:
 
 
 def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
-    """In a worker: the slim result (what the parent keeps), the trajectory lines and the
-    result's JSON line (made here: the parent only writes)."""
+    """In a worker: the result (what the parent keeps), the trajectory lines and the result's
+    JSON line (made here: the parent only writes)."""
     assert _WORKER is not None, "the worker process was not initialised"
     result, lines = _WORKER.answer(item)
-    return _slim(result), lines, result.model_dump_json()
+    return result, lines, result.model_dump_json()
 
 
 def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
@@ -801,7 +799,7 @@ def _execute(config: RunConfig, out_dir: Path, *, fresh: bool, progress: bool,
             session.results_log.repair()
             session.trajectory_log.repair()
             wanted = {item.id for item in session.items}
-            for _, result in run_dir.lines(steps=False):
+            for _, result in run_dir.lines():
                 earlier = session.done.get(result.id)
                 if earlier is not None and earlier.status not in OUTAGES:
                     log.warning("%s: question %s appears twice; the last line counts",

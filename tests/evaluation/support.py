@@ -1,7 +1,8 @@
 """Helpers of the evaluation tests (the fixtures are in ``conftest.py``).
 
 - ``require_data``: a path under the shared data directory, or skip;
-- ``comparable`` / ``comparable_metrics``: results and metrics without wall-clock fields;
+- ``comparable`` / ``comparable_run`` / ``comparable_metrics``: results (with the steps of
+  their trajectories) and metrics without wall-clock fields;
 - ``FakeClock``: an injectable clock whose ``sleep`` yields to other threads briefly (real time)
   and then moves the fake time forward.
 """
@@ -11,10 +12,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyql.agent.evaluation.records import QuestionResult
+from pyql.agent.evaluation.rundir import RunDir
+from pyql.agent.trajectory import Trajectory
 from tests.conftest import data_dir, require_data  # noqa: F401 - re-exported
 
 MINI_METAQA_QUESTIONS = 40
@@ -22,6 +26,9 @@ MINI_WIKISQL_QUESTIONS = 60
 
 #: fields of a result that depend on wall-clock time
 TIMING = ("seconds", "llm_seconds")
+#: the fields of a step that two runs of the same questions must agree on (not its timings)
+STEP_FIELDS = {"n", "thought", "action", "observation", "hint", "status", "query",
+               "prompt_tokens", "completion_tokens"}
 
 
 def copy_run(src: Path, dst: Path) -> Path:
@@ -29,13 +36,24 @@ def copy_run(src: Path, dst: Path) -> Path:
     return dst
 
 
-def comparable(result: QuestionResult) -> dict[str, Any]:
-    """A result without what depends on wall-clock time."""
+def comparable(result: QuestionResult,
+               trajectories: Mapping[str, Trajectory] | None = None) -> dict[str, Any]:
+    """A result without what depends on wall-clock time; with the run's ``trajectories``, its
+    ``steps`` are those of its trajectory (:data:`STEP_FIELDS`; None: it has none)."""
     data = result.model_dump(mode="json")
     data["usage"] = {k: v for k, v in data["usage"].items() if k not in TIMING}
-    for step in data["steps"]:
-        step.pop("seconds", None)
+    if trajectories is not None:
+        trajectory = trajectories.get(result.id)
+        data["steps"] = None if trajectory is None else [
+            step.model_dump(mode="json", include=STEP_FIELDS) for step in trajectory.steps]
     return data
+
+
+def comparable_run(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """:func:`comparable` of each result of ``run_dir`` with its steps, in file order."""
+    run = RunDir(run_dir)
+    trajectories = run.trajectories()
+    return {r.id: comparable(r, trajectories) for r in run.results()}
 
 
 def comparable_metrics(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -14,15 +14,15 @@ import pytest
 
 from pyql.agent.evaluation.caches import CachedLLM, DBView, KBView, LLMCache, QueryCache
 from pyql.agent.evaluation.records import RunConfig
-from pyql.agent.evaluation.runner import evaluate, read_results
+from pyql.agent.evaluation.runner import evaluate
 from pyql.agent.llm import LLMReply, Message, ToolCall
 from pyql.db import SqlDB
 from pyql.errors import BackendQueryError, ReadOnlyError
 from pyql.kb import OxigraphKB
 from tests.conftest import REPO
 from tests.evaluation.support import (
-    comparable,
     comparable_metrics,
+    comparable_run,
 )
 
 
@@ -202,7 +202,7 @@ def test_a_cached_run_equals_the_first(tmp_path: Path, mini_metaqa: Path) -> Non
                            limit=12, concurrency=3, llm_cache=str(llm_cache),
                            kb_cache=str(kb_cache))
         metrics = evaluate(config, tmp_path / name, progress=False)
-        runs.append((metrics, {r.id: comparable(r) for r in read_results(tmp_path / name)}))
+        runs.append((metrics, comparable_run(tmp_path / name)))
     (m1, r1), (m2, r2) = runs
     assert r1 == r2 and comparable_metrics(m1) == comparable_metrics(m2)
     assert m1["run"]["llm_cache"]["hits"] == 0  # (a question may repeat a KB query: hits)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,15 @@ import pytest
 
 from pyql.agent.errors import LLMAuthError, LLMRateLimitError, LLMServerError
 from pyql.agent.evaluation.records import EvalItem, RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results, resume
 from pyql.agent.evaluation.specs import GatedLLM, RateGate
 from pyql.agent.evaluation.standins.gold import GoldLLM
 from pyql.agent.llm import LLM, LLMReply, Message, ScriptedLLM
 from tests.evaluation.support import (
     FakeClock,
-    comparable,
     comparable_metrics,
+    comparable_run,
     require_data,
 )
 
@@ -30,7 +32,7 @@ def test_concurrency_4_equals_concurrency_1(tmp_path: Path) -> None:
     for k in (1, 4):
         config = RunConfig(dataset="metaqa-2hop", llm="gold", limit=24, concurrency=k)
         metrics = evaluate(config, tmp_path / f"k{k}", progress=False)
-        runs[k] = (metrics, {r.id: comparable(r) for r in read_results(tmp_path / f"k{k}")})
+        runs[k] = (metrics, comparable_run(tmp_path / f"k{k}"))
     assert runs[4][1] == runs[1][1]
     assert comparable_metrics(runs[4][0]) == comparable_metrics(runs[1][0])
     assert runs[4][0]["run"]["this_session"]["concurrency"] == 4
@@ -48,7 +50,7 @@ def test_one_worker_hands_its_answers_over_in_batches_in_order(
     for seconds in (0.0, 60.0):
         monkeypatch.setattr(runner, "BATCH_SECONDS", seconds)
         metrics = evaluate(config, tmp_path / f"b{seconds}", progress=False)
-        runs[seconds] = (metrics, [comparable(r) for r in read_results(tmp_path / f"b{seconds}")])
+        runs[seconds] = (metrics, list(comparable_run(tmp_path / f"b{seconds}").values()))
     assert runs[0.0][1] == runs[60.0][1] and len(runs[0.0][1]) == 12
     order = {seconds: [json.loads(line)["id"] for line in
                        (tmp_path / f"b{seconds}" / "results.jsonl").read_text().splitlines()]
@@ -264,6 +266,28 @@ def test_a_question_error_of_its_own_scores_zero(tmp_path: Path, mini_metaqa: Pa
     assert failed.status == failed.stop_reason == "error" and failed.metrics["hit@1"] == 0.0
 
 
+def test_a_failed_question_counts_the_hints_of_its_steps(tmp_path: Path,
+                                                        mini_metaqa: Path) -> None:
+    """A question that raised after a guideline fired: its result counts that trigger (as a
+    question that ran to its end does, from its usage), and its trajectory has the step."""
+    script = ["Thought 1 : look.\nAction 1 : get_relation(?movie)", RuntimeError("broke")]
+
+    class Provider:
+        spec = "test"
+
+        def for_item(self, item: EvalItem) -> LLM:
+            return ScriptedLLM(script) if item.id == "1hop-dev-1" else GoldLLM(item.program)
+
+    config = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=3)
+    metrics = evaluate(config, tmp_path / "run", progress=False, provider=Provider())
+    [failed] = [r for r in read_results(tmp_path / "run") if r.error]
+    assert failed.status == "error" and failed.error == "RuntimeError: broke"
+    [step] = RunDir(tmp_path / "run").trajectories([failed.id])[failed.id].steps
+    assert step.hint is not None and failed.guidelines == {step.hint: 1}
+    assert failed.usage["steps"] == 1 and failed.corrected == {}
+    assert metrics["guidelines"]["triggers"] == 1
+
+
 def test_a_bug_in_every_question_aborts(tmp_path: Path, mini_metaqa: Path) -> None:
     class Provider:
         spec = "test"
@@ -288,8 +312,16 @@ def test_worker_processes_give_the_same_results(tmp_path: Path, mini_metaqa: Pat
                            data_dir=str(mini_metaqa), limit=16, processes=processes)
         metrics = evaluate(config, tmp_path / str(processes), progress=False)
         assert metrics["run"]["this_session"]["processes"] == processes
-        runs[processes] = {r.id: (r.predicted, r.metrics, [s.action for s in r.steps])
-                           for r in read_results(tmp_path / str(processes))}
+        trajectories = RunDir(tmp_path / str(processes)).trajectories()
+        results = read_results(tmp_path / str(processes))
+        runs[processes] = {r.id: (r.predicted, r.metrics,
+                                  [s.action for s in trajectories[r.id].steps])
+                           for r in results}
+        for r in results:  # the row of a question counts its trajectory's steps and hints
+            steps = trajectories[r.id].steps
+            assert r.usage["steps"] == len(steps)
+            assert r.guidelines == Counter(s.hint for s in steps if s.hint)
+        assert any(r.guidelines for r in results)  # the noisy stand-in's mistakes fired some
         assert len(load_trajectories(tmp_path / str(processes) / TRAJECTORIES)) == 16
     assert runs[1] == runs[2] and len(runs[2]) == 16
     auto = RunConfig(dataset="metaqa-1hop", llm="gold", processes=None)

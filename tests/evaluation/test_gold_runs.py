@@ -4,12 +4,14 @@ datasets' own gold answers."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from pyql.agent.evaluation.datasets import DatasetError, get_dataset
 from pyql.agent.evaluation.records import CONFIG, METRICS, RESULTS, RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import TRAJECTORIES, evaluate, read_results
 from tests.evaluation.support import require_data
 
@@ -33,11 +35,21 @@ def test_metaqa_gold_hit1_is_one(tmp_path: Path, hops: int) -> None:
     assert sorted(r.id for r in results) == sorted(f"{hops}hop-dev-{i}" for i in range(20))
     first = results[0]
     assert first.question.count("[") == 1  # the topic in brackets, as MetaQA writes it
-    assert first.steps and first.steps[-1].action == "execute()"
+    steps = RunDir(tmp_path / "run").trajectories([first.id])[first.id].steps
+    assert steps and steps[-1].action == "execute()"
+    assert first.usage["steps"] == len(steps)
     assert first.program.splitlines()[-1] == "execute()"
     # the run directory
     for name in (CONFIG, RESULTS, METRICS, TRAJECTORIES):
         assert (tmp_path / "run" / name).is_file()
+    # a question's steps are written once, in its trajectory; its result line counts them
+    lines = (tmp_path / "run" / RESULTS).read_text().splitlines()
+    assert len(lines) == 20 and all("steps" not in json.loads(line) for line in lines)
+    trajectories = RunDir(tmp_path / "run").trajectories()
+    assert sorted(trajectories) == sorted(r.id for r in results)
+    for r in results:
+        hints = Counter(s.hint for s in trajectories[r.id].steps if s.hint)
+        assert r.usage["steps"] == len(trajectories[r.id].steps) and r.guidelines == hints
     saved = json.loads((tmp_path / "run" / METRICS).read_text())
     assert saved["hit@1"] == 1.0
     assert RunConfig.model_validate_json((tmp_path / "run" / CONFIG).read_text()).dataset == \

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pyql.agent.evaluation.records import CONFIG, METRICS, RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import OutageAbort, evaluate, read_results
 from pyql.cli import app
 from pyql.datasets import metaqa
@@ -46,7 +47,8 @@ def test_a_hung_endpoint_is_a_backend_outage_and_trips_the_breaker(tmp_path: Pat
     assert RunConfig.model_validate_json((out / CONFIG).read_text()).kb_timeout == 0.2
     results = read_results(out)
     assert [r.status for r in results] == ["backend_error", "backend_error"]
-    assert all(r.metrics == {} and r.steps for r in results)  # not scored; steps kept
+    trajectories = RunDir(out).trajectories()
+    assert all(r.metrics == {} and trajectories[r.id].steps for r in results)  # steps kept
     metrics = _metrics(out)
     assert metrics["outages"]["backend_error"] == 2 and metrics["errors"] == 0
     assert metrics["scored"] == 0 and metrics["hit@1"] is None

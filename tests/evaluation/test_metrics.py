@@ -15,7 +15,7 @@ from pyql.agent.evaluation.metrics import (
     spider_accuracy,
     wikisql_accuracy,
 )
-from pyql.agent.evaluation.records import EvalItem, QuestionResult, StepRecord
+from pyql.agent.evaluation.records import EvalItem, QuestionResult
 from pyql.agent.trajectory import Step
 
 
@@ -91,8 +91,12 @@ def test_corrections_count_a_hint_followed_by_an_accepted_step() -> None:
         Step(n=6, hint="RM201", accepted=False, status="hint"),  # the run ended: not corrected
     ]
     assert corrections(steps) == {"KB204": 1, "PY104": 1}
-    records = [StepRecord(n=1, hint="DB102", status="hint"), StepRecord(n=2, status="empty")]
-    assert corrections(records) == {"DB102": 1}
+    empty = [Step(n=1, hint="DB102", accepted=False, status="hint"),
+             Step(n=2, status="empty", accepted=True)]  # no rows, but accepted
+    assert corrections(empty) == {"DB102": 1}
+    rejected = [Step(n=1, hint="DB102", accepted=False, status="hint"),
+                Step(n=2, status="error", accepted=False)]
+    assert corrections(rejected) == {}
 
 
 def _result(i: int, **kw: object) -> QuestionResult:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyql.agent.evaluation.records import METRICS, RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import (
     TRAJECTORIES,
     OutageAbort,
@@ -45,11 +46,12 @@ def test_kb_down_ends_early_with_backend_errors_and_trajectories(tmp_path: Path,
     assert "connection refused" in reason
     results = read_results(out)
     assert len(results) == 3
+    steps = {qid: t.steps for qid, t in RunDir(out).trajectories().items()}
     for r in results:
         assert r.status == r.stop_reason == "backend_error"
         # the backend's refusal is named, not the gold program running out
         assert "connection refused" in (r.error or "") and "gold program" not in (r.error or "")
-        assert r.metrics == {} and r.steps  # not scored; the steps are kept
+        assert r.metrics == {} and steps[r.id]  # not scored; the steps are kept
     trajectories = load_trajectories(out / TRAJECTORIES)
     assert [t.meta["id"] for t in trajectories] == [r.id for r in results]
     assert all(t.steps and t.steps[0].env_status == "backend_error" for t in trajectories)
@@ -113,5 +115,8 @@ def test_the_question_deadline_ends_a_question(tmp_path: Path, mini_metaqa: Path
     assert time.monotonic() - started < 3.0  # the slow call was cut at the deadline
     [result] = read_results(tmp_path / "run")
     assert result.status == "llm_timeout" and result.error.startswith("LLMTimeoutError")
-    assert len(result.steps) == 1  # the step before the deadline is kept
+    [trajectory] = RunDir(tmp_path / "run").trajectories().values()
+    assert len(trajectory.steps) == 1  # the step before the deadline is kept
+    assert trajectory.meta == {"id": result.id, "error": result.error, "status": "llm_timeout"}
+    assert result.usage["steps"] == 1
     assert metrics["outages"]["llm_timeout"] == 1

@@ -29,8 +29,8 @@ from tests.conftest import REPO
 from tests.evaluation.conftest import eval_environment
 from tests.evaluation.support import (
     MINI_METAQA_QUESTIONS,
-    comparable,
     comparable_metrics,
+    comparable_run,
 )
 
 
@@ -93,8 +93,8 @@ def test_kill_9_and_resume_gives_every_question_once(
     metrics = json.loads((out / "metrics.json").read_text())
     assert comparable_metrics(metrics) == comparable_metrics(expected)
     assert metrics["run"]["complete"] is True
-    mine = {r.id: comparable(r) for r in read_results(out)}
-    theirs = {r.id: comparable(r) for r in read_results(reference)}
+    mine = comparable_run(out)
+    theirs = comparable_run(reference)
     assert mine == theirs
     # the trajectories of the finished questions can be replayed
     replay = ReplayProvider(out)
@@ -207,6 +207,6 @@ def test_the_last_metrics_are_those_of_the_file(
     metrics = resume(out, progress=False)
     assert metrics["run"]["this_session"]["questions"] == MINI_METAQA_QUESTIONS - 5
     assert metrics["hit@1"] < 1.0  # the wrong line of the earlier session counts
-    from_file = aggregate(read_results(out, steps=False), primary=metrics["primary"])
+    from_file = aggregate(read_results(out), primary=metrics["primary"])
     assert comparable_metrics(metrics) == comparable_metrics(from_file)
     assert metrics["run"]["done"] == metrics["run"]["items"] == MINI_METAQA_QUESTIONS

@@ -22,6 +22,7 @@ from tests.support.plugin import install_example
 SCRIPT = """
 import json, sys
 from pyql.agent.evaluation.records import RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import evaluate, read_results
 from pyql.agent.strategy import available_strategies
 
@@ -29,6 +30,7 @@ config = RunConfig(dataset="metaqa-1hop", llm="gold", strategy="onefact", data_d
                    limit=12)
 metrics = evaluate(config, sys.argv[2], progress=False)
 results = read_results(sys.argv[2])
+trajectories = RunDir(sys.argv[2]).trajectories()
 from typer.testing import CliRunner
 from pyql.cli import app
 cli = CliRunner().invoke(app, ["eval", "--dataset", "metaqa-1hop", "--data-dir", sys.argv[1],
@@ -39,7 +41,8 @@ cli_metrics = json.loads(cli.stdout)
 print(json.dumps({"cli": [cli_metrics["run"]["strategy"], cli_metrics["hit@1"]],"strategies": list(available_strategies()), "n": metrics["n"],
                   "hit@1": metrics["hit@1"], "errors": metrics["errors"],
                   "strategy": metrics["run"]["strategy"],
-                  "steps": [len(r.steps) for r in results],
+                  "steps": [len(trajectories[r.id].steps) for r in results],
+                  "counted": [r.usage["steps"] for r in results],
                   "trajectory": open(sys.argv[2] + "/trajectories.jsonl").readline()}))
 """
 
@@ -52,6 +55,7 @@ def test_an_installed_strategy_runs_in_the_evaluation(tmp_path: Path, mini_metaq
     assert out["strategy"] == "onefact" and out["n"] == 12 and out["errors"] == 0
     assert out["hit@1"] == 1.0  # the gold fact answers every 1-hop question
     assert set(out["steps"]) == {3}  # add_fact, set_answer, execute: its own steps
+    assert out["counted"] == out["steps"]
     assert json.loads(out["trajectory"])["strategy"] == "onefact"
     assert out["cli"] == ["onefact", 1.0]  # pyql eval --strategy onefact
 

@@ -1,5 +1,5 @@
-"""Helpers of the report tests: a copy of the fixture run, and an HTML parser that records what
-the tests look at (ids, tags, classes, text)."""
+"""Helpers of the report tests: a copy of the fixture run, its results and trajectories as JSON to
+edit, and an HTML parser that records what the tests look at (ids, tags, classes, text)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,33 @@ def results(run_dir: Path) -> list[dict[str, Any]]:
 def write_results(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     (run_dir / "results.jsonl").write_text(text, encoding="utf-8")
+
+
+def trajectories(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """The records of each question's trajectory (question, steps, result), by question id."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    lines = (run_dir / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
+    for record in (json.loads(line) for line in lines if line.strip()):
+        if record["record"] == "question":
+            current = out[record["meta"]["id"]] = []
+        current.append(record)
+    return out
+
+
+def steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The step records of one trajectory (edit them in place)."""
+    return [r for r in records if r["record"] == "step"]
+
+
+def write_trajectories(run_dir: Path, groups: Iterable[list[dict[str, Any]]]) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for group in groups for r in group)
+    (run_dir / "trajectories.jsonl").write_text(text, encoding="utf-8")
+
+
+def renamed(records: list[dict[str, Any]], qid: str) -> list[dict[str, Any]]:
+    """A copy of a trajectory's records with the question id ``qid``."""
+    head = dict(records[0], meta={**records[0]["meta"], "id": qid})
+    return [head, *records[1:]]
 
 
 def edit_config(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> None:

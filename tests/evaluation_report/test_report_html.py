@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,14 +20,19 @@ from pyql.agent.evaluation.report import (
     question_status,
     write_report,
 )
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import recompute_metrics
 from tests.evaluation_report.support import (
     FIXTURE,
     Page,
     copy_run,
     edit_config,
+    renamed,
     results,
+    steps,
+    trajectories,
     write_results,
+    write_trajectories,
 )
 
 SECTIONS = ("summary", "guidelines", "charts", "questions")
@@ -65,7 +71,12 @@ def test_the_fixture_run_is_realistic() -> None:
     assert statuses.count("correct") == 8
     assert statuses.count("incorrect") == 3
     assert statuses.count("error") == 1
-    assert sum(1 for r in rows if any(s.hint for s in r.steps)) == 5
+    recorded = RunDir(FIXTURE).trajectories()
+    assert sorted(recorded) == sorted(r.id for r in rows)
+    assert sum(1 for r in rows if any(s.hint for s in recorded[r.id].steps)) == 5
+    for r in rows:  # a row's counts are its trajectory's
+        assert r.usage["steps"] == len(recorded[r.id].steps)
+        assert r.guidelines == Counter(s.hint for s in recorded[r.id].steps if s.hint)
     assert {r.meta["hops"] for r in rows} == {1, 2, 3}
     assert (FIXTURE / "metrics.json").is_file() and (FIXTURE / "config.json").is_file()
 
@@ -78,7 +89,8 @@ def test_the_page_has_every_section(fixture_page: tuple[str, Page]) -> None:
     assert all(n == 1 for n in page.ids.values()), "duplicate ids"
     assert page.tags["svg"] == len(CHARTS)
     assert len(page.find("details", cls="q")) == 12
-    assert len(page.find("li", cls="step")) == sum(len(r["steps"]) for r in results(FIXTURE))
+    assert len(page.find("li", cls="step")) == sum(
+        len(t.steps) for t in RunDir(FIXTURE).trajectories().values())
 
 
 def test_the_page_is_self_contained(fixture_page: tuple[str, Page]) -> None:
@@ -152,15 +164,18 @@ def test_text_from_results_is_escaped(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     rows = results(run)
     evil = '<script>alert("pwned")</script> & \'quotes\' "double"'
+    recorded = trajectories(run)
+    first = recorded.pop(rows[0]["id"])
     rows[0]["question"] = evil
     rows[0]["id"] = 'id"><script>x</script>'
     rows[0]["meta"]["qtype"] = '"><img src=x onerror=alert(1)>'
     rows[0]["predicted"] = ["</pre><script>bad()</script>"]
     rows[0]["error"] = "<b>boom</b>"
-    step = rows[0]["steps"][0]
+    step = steps(first)[0]
     step.update(thought="<i>think</i>", action="get_relation(<x>)",
                 observation="</pre></div><script>alert(2)</script>", hint="KB201",
                 query="SELECT ?x WHERE { ?x <p> \"<v>\" }")
+    write_trajectories(run, [renamed(first, rows[0]["id"]), *recorded.values()])
     write_results(run, rows)
     edit_config(run, lambda c: c.update(llm='<script>llm()</script>',
                                         extra={"note": "</td><script>e()</script>"}))
@@ -171,6 +186,7 @@ def test_text_from_results_is_escaped(tmp_path: Path) -> None:
     assert evil in page.text  # shown as text
     assert "</pre><script>bad()</script>" in page.text
     assert "get_relation(<x>)" in page.text and "<b>boom</b>" in page.text
+    assert "<i>think</i>" in page.text and "</pre></div><script>alert(2)</script>" in page.text
     assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in text  # markupsafe's entities
     assert [a for a in page.find("details", cls="q") if a["data-group"] == rows[0]["meta"][
         "qtype"]]  # the attribute round-trips exactly
@@ -182,14 +198,17 @@ def test_long_texts_are_cut_with_an_expander(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     rows = results(run)
     long = "\n".join(f"row {i}: " + "x" * 90 for i in range(600))  # ~58k characters
-    rows[0]["steps"][1]["observation"] = long
-    write_results(run, rows)
+    recorded = trajectories(run)
+    steps(recorded[rows[0]["id"]])[1]["observation"] = long
+    write_trajectories(run, recorded.values())
     text, page = _render(run)
     assert f"Show all ({len(long):,} characters)" in text
-    assert "more characters not embedded" in text
+    assert "more characters not embedded; see trajectories.jsonl" in text
     assert len(page.find("details", cls="more")) >= 1
     assert text.count("row 599") == 0  # past MAX_TEXT_CHARS
-    assert len(text) < (FIXTURE / "results.jsonl").stat().st_size * 3 + report.MAX_TEXT_CHARS * 2
+    recorded_bytes = sum((FIXTURE / name).stat().st_size
+                         for name in ("results.jsonl", "trajectories.jsonl"))
+    assert len(text) < recorded_bytes * 2 + report.MAX_TEXT_CHARS * 2
 
 
 def test_big_runs_cap_the_embedded_trajectories(tmp_path: Path) -> None:
@@ -209,12 +228,15 @@ def test_big_runs_cap_the_embedded_trajectories(tmp_path: Path) -> None:
 def test_pages_and_sizes_scale(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     rows = results(run)
-    many = []
+    recorded = trajectories(run)
+    many, steps_of = [], []
     for i in range(600):
         row = dict(rows[i % len(rows)])
+        steps_of.append(renamed(recorded[row["id"]], f"q{i}"))
         row["id"] = f"q{i}"
         many.append(row)
     write_results(run, many)
+    write_trajectories(run, steps_of)
     text, page = _render(run, max_trajectories=50)
     assert len(page.find("details", cls="q")) == 600
     assert len(page.find("ol", cls="steps")) == 50
@@ -314,10 +336,13 @@ def test_malformed_and_duplicate_lines(tmp_path: Path) -> None:
 def test_no_guidelines_and_no_results(tmp_path: Path) -> None:
     run = copy_run(tmp_path)
     rows = results(run)
+    recorded = trajectories(run)
     for row in rows:
         row.update(guidelines={}, corrected={})
-        row["steps"] = [dict(s, hint=None) for s in row["steps"]]
+        for step in steps(recorded[row["id"]]):
+            step["hint"] = None
     write_results(run, rows)
+    write_trajectories(run, recorded.values())
     recompute_metrics(run)
     edit_config(run, lambda c: c.update(guidelines=False))
     text, page = _render(run)
@@ -438,3 +463,62 @@ def test_a_strategys_own_counts_are_shown(tmp_path: Path) -> None:
     assert re.search(r">llm_calls\.generate</td><td class=num>1\.000<", summary)
     edits = metrics["strategy"]["edits"]
     assert re.search(rf">edits</td><td class=num>{edits:.3f}<", summary)
+
+
+# -- the steps come from trajectories.jsonl -------------------------------------------------------
+
+
+def test_a_questions_steps_come_from_its_trajectory(fixture_page: tuple[str, Page]) -> None:
+    text, _ = fixture_page
+    chunks = _question_chunks(text)
+    recorded = RunDir(FIXTURE).trajectories()
+    for qid, chunk in chunks.items():
+        shown = re.findall(r'<li class="step k-(\w+)" data-step="(\d+)"', chunk)
+        steps_ = recorded[qid].steps
+        assert [int(n) for _, n in shown] == [s.n for s in steps_]
+        assert [k for k, _ in shown].count("hint") == sum(1 for s in steps_ if s.hint)
+        n = len(steps_)
+        assert f'<span class="chip">{n} step{"s" if n != 1 else ""}</span>' in chunk
+    first = recorded["1hop-dev-0"].steps[0]
+    seconds = first.llm_latency + first.env_latency
+    assert f"{seconds:.2f} s" in chunks["1hop-dev-0"].split('data-step="2"')[0]
+
+
+def test_a_run_without_trajectories_renders_without_steps(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    (run / "trajectories.jsonl").unlink()
+    text, page = _render(run)
+    chunks = _question_chunks(text)
+    assert len(chunks) == 12 and not page.find("li", cls="step")
+    assert all("this run directory has no trajectories.jsonl" in c for c in chunks.values())
+    # the rows still count steps and hints (usage["steps"], guidelines)
+    assert 'data-hints="11"' in chunks["3hop-dev-1"]
+    assert '<span class="chip">12 steps</span>' in chunks["3hop-dev-1"]
+    assert "Final query" in chunks["1hop-dev-0"]  # the rest of the question is there
+
+
+def test_a_question_without_a_trajectory_says_so(tmp_path: Path) -> None:
+    run = copy_run(tmp_path)
+    recorded = trajectories(run)
+    del recorded["2hop-dev-1"]
+    write_trajectories(run, recorded.values())
+    text, page = _render(run)
+    chunks = _question_chunks(text)
+    assert "trajectories.jsonl holds no trajectory of this question" in chunks["2hop-dev-1"]
+    assert 'class="step' not in chunks["2hop-dev-1"]
+    assert sum("notrajectory" in c for c in chunks.values()) == 1
+    assert len(page.find("li", cls="step")) == sum(len(steps(r)) for r in recorded.values())
+
+
+def test_the_last_trajectory_of_a_question_is_shown(tmp_path: Path) -> None:
+    """A resumed run appends a question's trajectory again; a cut-short one shows its steps."""
+    run = copy_run(tmp_path)
+    recorded = trajectories(run)
+    again = [dict(r) for r in recorded["1hop-dev-0"]]
+    steps(again)[0]["action"] = "get_relation(Temuera Morrison, again)"
+    cut = recorded["2hop-dev-0"][:-1]  # no result record: a crash
+    write_trajectories(run, [*recorded.values(), again, cut])
+    text, _ = _render(run)
+    chunks = _question_chunks(text)
+    assert "get_relation(Temuera Morrison, again)" in chunks["1hop-dev-0"]
+    assert chunks["2hop-dev-0"].count('class="step ') == len(steps(cut))
