@@ -11,27 +11,40 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import Any
 
-__all__ = ["json_lines"]
+__all__ = ["json_lines", "Malformed"]
+
+#: told of a line that cannot be read: its number and why (it may raise to stop the reading)
+Malformed = Callable[[int, str], None]
 
 
 def json_lines(path: str | os.PathLike[str], *, complete: bool = False,
-               error: Callable[[str], Exception] = ValueError) -> Iterator[tuple[int, Any]]:
+               error: Callable[[str], Exception] = ValueError,
+               malformed: Malformed | None = None, numbers: Container[int] | None = None,
+               skip: Callable[[bytes], bool] | None = None) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` of every non-blank line of ``path``, in order.
 
     ``complete=True`` stops at a last line without its newline (a writer is appending it, or
-    was cut short) instead of reading it. A line that is not JSON raises ``error(message)``, the
-    message naming the file and the line."""
+    was cut short) instead of reading it. Lines not parsed: those not in ``numbers`` (when
+    given), and those ``skip(line)`` is true of (the raw bytes; it is asked as the lines come,
+    so it may depend on the values read before). A line that is not JSON is passed to
+    ``malformed`` and skipped, or without it raises ``error(message)``, the message naming the
+    file and the line."""
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if complete and not line.endswith(b"\n"):
                 return
-            if not line.strip():
+            if (not line.strip() or (numbers is not None and number not in numbers)
+                    or (skip is not None and skip(line))):
                 continue
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+            except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+                why = f"not a JSON line ({getattr(exc, 'msg', exc)})"
+                if malformed is None:
+                    raise error(f"{path}:{number}: {why}") from None
+                malformed(number, why)
+                continue
             yield number, value

@@ -14,7 +14,8 @@ trajectory cut short by a crash loads with ``finished=False``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pyql.agent.accounting import Usage
 from pyql.agent.calls import ToolCall
-from pyql.agent.jsonl import json_lines
+from pyql.agent.jsonl import Malformed, json_lines
 
-__all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories"]
+__all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories", "trajectory_records"]
 
 
 class Step(BaseModel):
@@ -175,19 +176,74 @@ class Trajectory(BaseModel):
         return "\n".join(lines)
 
 
+def trajectory_records(path: str | os.PathLike[str], *,
+                       keep: Callable[[int, dict[str, Any]], bool] | None = None,
+                       malformed: Malformed | None = None
+                       ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """(line of its question record, its records) for each trajectory of a JSONL file, in file
+    order: the one grouping of the records (:func:`iter_trajectories`, and the evaluation's
+    :meth:`~pyql.agent.evaluation.rundir.RunDir.trajectories`).
+
+    A last line without its newline is skipped (it is being written, or was cut short); a
+    trajectory without its result record (a crash) ends at the next question record or at the
+    end of the file. ``keep(line, question record)`` says whether a trajectory is read: the
+    lines of one that is not are skipped unparsed (by the ``{"record":"...`` prefix pyql writes).
+    A line that cannot be read (not JSON, not a trajectory record, a step or result outside a
+    trajectory) is passed to ``malformed(line, why)`` and skipped, or without it raises a
+    ``ValueError`` naming the file and the line."""
+
+    def bad(number: int, why: str) -> None:
+        if malformed is None:
+            raise ValueError(f"{path}:{number}: {why}")
+        malformed(number, why)
+
+    current: list[dict[str, Any]] | None = None
+    start = 0
+    # the lines up to the next question record belong to a trajectory not read: not parsed
+    skipping = False
+
+    def skip(line: bytes) -> bool:
+        return skipping and _record_kind(line) not in (None, "question")
+
+    for number, record in json_lines(path, complete=True, skip=skip, malformed=bad):
+        kind = record.get("record") if isinstance(record, dict) else None
+        if kind == "question":
+            if current is not None:
+                yield start, current
+            skipping = keep is not None and not keep(number, record)
+            start, current = number, (None if skipping else [record])
+        elif kind in ("step", "result"):
+            if skipping:
+                continue
+            if current is None:
+                bad(number, f"a {kind} record outside a trajectory")
+                skipping = True
+                continue
+            current.append(record)
+            if kind == "result":
+                yield start, current
+                current = None
+        else:
+            bad(number, "not a trajectory record")
+    if current is not None:
+        yield start, current
+
+
+#: the kind of a trajectory line as pyql writes it (``{"record":"step",...``), read unparsed
+_RECORD_KIND = re.compile(rb'\{\s*"record"\s*:\s*"(\w+)"')
+
+
+def _record_kind(line: bytes) -> str | None:
+    match = _RECORD_KIND.match(line)
+    return match.group(1).decode() if match else None
+
+
 def iter_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
-    """Every trajectory of a JSONL file, in order (a last one cut short included)."""
-    current: list[dict[str, Any]] = []
-    for _, record in json_lines(path):
-        if record.get("record") == "question" and current:
-            yield Trajectory.from_records(current)
-            current = []
-        current.append(record)
-        if record.get("record") == "result":
-            yield Trajectory.from_records(current)
-            current = []
-    if current:
-        yield Trajectory.from_records(current)
+    """Every trajectory of a JSONL file, in order (one cut short by a crash included, with
+    ``finished=False``; see :func:`trajectory_records`). Raises ``ValueError`` naming the line
+    that cannot be read."""
+    for _, records in trajectory_records(path):
+        yield Trajectory.from_records(records)
 
 
 def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:

@@ -36,10 +36,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Collection, Container, Iterable, Iterator
+from collections.abc import Collection, Container, Iterable, Iterator
 from pathlib import Path
 from typing import Any, overload
 
@@ -47,7 +46,8 @@ from pydantic import ValidationError
 
 from pyql.agent.evaluation.metrics import aggregate
 from pyql.agent.evaluation.records import CONFIG, METRICS, RESULTS, QuestionResult, RunConfig
-from pyql.agent.trajectory import Trajectory
+from pyql.agent.jsonl import Malformed, json_lines
+from pyql.agent.trajectory import Trajectory, trajectory_records
 from pyql.errors import PyqlError
 
 __all__ = [
@@ -203,7 +203,6 @@ class _Lock:
 # -- reading ------------------------------------------------------------------------------------
 
 #: called with (line number, why) for a line that is skipped instead of raising
-Malformed = Callable[[int, str], None]
 
 
 def iter_records(path: Path, *, malformed: Malformed | None = None) -> Iterator[dict[str, Any]]:
@@ -219,24 +218,23 @@ def _records(path: Path, *, malformed: Malformed | None = None,
              numbers: Container[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.exists():
         return
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.endswith(b"\n"):
-                return
-            if not line.strip() or (numbers is not None and number not in numbers):
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-                why = f"not a JSON line ({getattr(exc, 'msg', exc)})"
-            else:
-                if isinstance(record, dict) and "id" in record:
-                    yield number, record
-                    continue
-                why = "not a result record (no id)"
-            if malformed is None:
-                raise RunDirError(f"{path}:{number}: {why}")
-            malformed(number, why)
+    bad = _reporter(path, malformed)
+    for number, record in json_lines(path, complete=True, malformed=bad, numbers=numbers):
+        if isinstance(record, dict) and "id" in record:
+            yield number, record
+        else:
+            bad(number, "not a result record (no id)")
+
+
+def _reporter(path: Path, malformed: Malformed | None) -> Malformed:
+    """``malformed``, or (None) what raises the :class:`RunDirError` naming the line."""
+    if malformed is not None:
+        return malformed
+
+    def fail(number: int, why: str) -> None:
+        raise RunDirError(f"{path}:{number}: {why}")
+
+    return fail
 
 
 def _result(path: Path, number: int, record: dict[str, Any], malformed: Malformed | None
@@ -245,9 +243,7 @@ def _result(path: Path, number: int, record: dict[str, Any], malformed: Malforme
         return QuestionResult.model_validate(record)
     except ValidationError as exc:
         why = f"not a question result ({exc.error_count()} errors)"
-    if malformed is None:
-        raise RunDirError(f"{path}:{number}: {why}")
-    malformed(number, why)
+    _reporter(path, malformed)(number, why)
     return None
 
 
@@ -369,89 +365,35 @@ class RunDir:
         """Question id (``meta["id"]``) -> its last trajectory in ``trajectories.jsonl`` (a
         ``--resume`` runs an outage question again and appends it again), in the order the ids
         first appear; empty when the file is missing. With ``ids``, only those questions' lines
-        are parsed: the others' are skipped by their ``"record"`` prefix. A trajectory without
-        its result record (cut short) loads with ``finished=False``; a last line without its
-        newline is skipped. A line that cannot be read, a step or result record outside a
-        trajectory, a question record without ``meta.id`` and records that do not make a
-        :class:`~pyql.agent.trajectory.Trajectory` raise :class:`RunDirError` naming the file
-        and the line, or with ``malformed`` are passed to it (the question's line for a
-        trajectory that does not validate) and skipped."""
+        are parsed. Read by :func:`~pyql.agent.trajectory.trajectory_records` (a trajectory cut
+        short loads with ``finished=False``; a last line without its newline is skipped). A line
+        that cannot be read, a question record without ``meta.id`` and records that do not make
+        a :class:`~pyql.agent.trajectory.Trajectory` (named by its question's line) raise
+        :class:`RunDirError` naming the file and the line, or with ``malformed`` are passed to
+        it and skipped."""
         path = self.trajectories_path
         found: dict[str, Trajectory] = {}
         if not path.exists():
             return found
         wanted = None if ids is None else frozenset(ids)
+        bad = _reporter(path, malformed)
 
-        def bad(number: int, why: str) -> None:
-            if malformed is None:
-                raise RunDirError(f"{path}:{number}: {why}")
-            malformed(number, why)
+        def keep(number: int, head: dict[str, Any]) -> bool:
+            meta = head.get("meta")
+            qid = meta.get("id") if isinstance(meta, dict) else None
+            if not isinstance(qid, str):
+                bad(number, "a question record without meta.id")
+                return False
+            return wanted is None or qid in wanted
 
-        def close() -> None:
-            if current is None or current_id is None:
-                return
+        for start, records in trajectory_records(path, keep=keep, malformed=bad):
             try:
-                found[current_id] = Trajectory.from_records(current)
+                trajectory = Trajectory.from_records(records)
             except ValidationError as exc:
                 bad(start, f"not a trajectory ({exc.error_count()} errors)")
-
-        #: the records of the trajectory being read (None: outside one, or one skipped), its id
-        #: and the line of its question record
-        current: list[dict[str, Any]] | None = None
-        current_id: str | None = None
-        start = 0
-        # ``skipping``: the lines until the next question record belong to a trajectory that is
-        # not wanted (or cannot be read), and are not parsed
-        skipping = False
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.endswith(b"\n"):
-                    break
-                if not line.strip():
-                    continue
-                kind = _record_kind(line)
-                if kind is not None and kind != "question" and skipping:
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-                    bad(number, f"not a JSON line ({getattr(exc, 'msg', exc)})")
-                    continue
-                kind = record.get("record") if isinstance(record, dict) else None
-                if kind == "question":
-                    close()
-                    current, current_id, start, skipping = None, None, number, True
-                    meta = record.get("meta")
-                    qid = meta.get("id") if isinstance(meta, dict) else None
-                    if not isinstance(qid, str):
-                        bad(number, "a question record without meta.id")
-                    elif wanted is None or qid in wanted:
-                        current, current_id, skipping = [record], qid, False
-                elif kind in ("step", "result"):
-                    if skipping:
-                        continue
-                    if current is None:
-                        bad(number, f"a {kind} record outside a trajectory")
-                        skipping = True
-                        continue
-                    current.append(record)
-                    if kind == "result":
-                        close()
-                        current, current_id = None, None
-                else:
-                    bad(number, "not a trajectory record")
-        close()
+                continue
+            found[trajectory.meta["id"]] = trajectory
         return found
-
-
-#: the kind of a trajectory line as pyql writes it (``{"record":"step",...``), read without
-#: parsing the line
-_RECORD_KIND = re.compile(rb'\{\s*"record"\s*:\s*"(\w+)"')
-
-
-def _record_kind(line: bytes) -> str | None:
-    match = _RECORD_KIND.match(line)
-    return match.group(1).decode() if match else None
 
 
 def read_results(out_dir: str | os.PathLike[str]) -> list[QuestionResult]:

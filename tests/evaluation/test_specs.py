@@ -18,7 +18,7 @@ from pyql.agent.evaluation.llm_spec import (
     parse_llm_spec,
 )
 from pyql.agent.evaluation.records import EvalItem, RunConfig
-from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results
+from pyql.agent.evaluation.runner import TRAJECTORIES, EvalAbort, evaluate, read_results
 from pyql.agent.evaluation.specs import (
     RateGate,
     ReplayProvider,
@@ -120,6 +120,18 @@ def test_replay_without_a_recording_is_a_question_error(tmp_path: Path,
     assert metrics["errors"] == 1 and metrics["hit@1"] == 0.75
     [failed] = [r for r in read_results(tmp_path / "replay") if r.error]
     assert failed.id == "1hop-dev-3" and "no recorded trajectory" in failed.error
+
+
+def test_replay_of_a_run_killed_mid_line(tmp_path: Path, mini_metaqa: Path) -> None:
+    """A run killed while appending leaves a torn last trajectory line: the replay reads the
+    complete recordings (it read the file as a whole before, and the torn line failed it)."""
+    first = RunConfig(dataset="metaqa-1hop", llm="gold", data_dir=str(mini_metaqa), limit=2)
+    evaluate(first, tmp_path / "gold", progress=False)
+    path = tmp_path / "gold" / TRAJECTORIES
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"record":"question","question":"cut sh')
+    replay = ReplayProvider(tmp_path / "gold")
+    assert set(replay.trajectories) == {"1hop-dev-0", "1hop-dev-1"}
 
 
 def test_openai_through_the_fake_server_with_a_429(tmp_path: Path, mini_metaqa: Path,
