@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pyql.agent.evaluation.records import RunConfig
+from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import evaluate
 from pyql.agent.local import LocalModelError, LocalServer, local_server
 from tests.conftest import require_data
@@ -98,8 +99,9 @@ def check_strategy_run(server: LocalServer, tmp_path: Path, *, strategy: str, mo
     replay = RunConfig(**{**config.model_dump(), "llm": f"replay:{tmp_path / 'run'}"})
     evaluate(replay, tmp_path / "replay", progress=False)
 
-    def outline(results: list[dict[str, Any]]) -> list[Any]:
-        return [(r["predicted"], r["stop_reason"], [s["action"] for s in r["steps"]])
-                for r in results]
+    def outline(run: Path) -> list[Any]:
+        steps = RunDir(run).trajectories()
+        return [(r["predicted"], r["stop_reason"], [s.action for s in steps[r["id"]].steps])
+                for r in _results(run)]
 
-    assert outline(_results(tmp_path / "replay")) == outline(rows)
+    assert outline(tmp_path / "replay") == outline(tmp_path / "run")
