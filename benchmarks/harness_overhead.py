@@ -30,8 +30,9 @@ question in their main functions (:data:`BREAKDOWN`). ``--instructions`` counts 
 timing: each side runs in its own process under valgrind's cachegrind, once with ``--n``
 questions and once with none (after the same warm-up), and the difference over ``--n`` is the
 side's instructions per question; a count does not move with the machine's load as CPU time
-does (this machine's rounds of CPU time differ by up to 15 %). Take ``--n`` of a few hundred:
-valgrind runs about 50 times slower. ``--option`` passes a strategy option to
+does (this machine's rounds of CPU time differ by up to 15 %): the counting processes run with
+a fixed hash seed, and the runner's wall-clock intervals stretched by valgrind's slowdown (about
+11 times), so the count is the same from run to run. Take ``--n`` of a few hundred. ``--option`` passes a strategy option to
 the harness side as ``pyql eval --option`` does; ``--token-estimates`` has it estimate the
 stand-in's tokens with tiktoken, as ``pyql eval --token-estimates`` (off by default, as in
 ``pyql eval``). Target: harness / bare <= 1.25.
@@ -43,6 +44,7 @@ import argparse
 import cProfile
 import json
 import logging
+import os
 import pstats
 import re
 import resource
@@ -186,13 +188,19 @@ def breakdown(data_dir: Path, hops: int, split: str, n: int, settings: dict[str,
 
 #: questions each side answers before the counted one, in ``--instructions``
 _WARM = 20
+#: how much slower the harness runs under cachegrind (300 questions: 1.6 s natively, 18.5 s)
+_SLOWDOWN = 11.0
 
 
 def _one_side(side: str, data_dir: Path, hops: int, split: str, n: int,
               settings: dict[str, Any]) -> None:
     """What ``--instructions`` counts in a process of its own: a warm-up, then one run of
     ``n`` questions of one side (the baseline count runs none: opening the store and reading
-    the questions, the run's fixed work, is in both counts)."""
+    the questions, the run's fixed work, is in both counts). The runner's wall-clock intervals
+    (the running ``metrics.json``, the worker's batches) are stretched by :data:`_SLOWDOWN`, so
+    that under cachegrind they come as often per question as in a native run."""
+    runner.METRICS_INTERVAL *= _SLOWDOWN
+    runner.BATCH_SECONDS *= _SLOWDOWN
     run = ((lambda k: bare(data_dir, hops, split, k)) if side == "bare" else
            (lambda k: harness(data_dir, hops, split, k, processes=1, **settings)))
     run(_WARM)
@@ -200,10 +208,12 @@ def _one_side(side: str, data_dir: Path, hops: int, split: str, n: int,
 
 
 def _instructions_of(argv: list[str]) -> int:
-    """The instructions valgrind's cachegrind counts for ``python harness_overhead.py argv``."""
+    """The instructions valgrind's cachegrind counts for ``python harness_overhead.py argv``,
+    with a fixed hash seed (one cause less of a count that moves between runs)."""
     done = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-         sys.executable, __file__, *argv], capture_output=True, text=True, check=False)
+         sys.executable, __file__, *argv], capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONHASHSEED": "0"})
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
