@@ -70,7 +70,7 @@ import math
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
@@ -358,11 +358,11 @@ class _Session:
     def record(self, result: QuestionResult, lines: list[str], line: str | None = None
                ) -> QuestionResult:
         """Write a question's result (``line``: its JSON when already made) and trajectory
-        lines, and keep what the aggregate reads of it in :attr:`done`; then the circuit
-        breaker. Returns what was kept."""
-        kept = self._write(result, lines, line)
+        lines, and keep the result for the aggregate in :attr:`done`; then the circuit
+        breaker. Returns the result."""
+        self._write(result, lines, line)
         self._breaker(result)
-        return kept
+        return result
 
     def answer(self, item: EvalItem) -> tuple[QuestionResult, list[str]]:
         """Answer one question: its result and trajectory lines (never written here)."""
@@ -482,10 +482,7 @@ class _Session:
             # the gold program ran out because the backend failed: name the backend's error
             error = _backend_failure(steps, error)
         seconds = time.perf_counter() - start
-        triggers: dict[str, int] = {}
-        for step in steps:
-            if step.hint:
-                triggers[step.hint] = triggers.get(step.hint, 0) + 1
+        triggers = dict(Counter(step.hint for step in steps if step.hint))
         result = QuestionResult(
             id=item.id, question=item.question, gold=_jsonable(item.answers), predicted=(),
             metrics=({k: 0.0 for k in self.dataset.score(item, ())}
@@ -506,7 +503,7 @@ class _Session:
         return result, lines
 
     def _write(self, result: QuestionResult, trajectory: list[str],
-               line: str | None = None) -> QuestionResult:
+               line: str | None = None) -> None:
         line = result.model_dump_json() if line is None else line
         with self._write_lock:  # the line and its result in memory: both or neither
             if trajectory:
@@ -514,7 +511,6 @@ class _Session:
             self.results_log.append(line)
             self.done[result.id] = result
             self.session_done += 1
-        return result
 
     def snapshot(self) -> dict[str, QuestionResult]:
         """:attr:`done` as it is now (the worker threads add to it)."""

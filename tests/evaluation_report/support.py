@@ -11,6 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from pyql.agent.trajectory import trajectory_records
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "metaqa_small"
 
 
@@ -33,13 +35,8 @@ def write_results(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 def trajectories(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     """The records of each question's trajectory (question, steps, result), by question id."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    lines = (run_dir / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
-    for record in (json.loads(line) for line in lines if line.strip()):
-        if record["record"] == "question":
-            current = out[record["meta"]["id"]] = []
-        current.append(record)
-    return out
+    return {records[0]["meta"]["id"]: records
+            for _, records in trajectory_records(run_dir / "trajectories.jsonl")}
 
 
 def steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
