@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -57,6 +58,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: one encoding load at a time: a counter is shared by a run's threads, and the first count
+#: (not the counter's construction) loads its encoding, which takes about 0.2 s of CPU
+_ENCODING_LOCK = threading.Lock()
 
 _BASE_URL = "https://openaipublic.blob.core.windows.net/encodings/"
 _ENDOFTEXT = "<|endoftext|>"
@@ -243,14 +248,22 @@ class TokenCounter:
 
     @property
     def encoding(self) -> tiktoken.Encoding | None:
+        """The tiktoken encoding, loaded on first use (None when it cannot be loaded: counts
+        are then estimated at 4 characters per token). A run that never counts never loads it.
+        """
         if self._encoding is None and not self._failed:
-            try:
-                self._encoding = get_encoding(str(self._spec), self._directory,
-                                              fallback=self._fallback)
-            except (ImportError, OSError, ValueError) as exc:  # requests errors are OSErrors
-                self._failed = True
-                log.warning("token counts are estimated (4 characters per token): %s", exc)
+            with _ENCODING_LOCK:
+                if self._encoding is None and not self._failed:
+                    self._load()
         return self._encoding
+
+    def _load(self) -> None:
+        try:
+            self._encoding = get_encoding(str(self._spec), self._directory,
+                                          fallback=self._fallback)
+        except (ImportError, OSError, ValueError) as exc:  # requests errors are OSErrors
+            self._failed = True
+            log.warning("token counts are estimated (4 characters per token): %s", exc)
 
     @property
     def exact(self) -> bool:

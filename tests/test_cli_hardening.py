@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from pyql.agent.accounting import TokenCounter
 from pyql.cli import app
 from pyql.datasets.metaqa import cache_store_dir
 from pyql.demo import movies_path
@@ -290,9 +291,14 @@ def test_webqsp_el_errors_name_webqsp_el(tmp_path):
     assert "webqsp-el needs a Freebase KB" in result.stderr
 
 
-def test_gold_runs_estimate_tokens_only_when_asked_and_mark_them_estimated(tmp_path):
+def test_gold_runs_estimate_tokens_only_when_asked_and_mark_them_estimated(tmp_path,
+                                                                             monkeypatch):
     require_data("metaqa", "1-hop")
+    loads = []  # the encoding loads (0.2 s of CPU each): none in a run that counts nothing
+    load = TokenCounter._load
+    monkeypatch.setattr(TokenCounter, "_load", lambda self: (loads.append(self), load(self))[1])
     for flags, estimated in (([], False), (["--token-estimates"], True)):
+        loads.clear()
         out = tmp_path / f"r{len(flags)}"
         result = runner.invoke(app, ["eval", "--dataset", "metaqa-1hop", "--llm", "gold",
                                      "--limit", "2", "--out", str(out), "--no-progress", *flags],
@@ -306,6 +312,7 @@ def test_gold_runs_estimate_tokens_only_when_asked_and_mark_them_estimated(tmp_p
         assert metrics["tokens_counted"] is estimated
         assert (metrics["prompt_tokens"] > 0) is estimated
         assert json.loads((out / "config.json").read_text())["token_estimates"] is estimated
+        assert len(loads) == int(estimated)
 
 
 def test_demo_next_commands_fit_80_columns_and_run():

@@ -327,7 +327,6 @@ class _Session:
         estimates = config.token_estimates or not isinstance(provider, StandInProvider)
         self.counter = _MemoCounter(model=model, fallback=str(offline) if offline.is_dir() else None,
                                     estimates=estimates)
-        self.counter.exact  # noqa: B018 - load the encoding once, before the threads
         #: the headline score: the dataset's, or under the paper preset the paper's own
         self.primary = primary_metric(dataset.primary, metric=dataset.metric,
                                       strategy=config.strategy, preset=config.preset)

@@ -6,6 +6,8 @@ import hashlib
 import logging
 import shutil
 import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,25 @@ def test_token_counter_counts_messages(tiktoken_dir: Path) -> None:
                                                                  "name": "obs"}]
     assert counter.count_messages(messages + turn) == (
         counter.count_messages(messages) + sum(counter.count_message(m) for m in turn))
+
+
+def test_token_counter_loads_its_encoding_once_on_first_use(tiktoken_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    loads: list[TokenCounter] = []
+    load = TokenCounter._load
+    monkeypatch.setattr(TokenCounter, "_load", lambda self: (loads.append(self), load(self))[1])
+    counter = TokenCounter("cl100k_base", directory=tiktoken_dir)
+    assert loads == []  # made, not loaded: a run that never counts never pays for it
+    barrier = threading.Barrier(8)
+
+    def count() -> int:
+        barrier.wait()
+        return counter.count("hello world")
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(lambda _: count(), range(8))) == [2] * 8
+    assert loads == [counter]
 
 
 def test_token_counter_falls_back_to_estimates(tmp_path: Path, caplog: pytest.LogCaptureFixture
