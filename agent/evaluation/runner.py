@@ -41,7 +41,9 @@ stand-in and reads its records of the mistakes it made (``meta.injections``).
 
 **Worker processes.** A CPU-bound stand-in run (``config.processes``; ``None``: the cores for at
 least :data:`PROCESS_MIN_QUESTIONS` questions) answers in spawned worker processes, each with its
-own backend handle; the parent alone writes the files, in the order answers arrive.
+own backend handle; the parent alone writes the files, in the order answers arrive. A worker
+gets up to :data:`PROCESS_BATCH` questions at a time and hands back what it answered within
+:data:`BATCH_SECONDS` (the rest goes back to the queue), as a single worker thread does.
 
 **Outages and errors.** A question whose KB/DB or LLM failed — an LLM timeout (``--llm-timeout``
 per call, ``--deadline`` of LLM time per question: a :class:`pyql.deadline.Budget` made current
@@ -71,11 +73,11 @@ import os
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyql import __version__
 from pyql.agent.accounting import PriceTable, TokenCounter
@@ -161,8 +163,12 @@ _BUG_THRESHOLD = 5
 PROCESS_MIN_QUESTIONS = 2000
 #: at most this many worker processes when chosen automatically
 MAX_AUTO_PROCESSES = 4
-#: a single worker thread hands its results to the event loop at least this often (seconds)
+#: a single worker thread, or a worker process, hands its results to the event loop at least
+#: this often (seconds)
 BATCH_SECONDS = 0.2
+#: questions sent to a worker process at a time (those it has not started after
+#: BATCH_SECONDS come back to the queue)
+PROCESS_BATCH = 32
 
 
 class EvalAbort(PyqlError):
@@ -343,16 +349,7 @@ class _Session:
         """Answer ``items`` in order for up to :data:`BATCH_SECONDS`: the results (written),
         the items not started, and what stopped the batch (``_Stopped``, an
         :class:`EvalAbort`), if anything did."""
-        results: list[QuestionResult] = []
-        until = time.perf_counter() + BATCH_SECONDS
-        for index, item in enumerate(items):
-            try:
-                results.append(self.run_item(item))
-            except (_Stopped, EvalAbort) as exc:
-                return results, [], exc
-            if time.perf_counter() >= until:
-                return results, items[index + 1:], None
-        return results, [], None
+        return _batch(items, self.run_item)
 
     def record(self, result: QuestionResult, lines: list[str], line: str | None = None
                ) -> QuestionResult:
@@ -599,12 +596,39 @@ def _worker_init(config: RunConfig, out_dir: Path) -> None:
     gc.freeze()  # see _frozen_heap: this process lives for the run
 
 
+_T = TypeVar("_T")
+
+
+def _batch(items: list[EvalItem], work: Callable[[EvalItem], _T]
+           ) -> tuple[list[_T], list[EvalItem], BaseException | None]:
+    """``work`` on ``items`` in order for up to :data:`BATCH_SECONDS`: what it returned, the
+    items not started, and what stopped the batch (``_Stopped``, an :class:`EvalAbort`), if
+    anything did. A batch, not a question, is what crosses to the event loop (and to a worker
+    process): a hop per question cost more CPU than a stand-in's question itself."""
+    done: list[_T] = []
+    until = time.perf_counter() + BATCH_SECONDS
+    for index, item in enumerate(items):
+        try:
+            done.append(work(item))
+        except (_Stopped, EvalAbort) as exc:
+            return done, [], exc
+        if time.perf_counter() >= until:
+            return done, items[index + 1:], None
+    return done, [], None
+
+
 def _worker_answer(item: EvalItem) -> tuple[QuestionResult, list[str], str]:
     """In a worker: the result (what the parent keeps), the trajectory lines and the result's
     JSON line (made here: the parent only writes)."""
     assert _WORKER is not None, "the worker process was not initialised"
     result, lines = _WORKER.answer(item)
     return result, lines, result.model_dump_json()
+
+
+def _worker_batch(items: list[EvalItem]) -> tuple[list[tuple[QuestionResult, list[str], str]],
+                                                  list[EvalItem], BaseException | None]:
+    """In a worker: :func:`_batch` of :func:`_worker_answer`."""
+    return _batch(items, _worker_answer)
 
 
 def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> int:
@@ -634,8 +658,8 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                                    mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_worker_init,
                                    initargs=(session.config, session.out_dir))
-        # a few questions queued per process keep every core busy
-        workers_n = max(1, min(processes * 4, len(todo)))
+        # a second batch queued per process keeps every core busy while one is handed over
+        workers_n = max(1, min(processes * 2, len(todo)))
     else:
         workers_n = max(1, min(session.concurrency, len(todo)))
         pool = ThreadPoolExecutor(max_workers=workers_n, thread_name_prefix="pyql-eval")
@@ -646,8 +670,32 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
     # handing their results over, instead of a hop between the threads per question
     batched = processes == 1 and workers_n == 1
 
+    def abort(exc: BaseException) -> None:
+        if not aborted:
+            aborted.append(exc)
+        session.stop.set()
+
     async def worker() -> None:
         while not aborted and queue:
+            if processes > 1:
+                if session.stop.is_set():
+                    return
+                # shared out: a short run's questions go to every process, not to the first
+                size = min(PROCESS_BATCH, -(-len(queue) // workers_n))
+                batch = [queue.popleft() for _ in range(size)]
+                answered, rest, stopped = await loop.run_in_executor(
+                    executor, _worker_batch, batch)
+                queue.extendleft(reversed(rest))
+                for result in answered:  # answered: written, also after the breaker tripped
+                    try:
+                        progress.add(session.record(*result))
+                    except EvalAbort as exc:
+                        abort(exc)
+                if isinstance(stopped, EvalAbort):
+                    abort(stopped)
+                if stopped is not None:
+                    return
+                continue
             if batched:
                 batch = list(queue)
                 queue.clear()
@@ -657,25 +705,17 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
                 for result in results:
                     progress.add(result)
                 if isinstance(stopped, EvalAbort):
-                    aborted.append(stopped)
-                    session.stop.set()
+                    abort(stopped)
                 if stopped is not None:
                     return
                 continue
             item = queue.popleft()
             try:
-                if processes > 1:
-                    if session.stop.is_set():
-                        return
-                    answered = await loop.run_in_executor(executor, _worker_answer, item)
-                    result = session.record(*answered)
-                else:
-                    result = await loop.run_in_executor(executor, session.run_item, item)
+                result = await loop.run_in_executor(executor, session.run_item, item)
             except _Stopped:
                 return
             except EvalAbort as exc:
-                aborted.append(exc)
-                session.stop.set()
+                abort(exc)
                 return
             progress.add(result)
 

@@ -59,6 +59,28 @@ def test_one_worker_hands_its_answers_over_in_batches_in_order(
     assert comparable_metrics(runs[0.0][0]) == comparable_metrics(runs[60.0][0])
 
 
+def test_a_batch_stops_after_its_seconds_or_an_abort_and_returns_what_it_did_not_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a worker thread or process answers before it hands over: up to BATCH_SECONDS of
+    questions (the rest goes back to the queue), or those before an abort."""
+    from pyql.agent.evaluation import runner
+
+    items = [f"q{i}" for i in range(5)]
+    monkeypatch.setattr(runner, "BATCH_SECONDS", 60.0)
+    assert runner._batch(items, str.upper) == (["Q0", "Q1", "Q2", "Q3", "Q4"], [], None)
+    monkeypatch.setattr(runner, "BATCH_SECONDS", 0.0)
+    assert runner._batch(items, str.upper) == (["Q0"], items[1:], None)
+    stop = EvalAbort("stop")
+
+    def work(item: str) -> str:
+        if item == "q2":
+            raise stop
+        return item.upper()
+
+    monkeypatch.setattr(runner, "BATCH_SECONDS", 60.0)
+    assert runner._batch(items, work) == (["Q0", "Q1"], [], stop)
+
+
 # -- the rate gate ------------------------------------------------------------------------------
 
 
