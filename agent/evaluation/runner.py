@@ -449,7 +449,9 @@ class _Session:
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),
             finished=res.finished, stop_reason=res.stop_reason, query=res.query,
-            program=str(res.program), meta=self._meta(item), status=status, error=error,
+            # the trajectory's text of the program (printed once), else the program printed
+            program=trajectory.program or str(res.program), meta=self._meta(item),
+            status=status, error=error,
         )
         lines = list(trajectory.lines())
         injections = stand_in.mistakes(trajectory) if stand_in is not None else None
