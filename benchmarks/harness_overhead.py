@@ -9,11 +9,14 @@ handle on it, every round, as each command does):
   :class:`~pyql.Session`, the gold program's calls through ``Session.run``, the answers scored;
 - **harness**: :func:`pyql.agent.evaluation.runner.evaluate` with ``--llm gold`` (the QueryAgent
   answering through the gold stand-in, ERASER on, text mode) into a temporary run directory:
-  the dataset's items, the strategy, trajectories, ``results.jsonl``, ``metrics.json``. One
-  process (``processes=1``, concurrency 1), so the CPU is this process's.
+  the dataset's items, the strategy, trajectories, ``results.jsonl``, ``metrics.json``. With
+  ``pyql eval``'s own choice of worker processes (``--processes``, default: as ``pyql eval``
+  picks: the cores, up to 4, for 2,000 questions or more; ``--processes 1`` answers in this
+  process, one worker thread).
 
 CPU is ``time.process_time`` (user + system of this process, every thread) around each side,
-opening the store and reading the questions included on both. The sides alternate
+plus the CPU of the worker processes (``RUSAGE_CHILDREN``: their start-up included), opening
+the store and reading the questions included on both. The sides alternate
 ``--rounds`` times (bare, harness, bare, ...) so a drift of the shared machine hits both; the
 ratio printed is the median of the per-round ratios harness/bare.
 
