@@ -86,7 +86,6 @@ from pyql.kb.base import KB
 from pyql.program import Call, Program, Signature
 from pyql.session import Observation, Session
 from pyql.sparql import Sparql
-from pyql.sql.session import SqlSession
 from pyql.syntax import lex_atom
 
 if TYPE_CHECKING:
@@ -405,9 +404,12 @@ class QueryAgent:
         backend = session.backend
         if columns is None:
             columns = session.memory.columns
-        if schema is None and self.profile.context == "schema" and isinstance(session,
-                                                                              SqlSession):
-            schema = session.schema
+        if schema is None and self.profile.context == "schema":
+            # Here, not at module level: a KB run never loads sqlglot.
+            from pyql.sql.session import SqlSession
+
+            if isinstance(session, SqlSession):
+                schema = session.schema
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": question_message(

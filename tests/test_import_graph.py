@@ -16,12 +16,19 @@ commands (the modules the ``pyql.commands`` entry points name), which may import
 
 What cannot be removed yet is in :data:`UPWARD` and :data:`CYCLES`, each with its reason; an
 entry that is no longer needed fails the test, so the lists only shrink.
+
+And what a KB run imports, in a fresh interpreter: a MetaQA question, from ``import pyql``
+through an agent's run, loads neither SQLAlchemy nor sqlglot (each spawned worker process of
+``pyql eval`` would pay for them); ``pyql.db`` loads them when a database is used.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,3 +212,50 @@ def test_no_import_cycle() -> None:
     assert unexplained == [], f"import cycles: {unexplained}"
     assert sorted(map(sorted, set(CYCLES) - set(cycles))) == [], "drop these entries from CYCLES"
 
+
+
+# -- what a KB run loads ------------------------------------------------------------------------
+
+_KB_RUN = """
+import json, sys
+import pyql, pyql.agent
+from pyql.agent.evaluation import runner
+from pyql import Session
+from pyql.agent import QueryAgent, ScriptedLLM, TokenCounter
+from tests.support.metaqa import metaqa_kb
+
+kb = metaqa_kb("Pelham|written_by|John Godey\\nPelham|directed_by|Joseph Sargent")
+session = Session(kb, entities={"John Godey": "John Godey"})
+session.run("add_fact(?movie, written_by, John Godey)")
+session.run("add_fact(?movie, directed_by, ?director)")
+session.run("set_answer(?director)")
+answers = list(session.run("execute()").answers)
+agent = QueryAgent(ScriptedLLM(["Action 1 : get_relation(John Godey)",
+                                "Action 2 : add_fact(?movie, written_by, John Godey)",
+                                "Action 3 : add_fact(?movie, directed_by, ?director)",
+                                "Action 4 : set_answer(?director)",
+                                "Action 5 : execute()"]),
+                   kb, token_counter=TokenCounter(estimates=False))
+result = agent.run("who directed the movies written by [John Godey]", {"John Godey": "John Godey"})
+answers += list(result.answers)
+kb_run = {name: name in sys.modules for name in ("sqlalchemy", "sqlglot")}
+
+import pyql.db
+missing = not hasattr(pyql.db, "no_such_name")
+from pyql.db import SqlDB, open_db
+from pyql.db.sqldb import SqlDB as Loaded
+db = SqlDB.sqlite_memory(lambda c: c.execute("CREATE TABLE t(x INT)"))
+print(json.dumps({"answers": answers, "kb_run": kb_run, "db": "sqlalchemy" in sys.modules,
+                  "same": SqlDB is Loaded and open_db is pyql.db.open_db, "missing": missing,
+                  "tables": db.table_names()}))
+"""
+
+
+def test_a_kb_run_loads_neither_sqlalchemy_nor_sqlglot() -> None:
+    done = subprocess.run([sys.executable, "-c", _KB_RUN], capture_output=True, text=True,
+                          check=True, timeout=120, cwd=ROOT)
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["answers"] == ["Joseph Sargent", "Joseph Sargent"]
+    assert seen["kb_run"] == {"sqlalchemy": False, "sqlglot": False}
+    # and a database still loads them, through the same names as ever
+    assert seen["db"] and seen["same"] and seen["missing"] and seen["tables"] == ["t"]

@@ -99,6 +99,8 @@ def open_db(url: str, timeout: float | None = None) -> Any:
     """A read-only :class:`~pyql.db.SqlDB` on ``url`` (:func:`pyql.db.open_db`: a SQLAlchemy URL
     or a SQLite file), its failures as one ``error:`` line."""
     try:
+        # pyql.db loads SQLAlchemy on first use: a missing one is said here, not as a driver's
+        import pyql.db.sqldb  # noqa: F401
         from pyql.db import open_db as open_location
     except ImportError as exc:
         raise CliError(f"SQL support cannot be loaded: {exc}",
