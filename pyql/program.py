@@ -453,7 +453,19 @@ class Call(BaseModel):
         return v
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(map(_render_arg, self.args))})"
+        # made once: a call is frozen, and programs, prompts and trajectories print theirs often
+        # (kept out of the fields: pydantic compares, hashes and dumps only those)
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = self.__dict__["_text"] = (
+                f"{self.name}({', '.join([_render_arg(a) for a in self.args])})")
+        return text
+
+    def __copy__(self) -> Call:
+        copied = super().__copy__()
+        # model_copy(update=...) copies, then changes fields: the text of the old ones must go
+        copied.__dict__.pop("_text", None)
+        return copied
 
     def __repr__(self) -> str:
         return f"Call({str(self)!r})"
@@ -479,6 +491,8 @@ def _render_arg(atom: Atom) -> str:
     if atom.kind is AtomKind.NAME:
         # a name that would not lex back as one bare argument is written as a quoted string
         return atom.value if _name_reads_back(atom.value) else quote_string(atom.value)
+    if atom.kind is AtomKind.VAR:
+        return "?" + atom.value
     return str(atom)
 
 
@@ -735,7 +749,7 @@ class Program(BaseModel):
         )
 
     def __str__(self) -> str:
-        return "\n".join(str(c) for c in self.calls)
+        return "\n".join([str(c) for c in self.calls])
 
     def __len__(self) -> int:
         return len(self.calls)

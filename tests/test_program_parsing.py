@@ -4,6 +4,7 @@ parser gives the calls, or the errors (type, message, fields), of the parser bef
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 from collections.abc import Callable
@@ -222,3 +223,20 @@ def test_a_plain_atom_is_the_atom_the_constructor_makes() -> None:
         assert (made.datatype, made.lang) == (None, None)
         assert pickle.loads(pickle.dumps(made)) == built
         assert replace(made, value="y") == Atom(kind, "y")
+
+
+def test_a_call_keeps_its_text_and_a_changed_copy_does_not() -> None:
+    call = parse_call("add_fact(?x1, starred_actors, Temuera Morrison)", SPARQL_TOOLS)
+    text = str(call)
+    assert str(call) is text  # made once
+    fresh = Call(name=call.name, args=call.args)
+    assert call == fresh and fresh == call and hash(call) == hash(fresh)
+    assert call.model_dump() == fresh.model_dump()
+    assert call.model_dump_json() == fresh.model_dump_json()
+    reverse = call.model_copy(update={"args": call.args[::-1]})
+    assert str(reverse) == "add_fact(Temuera Morrison, starred_actors, ?x1)"
+    deep = call.model_copy(update={"name": "add_type"}, deep=True)
+    assert str(deep) == "add_type(?x1, starred_actors, Temuera Morrison)"
+    assert str(copy.copy(call)) == str(copy.deepcopy(call)) == text
+    assert str(pickle.loads(pickle.dumps(call))) == text
+    assert repr(call) == f"Call({text!r})"
