@@ -488,10 +488,12 @@ class Call(BaseModel):
 
 
 def _render_arg(atom: Atom) -> str:
-    if atom.kind is AtomKind.NAME:
+    kind = atom.kind
+    if kind is _NAME:
         # a name that would not lex back as one bare argument is written as a quoted string
-        return atom.value if _name_reads_back(atom.value) else quote_string(atom.value)
-    if atom.kind is AtomKind.VAR:
+        value = atom.value
+        return value if _name_reads_back(value) else quote_string(value)
+    if kind is _VAR:
         return "?" + atom.value
     return str(atom)
 
