@@ -572,8 +572,8 @@ def _call(name: str, atoms: tuple[Atom, ...], tools: Toolset, contextual: bool) 
 
 
 def _parsed_call(name: str, args: tuple[Atom, ...]) -> Call:
-    """``Call(name=name, args=args)`` for what the parser made: the name of a toolset's function
-    as it matched ``_IDENTIFIER``, and atoms.
+    """``Call(name=name, args=args)`` for what the parser made: a function name that matched
+    ``_IDENTIFIER`` (or came from an alias's expansion, a Call validated when made), and atoms.
 
     It sets what pydantic's ``model_construct`` sets, without validating again: half the
     constructor's time (``model_construct`` itself takes longer than the constructor).
