@@ -592,27 +592,41 @@ _set_attribute = object.__setattr__  # a frozen model's own __setattr__ refuses
 
 def _parse_calls(text: str, tools: Toolset, contextual: bool = False) -> list[Call]:
     one = _ONE_PLAIN_CALL.match(text)
-    if one is not None:  # what the loop below does with it, without its steps
+    if one is not None:  # what _scan_calls does with it, without its steps
         atoms = _plain_arguments(text, one)
         if atoms is not None:
             return [_call(one[1], atoms, tools, contextual)]
+    return _scan_calls(text, tools, contextual, _read_plain_call)
+
+
+def _scan_calls(text: str, tools: Toolset, contextual: bool = False,
+                read: Callable[..., tuple[Call | None, int]] | None = None) -> list[Call]:
+    """The calls written in ``text``, each read by ``read``: by default the full scanner
+    (:func:`_read_call`), which reads any call; :func:`_parse_calls` passes its fast path."""
+    read = read or _read_call
     receivers: set[str] = set()
     calls: list[Call] = []
     pos = _skip_blank(text, 0)
     while pos < len(text):
-        plain = _PLAIN_CALL.match(text, pos)
-        atoms = None if plain is None else _plain_arguments(text, plain)
-        if plain is not None and atoms is not None:
-            call: Call | None = _call(plain[1], atoms, tools, contextual)
-            pos = plain.end()
-        else:
-            call, pos = _read_call(text, pos, receivers, tools, contextual)
+        call, pos = read(text, pos, receivers, tools, contextual)
         if call is not None:
             calls.append(call)
             if not _CALL_END.match(text, pos):
                 raise ParseError("unexpected text after call", text, pos)
         pos = _skip_blank(text, pos)
     return calls
+
+
+def _read_plain_call(text: str, pos: int, receivers: set[str], tools: Toolset,
+                     contextual: bool) -> tuple[Call | None, int]:
+    """:func:`_read_call` for a call ``_PLAIN_CALL`` matches and :func:`_plain_arguments`
+    reads, without its steps; any other call it hands to :func:`_read_call`."""
+    plain = _PLAIN_CALL.match(text, pos)
+    if plain is not None:
+        atoms = _plain_arguments(text, plain)
+        if atoms is not None:
+            return _call(plain[1], atoms, tools, contextual), plain.end()
+    return _read_call(text, pos, receivers, tools, contextual)
 
 
 def _plain_arguments(text: str, plain: re.Match[str]) -> tuple[Atom, ...] | None:

@@ -1,6 +1,7 @@
-"""The parser's fast paths and the calls' kept text change nothing: on generated texts the
-parser gives the calls, or the errors (type, message, fields), of the parser before them
-(:mod:`tests.support.reference_parser`), and a call prints as it printed."""
+"""The parser's fast paths and the calls' kept text change nothing: on generated texts the fast
+path gives the calls, or the errors (type, message, fields), of the full scanner it falls back to
+(``_scan_calls``, which every call took before the fast path), lex_atom's memo gives what lexing
+afresh gives, and a call prints its kept text as it printed it first."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ import pickle
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyql.program as program
+import pyql.syntax as syntax
 from pyql.program import SPARQL_TOOLS, SQL_TOOLS, Call, Program, Toolset, parse_call
 from pyql.syntax import Atom, AtomKind, _plain_atom, lex_atom
-from tests.support import reference_parser as reference
 
 SCALE = float(os.environ.get("PYQL_FUZZ_SCALE", "1"))
 MANY = settings(max_examples=int(600 * SCALE), deadline=None,
@@ -77,62 +79,86 @@ AROUND = st.builds(lambda before, call, after: before + call + after,
 
 
 def outcome(parse: Callable[..., Any], *args: Any, **options: Any) -> tuple[Any, ...]:
-    """What ``parse(*args, **options)`` gives: its calls with their fields and texts, or its
-    error's type, message and fields."""
+    """What ``parse(*args, **options)`` gives: its calls with their fields and texts (kept, and
+    printed afresh by a copy), or its error's type, message and fields."""
     try:
         result = parse(*args, **options)
     except Exception as exc:  # every error must be the same, pyql's or not
         return ("error", type(exc), str(exc), _fields(exc))
     calls = result if isinstance(result, list) else [result]
     return ("calls", [(c.name, c.args, c.model_fields_set) for c in calls],
-            [reference.call_text(c) for c in calls], [str(c) for c in calls])
+            [str(c) for c in calls], [str(copy.copy(c)) for c in calls])
 
 
 def _fields(exc: Exception) -> dict[str, Any]:
     return {k: v for k, v in vars(exc).items() if not k.startswith("__")}
 
 
-def old_outcome(parse: Callable[..., Any], *args: Any, **options: Any) -> tuple[Any, ...]:
-    """outcome() of the reference, whose calls print with the reference printer only (str() of
-    a call is today's)."""
-    result = outcome(parse, *args, **options)
-    if result[0] == "calls":
-        return (*result[:3], result[2])
-    return result
+def scanned_call(text: str, tools: Toolset, *, contextual: bool) -> Call:
+    """parse_call with every call read by the full scanner, on a toolset that remembers none."""
+    fresh = Toolset(tools.name, tools.values(), tools.aliases.values())
+    with mock.patch.object(program, "_parse_calls", program._scan_calls):
+        return parse_call(text, fresh, contextual=contextual)
 
 
 @MANY
 @given(text=st.one_of(TEXT, AROUND), tools=TOOLS, contextual=st.booleans())
-def test_parse_calls_agrees_with_the_reference(text: str, tools: Toolset, contextual: bool) -> None:
-    assert outcome(program._parse_calls, text, tools, contextual) == old_outcome(
-        reference.parse_calls, text, tools, contextual)
+def test_parse_calls_agrees_with_the_full_scanner(text: str, tools: Toolset,
+                                                  contextual: bool) -> None:
+    assert outcome(program._parse_calls, text, tools, contextual) == outcome(
+        program._scan_calls, text, tools, contextual)
 
 
 @MANY
 @given(text=st.one_of(CALL, TEXT, AROUND), tools=TOOLS, contextual=st.booleans())
-def test_parse_call_agrees_with_the_reference(text: str, tools: Toolset, contextual: bool) -> None:
+def test_parse_call_agrees_with_the_full_scanner(text: str, tools: Toolset,
+                                                 contextual: bool) -> None:
+    scanned = outcome(scanned_call, text, tools, contextual=contextual)
     for _ in range(2):  # the second time from the memo (an error is never remembered)
-        assert outcome(parse_call, text, tools, contextual=contextual) == old_outcome(
-            reference.parse_call, text, tools, contextual=contextual)
+        assert outcome(parse_call, text, tools, contextual=contextual) == scanned
 
 
 @MANY
 @given(text=st.one_of(ARGUMENT, st.text(ALPHABET, max_size=12)), offset=st.integers(0, 5),
        source=st.one_of(st.none(), st.just("f(0123456789)")))
-def test_lex_atom_agrees_with_the_reference(text: str, offset: int, source: str | None) -> None:
-    for _ in range(2):  # the second time from the cache (an error is never cached)
-        assert _lexed(lex_atom, text, offset=offset, source=source) == _lexed(
-            reference.lex_atom, text, offset=offset, source=source)
+def test_lex_atom_remembers_what_lexing_gives(text: str, offset: int, source: str | None) -> None:
+    assert_lexes_as_afresh(text, offset, source)
+    # the memo serves an argument's text wherever it is written
+    assert_lexes_as_afresh(f" {text}\t", offset + 2, source)
+
+
+def assert_lexes_as_afresh(text: str, offset: int, source: str | None) -> None:
+    """lex_atom of ``text`` gives what ``_lex`` gives without the memo, the first time and from
+    the memo; an error is never remembered."""
+    stripped = text.strip()
+    afresh = _lexed(syntax._lex, stripped, text, offset, source)
+    syntax._LEXED.pop(stripped, None)
+    for _ in range(2):  # the second time from the memo
+        assert _lexed(lex_atom, text, offset=offset, source=source) == afresh
+    remembered = afresh[0] == "atom" and len(stripped) <= syntax._LEXED_TEXT_MAX
+    assert (stripped in syntax._LEXED) == remembered
+    with mock.patch.object(syntax, "_NOT_PLAIN_FIRST", _EveryCharacter()):
+        # what lex_atom decides by the first character alone, it decides as every branch would
+        assert _lexed(syntax._lex, stripped, text, offset, source) == afresh
+    if afresh[0] == "atom" and afresh[1].kind is not AtomKind.NAME:
+        assert program._render_arg(afresh[1]) == str(afresh[1])
 
 
 @pytest.mark.parametrize("text", ARGUMENTS)
-def test_each_argument_lexes_and_parses_as_it_did(text: str) -> None:
+def test_each_argument_lexes_and_parses_alike_on_both_paths(text: str) -> None:
     for written in (text, f" {text}\t"):
-        assert _lexed(lex_atom, written, offset=3) == _lexed(
-            reference.lex_atom, written, offset=3)
+        assert_lexes_as_afresh(written, 3, None)
         for call in (f"get_relation({written})", f"add_fact(?x, r,{written})"):
-            assert outcome(program._parse_calls, call, SPARQL_TOOLS) == old_outcome(
-                reference.parse_calls, call, SPARQL_TOOLS)
+            assert outcome(program._parse_calls, call, SPARQL_TOOLS) == outcome(
+                program._scan_calls, call, SPARQL_TOOLS)
+
+
+class _EveryCharacter:
+    """A set of first characters holding every one: no argument is taken for a plain name by its
+    first character."""
+
+    def __contains__(self, character: object) -> bool:
+        return True
 
 
 def _lexed(lex: Callable[..., Atom], *args: Any, **options: Any) -> tuple[Any, ...]:
@@ -145,16 +171,17 @@ def _lexed(lex: Callable[..., Atom], *args: Any, **options: Any) -> tuple[Any, .
 
 @MANY
 @given(texts=st.lists(st.one_of(st.sampled_from(AGENT_CALLS), CALL), max_size=9))
-def test_programs_print_as_they_printed(texts: list[str]) -> None:
+def test_programs_print_their_kept_texts_as_they_printed_first(texts: list[str]) -> None:
     calls = []
     for text in texts:
         try:
             calls.append(parse_call(text, SPARQL_TOOLS))
         except Exception:
             continue
+    first = str(Program(calls=tuple(Call(name=c.name, args=c.args) for c in calls)))
     p = Program(calls=tuple(calls))
-    assert str(p) == reference.program_text(p)
-    assert str(p) == reference.program_text(p)  # the texts kept by the calls
+    assert str(p) == first
+    assert str(p) == first  # the texts kept by the calls
 
 
 @pytest.mark.parametrize("text", [
@@ -165,14 +192,16 @@ def test_programs_print_as_they_printed(texts: list[str]) -> None:
     "add_fact(m.0x, people.person.spouse_s, x0)",
     "relate(starred_actors)",
     "get_relation()",
+    "get_relation(Temuera Morrison)\nadd_fact(?x1, starred_actors, Temuera Morrison)\nexecute()",
 ])
 def test_agent_style_calls_take_the_fast_path(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanned = program._scan_calls(text, SPARQL_TOOLS, True)
+
     def full_scanner(*args: Any) -> Any:
         raise AssertionError("read by the full scanner")
 
     monkeypatch.setattr(program, "_read_call", full_scanner)
-    assert program._parse_calls(text, SPARQL_TOOLS, True) == reference.parse_calls(
-        text, SPARQL_TOOLS, True)
+    assert program._parse_calls(text, SPARQL_TOOLS, True) == scanned
 
 
 @pytest.mark.parametrize("text", [
@@ -181,8 +210,8 @@ def test_agent_style_calls_take_the_fast_path(text: str, monkeypatch: pytest.Mon
 ])
 def test_what_follows_a_call(text: str) -> None:
     for tools in (SPARQL_TOOLS, SQL_TOOLS):
-        assert outcome(program._parse_calls, text, tools) == old_outcome(
-            reference.parse_calls, text, tools)
+        assert outcome(program._parse_calls, text, tools) == outcome(
+            program._scan_calls, text, tools)
 
 
 @pytest.mark.parametrize("text", [
@@ -191,6 +220,7 @@ def test_what_follows_a_call(text: str) -> None:
     "add_fact(?x, r, ?y) x",
 ])
 def test_other_calls_take_the_full_scanner(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanned = outcome(program._scan_calls, text, SPARQL_TOOLS)
     read: list[int] = []
     full = program._read_call
 
@@ -199,8 +229,7 @@ def test_other_calls_take_the_full_scanner(text: str, monkeypatch: pytest.Monkey
         return full(*args)
 
     monkeypatch.setattr(program, "_read_call", full_scanner)
-    assert outcome(program._parse_calls, text, SPARQL_TOOLS) == old_outcome(
-        reference.parse_calls, text, SPARQL_TOOLS)
+    assert outcome(program._parse_calls, text, SPARQL_TOOLS) == scanned
     assert read or text.endswith(" x")  # "unexpected text after call" is the loop's own check
 
 
