@@ -592,11 +592,12 @@ _set_attribute = object.__setattr__  # a frozen model's own __setattr__ refuses
 
 def _parse_calls(text: str, tools: Toolset, contextual: bool = False) -> list[Call]:
     one = _ONE_PLAIN_CALL.match(text)
-    if one is not None:  # what _scan_calls does with it, without its steps
-        atoms = _plain_arguments(text, one)
-        if atoms is not None:
-            return [_call(one[1], atoms, tools, contextual)]
-    return _scan_calls(text, tools, contextual, _read_plain_call)
+    if one is None:
+        return _scan_calls(text, tools, contextual, _read_plain_call)
+    atoms = _plain_arguments(text, one)
+    if atoms is None:  # one call, with a string or an <IRI>: the fast path would only try again
+        return _scan_calls(text, tools, contextual)
+    return [_call(one[1], atoms, tools, contextual)]  # what _scan_calls makes, without its steps
 
 
 def _scan_calls(text: str, tools: Toolset, contextual: bool = False,
