@@ -36,7 +36,15 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
 from pyql.registry import lookup
 from pyql.resolve import Slot
-from pyql.syntax import Atom, AtomKind, lex_atom, quote_string, read_arguments, split_arguments
+from pyql.syntax import (
+    Atom,
+    AtomKind,
+    iri_token_end,
+    lex_atom,
+    quote_string,
+    read_arguments,
+    split_arguments,
+)
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -85,6 +93,11 @@ class Param:
     optional: bool = False
     #: OP params: the operators allowed
     choices: tuple[str, ...] = ()
+
+    @cached_property
+    def _takes_var(self) -> bool:
+        """Does the slot take variables (where original PyQL's bare ``x0`` is read as ``?x0``)?"""
+        return self.slot is not None and Slot.VAR in self.slot
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,9 @@ class Toolset(Mapping[str, Signature]):
                  aliases: Iterable[Alias] = ()) -> None:
         self.name = name
         self._by_name = {s.name: s for s in signatures}
+        #: (name, argument count) -> the signature that accepts the call as written
+        self._accepting = {(s.name, n): s for s in self._by_name.values()
+                           for n in range(s.arity[0], s.arity[1] + 1)}
         self.aliases = {(a.name, a.arity): a for a in aliases}
         #: (text, contextual) -> the call :func:`parse_call` read from it (a call is a frozen
         #: value; agents write ``get_relation(?x1)`` or ``execute()`` question after question)
@@ -388,22 +404,29 @@ def _toolset(tools: str | Toolset) -> Toolset:
 _BARE_VAR = re.compile(r"x\d+")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALL_END = re.compile(r"[ \t]*(#[^\n]*)?(\r?\n|;|$)")
+#: what separates calls: blanks, ``;`` and ``#`` comments (to the end of their line)
+_BLANK = re.compile(r"(?:[ \t\r\n;]+|#[^\n]*\n?)*")
+#: an agent-style call without parentheses in its argument list, the shape agents write nearly
+#: always; _plain_arguments reads its arguments unless one needs the full scanner
+_PLAIN_CALL = re.compile(r"([A-Za-z_]\w*)[ \t]*\(([^()]*)\)")
+#: a text of one plain call and blanks (what ``_CALL_END`` and ``_BLANK`` accept around it)
+_ONE_PLAIN_CALL = re.compile(
+    r"[ \t\r\n;]*" + _PLAIN_CALL.pattern + r"(?:[ \t]*(?:\r?\n|;)[ \t\r\n;]*|[ \t]*)\Z")
+
+
+_NAME, _VAR, _TERM = AtomKind.NAME, AtomKind.VAR, ParamKind.TERM  # looked up once
 
 
 def _canonical(atom: Atom, param: Param) -> Atom:
-    # Original PyQL names variables x0, x1 ...; where a variable is allowed, read them as such.
-    if (
-        atom.kind is AtomKind.NAME
-        and param.slot is not None
-        and Slot.VAR in param.slot
-        and _BARE_VAR.fullmatch(atom.value)
-    ):
-        return Atom(AtomKind.VAR, atom.value)
-    if param.kind is not ParamKind.TERM and atom.kind is AtomKind.VAR:
+    if atom.kind is _NAME:
+        # Original PyQL names variables x0, x1 ...; where a variable is allowed, read them as such.
+        if param._takes_var and _BARE_VAR.fullmatch(atom.value):
+            return Atom(AtomKind.VAR, atom.value)
+        if param.kind is ParamKind.OP and atom.value == "<>":
+            return Atom(AtomKind.NAME, "!=")
+    elif atom.kind is _VAR and param.kind is not _TERM:
         # only KB term slots have variables; elsewhere "?x" is text (e.g. a SQL header)
         return Atom(AtomKind.NAME, f"?{atom.value}")
-    if param.kind is ParamKind.OP and atom.kind is AtomKind.NAME and atom.value == "<>":
-        return Atom(AtomKind.NAME, "!=")
     return atom
 
 
@@ -430,7 +453,19 @@ class Call(BaseModel):
         return v
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(map(_render_arg, self.args))})"
+        # made once: a call is frozen, and programs, prompts and trajectories print theirs often
+        # (kept out of the fields: pydantic compares, hashes and dumps only those)
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = self.__dict__["_text"] = (
+                f"{self.name}({', '.join([_render_arg(a) for a in self.args])})")
+        return text
+
+    def __copy__(self) -> Call:
+        copied = super().__copy__()
+        # model_copy(update=...) copies, then changes fields: the text of the old ones must go
+        copied.__dict__.pop("_text", None)
+        return copied
 
     def __repr__(self) -> str:
         return f"Call({str(self)!r})"
@@ -453,9 +488,13 @@ class Call(BaseModel):
 
 
 def _render_arg(atom: Atom) -> str:
-    if atom.kind is AtomKind.NAME:
+    kind = atom.kind
+    if kind is _NAME:
         # a name that would not lex back as one bare argument is written as a quoted string
-        return atom.value if _name_reads_back(atom.value) else quote_string(atom.value)
+        value = atom.value
+        return value if _name_reads_back(value) else quote_string(value)
+    if kind is _VAR:
+        return "?" + atom.value
     return str(atom)
 
 
@@ -484,42 +523,6 @@ def _reads_back_bare(atom: Atom) -> bool:
     # a name "?x" comes from a variable outside a term slot, where it is read back as a name
     return lexed == atom or (atom.kind is AtomKind.NAME and lexed.kind is AtomKind.VAR
                              and str(lexed) == text)
-
-
-@dataclass
-class _Scanner:
-    text: str
-    pos: int = 0
-
-    def skip_blank(self) -> None:
-        text = self.text
-        while self.pos < len(text):
-            ch = text[self.pos]
-            if ch in " \t\r\n;":
-                self.pos += 1
-            elif ch == "#":
-                nl = text.find("\n", self.pos)
-                self.pos = len(text) if nl < 0 else nl + 1
-            else:
-                break
-
-    def peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
-
-    def skip_inline(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t":
-            self.pos += 1
-
-    def at_end(self) -> bool:
-        self.skip_blank()
-        return self.pos >= len(self.text)
-
-    def identifier(self) -> str:
-        m = _IDENTIFIER.match(self.text, self.pos)
-        if not m:
-            raise ParseError("expected a function call like add_fact(...)", self.text, self.pos)
-        self.pos = m.end()
-        return m.group(0)
 
 
 def _python_arg(piece: str, offset: int, source: str) -> Atom:
@@ -552,61 +555,162 @@ def _python_arg(piece: str, offset: int, source: str) -> Atom:
 
 def _call(name: str, atoms: tuple[Atom, ...], tools: Toolset, contextual: bool) -> Call:
     """The canonical call for a parsed function name and arguments (aliases expanded)."""
-    alias = tools.alias(name, len(atoms))
-    if alias is not None:
-        if not alias.contextual:
-            assert alias.expand is not None
-            call = alias.expand(atoms)
-            name, atoms = call.name, call.args
-        elif contextual:  # expanded by the environment (Environment.parse)
-            return Call(name=name, args=atoms)
-        # else: without an environment it is an unknown function / an arity error as written
-    sig = tools.signature(name)
-    sig.check_arity(len(atoms))
-    return Call(name=name, args=tuple(_canonical(a, p) for a, p in zip(atoms, sig.params)))
+    sig = tools._accepting.get((name, len(atoms)))
+    if sig is None:  # an alias, or an unknown function / an arity error
+        alias = tools.alias(name, len(atoms))
+        if alias is not None:
+            if not alias.contextual:
+                assert alias.expand is not None
+                call = alias.expand(atoms)
+                name, atoms = call.name, call.args
+            elif contextual:  # expanded by the environment (Environment.parse)
+                return Call(name=name, args=atoms)
+            # else: without an environment it is an unknown function / an arity error as written
+        sig = tools.signature(name)
+        sig.check_arity(len(atoms))
+    return _parsed_call(name, tuple([_canonical(a, p) for a, p in zip(atoms, sig.params)]))
+
+
+def _parsed_call(name: str, args: tuple[Atom, ...]) -> Call:
+    """``Call(name=name, args=args)`` for what the parser made: a function name that matched
+    ``_IDENTIFIER`` (or came from an alias's expansion, a Call validated when made), and atoms.
+
+    It sets what pydantic's ``model_construct`` sets, without validating again: half the
+    constructor's time (``model_construct`` itself takes longer than the constructor).
+    """
+    call = _new_object(Call)
+    _set_attribute(call, "__dict__", {"name": name, "args": args})
+    _set_attribute(call, "__pydantic_fields_set__", {"name", "args"})
+    _set_attribute(call, "__pydantic_extra__", None)
+    _set_attribute(call, "__pydantic_private__", None)
+    return call
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__  # a frozen model's own __setattr__ refuses
 
 
 def _parse_calls(text: str, tools: Toolset, contextual: bool = False) -> list[Call]:
-    scanner = _Scanner(text)
+    one = _ONE_PLAIN_CALL.match(text)
+    if one is None:
+        return _scan_calls(text, tools, contextual, _read_plain_call)
+    atoms = _plain_arguments(text, one)
+    if atoms is None:  # one call, with a string or an <IRI>: the fast path would only try again
+        return _scan_calls(text, tools, contextual)
+    return [_call(one[1], atoms, tools, contextual)]  # what _scan_calls makes, without its steps
+
+
+def _scan_calls(text: str, tools: Toolset, contextual: bool = False,
+                read: Callable[..., tuple[Call | None, int]] | None = None) -> list[Call]:
+    """The calls written in ``text``, each read by ``read``: by default the full scanner
+    (:func:`_read_call`), which reads any call; :func:`_parse_calls` passes its fast path."""
+    read = read or _read_call
     receivers: set[str] = set()
     calls: list[Call] = []
-    while not scanner.at_end():
-        start = scanner.pos
-        name = scanner.identifier()
-        scanner.skip_inline()
-        if scanner.peek() == "=":  # a = PyQL()
-            scanner.pos += 1
-            scanner.skip_inline()
-            ctor_at = scanner.pos
-            ctor = scanner.identifier()
-            scanner.skip_inline()
-            if ctor not in ("PyQL", "PyQL_SQL", "PyQLSQL") or not scanner.text.startswith("()", scanner.pos):
-                raise ParseError("expected `name = PyQL()`", text, ctor_at)
-            scanner.pos += 2
-            receivers.add(name)
-            continue
-        python_style = False
-        if scanner.peek() == ".":
-            if name not in receivers:
-                raise ParseError(f"{name!r} is not a PyQL object (write `{name} = PyQL()` first)", text, start)
-            scanner.pos += 1
-            name = scanner.identifier()
-            python_style = True
-            scanner.skip_inline()
-        if scanner.peek() != "(":
-            raise ParseError(f"expected '(' after {name!r}", text, scanner.pos)
-        open_at = scanner.pos
-        pieces, close_at = read_arguments(text, open_at)
-        if python_style:
-            atoms = [_python_arg(p, off, text) for p, off in pieces]
-        else:
-            atoms = [lex_atom(p, offset=off, source=text) for p, off in pieces]
-        calls.append(_call(name, tuple(atoms), tools, contextual))
-        scanner.pos = close_at + 1
-        rest = _CALL_END.match(text, scanner.pos)
-        if not rest:
-            raise ParseError("unexpected text after call", text, scanner.pos)
+    pos = _skip_blank(text, 0)
+    while pos < len(text):
+        call, pos = read(text, pos, receivers, tools, contextual)
+        if call is not None:
+            calls.append(call)
+            if not _CALL_END.match(text, pos):
+                raise ParseError("unexpected text after call", text, pos)
+        pos = _skip_blank(text, pos)
     return calls
+
+
+def _read_plain_call(text: str, pos: int, receivers: set[str], tools: Toolset,
+                     contextual: bool) -> tuple[Call | None, int]:
+    """:func:`_read_call` for a call ``_PLAIN_CALL`` matches and :func:`_plain_arguments`
+    reads, without its steps; any other call it hands to :func:`_read_call`."""
+    plain = _PLAIN_CALL.match(text, pos)
+    if plain is not None:
+        atoms = _plain_arguments(text, plain)
+        if atoms is not None:
+            return _call(plain[1], atoms, tools, contextual), plain.end()
+    return _read_call(text, pos, receivers, tools, contextual)
+
+
+def _plain_arguments(text: str, plain: re.Match[str]) -> tuple[Atom, ...] | None:
+    """The atoms of a call matched by ``_PLAIN_CALL``, as the full scanner reads them.
+
+    None when an argument starts with a quote or an ``<IRI>``: either may hold commas and
+    parentheses, so the full scanner (:func:`_read_call`) reads the call.
+    """
+    inner = plain[2]
+    if not inner.strip():
+        return ()
+    offset = plain.start(2)
+    if ('"' in inner or "'" in inner or "<" in inner) and not _all_plain(text, inner, offset):
+        return None
+    atoms = []
+    for piece in inner.split(","):
+        atoms.append(lex_atom(piece, offset=offset, source=text))
+        offset += len(piece) + 1
+    return tuple(atoms)
+
+
+def _all_plain(text: str, inner: str, offset: int) -> bool:
+    """Does no argument in ``inner`` (found at ``text[offset]``) start with a quote or an
+    ``<IRI>``, where the full scanner would read a string or an IRI?"""
+    for piece in inner.split(","):
+        lead = piece.lstrip()
+        if lead[:1] in ('"', "'") or (
+                lead[:1] == "<" and iri_token_end(text, offset + len(piece) - len(lead)) is not None):
+            return False
+        offset += len(piece) + 1
+    return True
+
+
+def _read_call(text: str, pos: int, receivers: set[str], tools: Toolset,
+               contextual: bool) -> tuple[Call | None, int]:
+    """The call written at ``text[pos]`` (None for ``a = PyQL()``, whose ``a`` is added to
+    ``receivers``) and where its text ends."""
+    start = pos
+    name, pos = _identifier(text, pos)
+    pos = _skip_inline(text, pos)
+    if text.startswith("=", pos):  # a = PyQL()
+        ctor_at = _skip_inline(text, pos + 1)
+        ctor, pos = _identifier(text, ctor_at)
+        pos = _skip_inline(text, pos)
+        if ctor not in ("PyQL", "PyQL_SQL", "PyQLSQL") or not text.startswith("()", pos):
+            raise ParseError("expected `name = PyQL()`", text, ctor_at)
+        receivers.add(name)
+        return None, pos + 2
+    python_style = False
+    if text.startswith(".", pos):
+        if name not in receivers:
+            raise ParseError(f"{name!r} is not a PyQL object (write `{name} = PyQL()` first)",
+                             text, start)
+        name, pos = _identifier(text, pos + 1)
+        python_style = True
+        pos = _skip_inline(text, pos)
+    if not text.startswith("(", pos):
+        raise ParseError(f"expected '(' after {name!r}", text, pos)
+    pieces, close_at = read_arguments(text, pos)
+    if python_style:
+        atoms = [_python_arg(p, off, text) for p, off in pieces]
+    else:
+        atoms = [lex_atom(p, offset=off, source=text) for p, off in pieces]
+    return _call(name, tuple(atoms), tools, contextual), close_at + 1
+
+
+def _skip_blank(text: str, pos: int) -> int:
+    blank = _BLANK.match(text, pos)
+    assert blank is not None  # the pattern matches the empty text
+    return blank.end()
+
+
+def _identifier(text: str, pos: int) -> tuple[str, int]:
+    m = _IDENTIFIER.match(text, pos)
+    if not m:
+        raise ParseError("expected a function call like add_fact(...)", text, pos)
+    return m.group(0), m.end()
+
+
+def _skip_inline(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    return pos
 
 
 def parse_call(text: str, tools: str | Toolset = "sparql", *, contextual: bool = False) -> Call:
@@ -662,7 +766,7 @@ class Program(BaseModel):
         )
 
     def __str__(self) -> str:
-        return "\n".join(str(c) for c in self.calls)
+        return "\n".join([str(c) for c in self.calls])
 
     def __len__(self) -> int:
         return len(self.calls)
