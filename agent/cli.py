@@ -60,7 +60,7 @@ from pyql.cli import (
     entities as entity_table,
 )
 from pyql.cli.errors import one_line
-from pyql.cli.options import EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
+from pyql.cli.options import DbOpt, EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
 from pyql.deadline import Budget, within
 
 if TYPE_CHECKING:
@@ -98,10 +98,7 @@ def register(app: typer.Typer) -> None:
 def ask_command(
     question: Annotated[str, typer.Argument(help="The question, in quotes.")],
     kb: KbOpt = None,
-    db: Annotated[
-        str | None,
-        typer.Option("--db", metavar="URL", help="A database URL or SQLite file (SQL questions)."),
-    ] = None,
+    db: DbOpt = None,
     table: TableOpt = None,
     profile: ProfileOpt = None,
     prefix: PrefixOpt = None,

@@ -20,6 +20,7 @@ __all__ = [
     "RankerOpt",
     "StrategyOpt",
     "StrategyOptionOpt",
+    "TemperatureOpt",
 ]
 
 StrategyOpt = Annotated[

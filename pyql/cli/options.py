@@ -19,6 +19,7 @@ __all__ = [
     "PrefixOpt",
     "ProfileOpt",
     "ProgramArg",
+    "QueryTimeoutOpt",
     "TableOpt",
     "PROFILE_HELP",
 ]
@@ -38,7 +39,11 @@ ProgramArg = Annotated[
 KbOpt = Annotated[str | None, typer.Option("--kb", metavar="PATH_OR_URL", help=KB_HELP)]
 DbOpt = Annotated[
     str | None,
-    typer.Option("--db", metavar="URL", help="A database URL or SQLite file (SQL programs)."),
+    typer.Option("--db", metavar="URL",
+                 help="A database URL or SQLite file (SQL programs or questions)."),
+]
+QueryTimeoutOpt = Annotated[
+    float | None, typer.Option("--timeout", min=0.001, help="Seconds per KB or database query.")
 ]
 TableOpt = Annotated[
     str | None, typer.Option("--table", help="The table a SQL program (or question) starts from.")

@@ -29,6 +29,7 @@ from pyql.cli.options import (
     PrefixOpt,
     ProfileOpt,
     ProgramArg,
+    QueryTimeoutOpt,
     TableOpt,
 )
 from pyql.cli.output import print_json, print_query, shared_stderr, stdout, warnings_shown
@@ -59,9 +60,7 @@ def run_command(
     max_values: Annotated[
         int, typer.Option("--max-values", min=1, help="Values shown per variable.")
     ] = 10,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.001, help="Seconds per KB query.")
-    ] = None,
+    timeout: QueryTimeoutOpt = None,
     keep_going: Annotated[
         bool, typer.Option("--keep-going", help="Run the remaining calls after a failed one.")
     ] = False,

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from pyql.cli import CliError, open_db, open_kb, pairs, reported, warnings_shown
-from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
+from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, QueryTimeoutOpt, TableOpt
 
 __all__ = ["register", "mcp_command"]
 
@@ -57,9 +57,7 @@ def mcp_command(
         float, typer.Option("--idle-timeout", min=1.0, metavar="SECONDS",
                             help="Drop a session's state after this long without a call.")
     ] = 1800.0,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.001, help="Seconds per KB query.")
-    ] = None,
+    timeout: QueryTimeoutOpt = None,
     llm: Annotated[
         str | None,
         typer.Option("--llm", metavar="MODEL",
