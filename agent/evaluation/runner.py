@@ -672,6 +672,14 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
     # handing their results over, instead of a hop between the threads per question
     batched = processes == 1 and workers_n == 1
 
+    answer_batch: Callable[[list[EvalItem]], tuple[list[Any], list[EvalItem],
+                                                    BaseException | None]]
+    keep: Callable[[Any], QuestionResult]
+    if processes > 1:  # a worker process answers, this process writes
+        answer_batch, keep = _worker_batch, lambda answered: session.record(*answered)
+    else:  # the worker thread answers and writes (run_batch)
+        answer_batch, keep = session.run_batch, lambda result: result
+
     def abort(exc: BaseException) -> None:
         if not aborted:
             aborted.append(exc)
@@ -679,33 +687,20 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
 
     async def worker() -> None:
         while not aborted and queue:
-            if processes > 1:
+            if processes > 1 or batched:
                 if session.stop.is_set():
                     return
-                # shared out: a short run's questions go to every process, not to the first
-                size = min(PROCESS_BATCH, -(-len(queue) // workers_n))
+                # a worker process gets a share: a short run's questions go to every process
+                size = (min(PROCESS_BATCH, -(-len(queue) // workers_n)) if processes > 1
+                        else len(queue))
                 batch = [queue.popleft() for _ in range(size)]
-                answered, rest, stopped = await loop.run_in_executor(
-                    executor, _worker_batch, batch)
+                done, rest, stopped = await loop.run_in_executor(executor, answer_batch, batch)
                 queue.extendleft(reversed(rest))
-                for result in answered:  # answered: written, also after the breaker tripped
+                for answered in done:  # all written, also after the breaker tripped
                     try:
-                        progress.add(session.record(*result))
+                        progress.add(keep(answered))
                     except EvalAbort as exc:
                         abort(exc)
-                if isinstance(stopped, EvalAbort):
-                    abort(stopped)
-                if stopped is not None:
-                    return
-                continue
-            if batched:
-                batch = list(queue)
-                queue.clear()
-                results, rest, stopped = await loop.run_in_executor(
-                    executor, session.run_batch, batch)
-                queue.extendleft(reversed(rest))
-                for result in results:
-                    progress.add(result)
                 if isinstance(stopped, EvalAbort):
                     abort(stopped)
                 if stopped is not None:
