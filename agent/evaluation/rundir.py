@@ -202,8 +202,6 @@ class _Lock:
 
 # -- reading ------------------------------------------------------------------------------------
 
-#: called with (line number, why) for a line that is skipped instead of raising
-
 
 def iter_records(path: Path, *, malformed: Malformed | None = None) -> Iterator[dict[str, Any]]:
     """The records (JSON objects with an ``id``) of a results file, one line at a time; a last
