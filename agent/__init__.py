@@ -10,7 +10,16 @@ needs them; sentence-transformers (extra ``embed``) only by the local embedding 
 """
 
 from pyql.agent import errors
-from pyql.agent.accounting import (
+from pyql.agent.errors import *  # noqa: F403 - every LLM error is part of the API
+from pyql.agent.grounding.ranking import (
+    BM25Ranker,
+    EmbeddingCache,
+    EmbeddingRanker,
+    RelationRanker,
+    SentenceTransformerEmbedder,
+    rank_relations,
+)
+from pyql.agent.llm.accounting import (
     DEFAULT_PRICES,
     Price,
     PriceTable,
@@ -20,8 +29,7 @@ from pyql.agent.accounting import (
     get_encoding,
     load_encoding,
 )
-from pyql.agent.errors import *  # noqa: F403 - every LLM error is part of the API
-from pyql.agent.llm import (
+from pyql.agent.llm.clients import (
     LLM,
     LLMReply,
     OpenAIChat,
@@ -30,24 +38,15 @@ from pyql.agent.llm import (
     ScriptedLLM,
     ToolCall,
 )
-from pyql.agent.prompting import (
+from pyql.agent.strategies.queryagent.prompts import (
     RETRY_WORDING,
     PromptProfile,
     get_prompt_profile,
     render_hint,
     system_prompt,
-    tool_schemas,
     tools_doc,
 )
-from pyql.agent.query_agent import QueryAgent, SessionFactory
-from pyql.agent.ranking import (
-    BM25Ranker,
-    EmbeddingCache,
-    EmbeddingRanker,
-    RelationRanker,
-    SentenceTransformerEmbedder,
-    rank_relations,
-)
+from pyql.agent.strategies.queryagent.strategy import QueryAgent, SessionFactory
 from pyql.agent.strategy import (
     Result,
     Strategy,
@@ -58,6 +57,7 @@ from pyql.agent.strategy import (
     get_strategy,
 )
 from pyql.agent.trajectory import Step, Trajectory, load_trajectories
+from pyql.schemas import tool_schemas
 
 __all__ = [
     "QueryAgent",

@@ -1,6 +1,6 @@
 """A function call a model asked for: what a reply carries and a trajectory step records.
 
-It sits below both the LLM clients (:mod:`pyql.agent.llm`, which re-exports it) and the records
+It sits below both the LLM clients (:mod:`pyql.agent.llm.clients`, which re-exports it) and the records
 (:mod:`pyql.agent.trajectory`), so neither has to import the other to name it.
 """
 

@@ -122,7 +122,7 @@ class LLMResponseError(LLMError):
 
 
 class LLMReplayMismatchError(LLMResponseError):
-    """A :class:`~pyql.agent.llm.ReplayLLM` was given a prompt other than the recorded one."""
+    """A :class:`~pyql.agent.llm.clients.ReplayLLM` was given a prompt other than the recorded one."""
 
 
 class LLMScriptExhaustedError(LLMError):

@@ -2,7 +2,7 @@
 backend work, typed steps, and the callbacks that fire once per step.
 
 A strategy asks the model through :meth:`Recorder.llm` and records what happened with
-:meth:`Recorder.add`; the recorder keeps the :class:`~pyql.agent.accounting.Usage` (calls, tokens
+:meth:`Recorder.add`; the recorder keeps the :class:`~pyql.agent.llm.accounting.Usage` (calls, tokens
 as the server reported them or estimated, cost, cached tokens, constrained calls, parse failures,
 KB/DB queries, guideline triggers) and calls the step callbacks — the caller's live view
 (``on_step``) and a stand-in LLM's ``observe`` hook — in one place, so a strategy, built-in or
@@ -16,8 +16,8 @@ third-party, gets correct accounting by using it and never sees a stand-in.
     rec.add(Step(n=rec.next_n, kind="answer", ..., **call.step_fields()))
     rec.usage, rec.steps
 
-With constraints on (:func:`~pyql.agent.structured.resolve_constrain`), a call with a
-:class:`~pyql.agent.structured.ReplyFormat` sends its schema and reads the JSON reply back as the
+With constraints on (:func:`~pyql.agent.llm.structured.resolve_constrain`), a call with a
+:class:`~pyql.agent.llm.structured.ReplyFormat` sends its schema and reads the JSON reply back as the
 text (or tool call) the strategy parses; the model's raw JSON is kept in ``call.raw_text``.
 """
 
@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage, UsageTally
-from pyql.agent.llm import (
+from pyql.agent.llm.accounting import PriceTable, TokenCounter, TokenUsage, Usage, UsageTally
+from pyql.agent.llm.clients import (
     LLM,
     AccountedCall,
     LLMReply,
@@ -37,7 +37,7 @@ from pyql.agent.llm import (
     prompt_fingerprint,
     sampling_kwargs,
 )
-from pyql.agent.structured import ReplyFormat, resolve_constrain
+from pyql.agent.llm.structured import ReplyFormat, resolve_constrain
 from pyql.agent.trajectory import Step
 
 __all__ = ["Recorder", "StepCallback"]

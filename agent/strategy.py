@@ -23,7 +23,7 @@ plan, judge, edit), or a third party's. Each one:
   ``max_tokens`` unless ``--max-tokens`` says otherwise, so one runaway reply cannot grow
   without bound (default :data:`DEFAULT_MAX_REPLY_TOKENS`);
 - takes ``config.constrain`` (``auto``/``on``/``off``): its LLM calls go through a
-  :class:`~pyql.agent.recorder.Recorder` with a :class:`~pyql.agent.structured.ReplyFormat`
+  :class:`~pyql.agent.recorder.Recorder` with a :class:`~pyql.agent.llm.structured.ReplyFormat`
   each, so a server that honours JSON schemas only writes replies the strategy can read;
 - declares the options it takes (``--option NAME=VALUE``) in a class attribute
   ``declared_options``: a mapping of names to :class:`StrategyOption` (the value's type and a
@@ -71,7 +71,7 @@ from typing import (
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from pyql.agent.accounting import Usage
+from pyql.agent.llm.accounting import Usage
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import PyqlError
 from pyql.plugins import plugins
@@ -285,9 +285,9 @@ class StrategyConfig:
     price_table: Any = None
     #: the dataset evaluated (``metaqa-3hop``, ``webqsp``, ...), when there is one
     dataset: str | None = None
-    #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
+    #: a named bundle of settings (:mod:`pyql.agent.strategies.queryagent.presets`: ``default``, ``paper``)
     preset: str | None = None
-    #: structured output (:mod:`pyql.agent.structured`): ``auto``, ``on`` or ``off``
+    #: structured output (:mod:`pyql.agent.llm.structured`): ``auto``, ``on`` or ``off``
     constrain: str = "auto"
     options: Mapping[str, Any] = field(default_factory=dict)
 

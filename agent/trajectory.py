@@ -3,7 +3,7 @@
 A :class:`Trajectory` is one question's run: the question and its linked entities, one
 :class:`Step` per LLM call (thought, action, observation, the guideline that fired, the query
 after the step, tokens, latencies, and the raw reply so it can be replayed with
-:class:`~pyql.agent.llm.ReplayLLM`), and the result (answers, final query, program, usage).
+:class:`~pyql.agent.llm.clients.ReplayLLM`), and the result (answers, final query, program, usage).
 
 On disk a trajectory is a run of JSON lines: one ``{"record": "question", ...}``, one
 ``{"record": "step", ...}`` per step, and ``{"record": "result", ...}``. Several trajectories may
@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyql.agent.accounting import Usage
 from pyql.agent.calls import ToolCall
 from pyql.agent.jsonl import Malformed, json_lines
+from pyql.agent.llm.accounting import Usage
 
 __all__ = ["Step", "Trajectory", "load_trajectories", "iter_trajectories", "trajectory_records"]
 

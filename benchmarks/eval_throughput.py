@@ -1,7 +1,7 @@
 """Evaluation throughput against a slow LLM API: sequential vs concurrent questions.
 
 Answers ``--n`` MetaQA 1-hop dev questions with :class:`pyql.agent.QueryAgent` in text mode,
-talking to the real :class:`pyql.agent.llm.OpenAIChat` client (the ``openai`` SDK over HTTP)
+talking to the real :class:`pyql.agent.llm.clients.OpenAIChat` client (the ``openai`` SDK over HTTP)
 against the fake OpenAI-compatible server of ``tests/support/fake_openai.py``, started in this
 process. Every chat completion waits ``--latency`` seconds (default 0.3) before it answers, like a
 remote model. The server replays each question's gold program: it finds the question in the
@@ -62,7 +62,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from pyql.agent import QueryAgent  # noqa: E402
-from pyql.agent.llm import OpenAIChat  # noqa: E402
+from pyql.agent.llm.clients import OpenAIChat  # noqa: E402
 from pyql.datasets import metaqa  # noqa: E402
 from pyql.datasets.gold import score  # noqa: E402
 from pyql.kb import KB  # noqa: E402

@@ -62,7 +62,7 @@ from typing import Any
 
 import typer
 
-from pyql.agent.cli import strategy_options
+from pyql.agent.commands.ask import strategy_options
 from pyql.agent.evaluation import runner
 from pyql.agent.evaluation.datasets import get_dataset
 from pyql.agent.evaluation.records import RunConfig
@@ -129,14 +129,14 @@ def profile(side: str, data_dir: Path, hops: int, split: str, n: int,
 BREAKDOWN = (
     ("pyql.agent.evaluation.runner", "evaluate"),
     ("pyql.agent.evaluation.runner", "_Session.run_item"),
-    ("pyql.agent.query_agent", "QueryAgent.run"),
+    ("pyql.agent.strategies.queryagent.strategy", "QueryAgent.run"),
     ("pyql.environment", "Environment.run"),
     ("pyql.environment", "Environment.parse"),
     ("pyql.environment", "HintPolicy.judge"),
     ("pyql.kb.oxigraph", "OxigraphKB._select"),
     ("pyql.agent.recorder", "Recorder.llm"),
-    ("pyql.agent.query_agent", "_PromptTokens.__call__"),
-    ("pyql.agent.query_agent", "QueryAgent._decide"),
+    ("pyql.agent.strategies.queryagent.strategy", "_PromptTokens.__call__"),
+    ("pyql.agent.strategies.queryagent.strategy", "QueryAgent._decide"),
     ("pyql.agent.recorder", "Recorder.add"),
     ("pyql.agent.evaluation.runner", "_Session.record"),
 )

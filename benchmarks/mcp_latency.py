@@ -61,12 +61,13 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from pyql.agent.prompting import call_from_arguments, get_prompt_profile, tool_schemas
+from pyql.agent.strategies.queryagent.prompts import get_prompt_profile
+from pyql.apps.mcp import PyqlMcp
 from pyql.datasets import metaqa, wikisql
 from pyql.datasets.paths import cache_dir, default_data_dir
 from pyql.kb import open_kb
-from pyql.mcp import PyqlMcp
 from pyql.program import Call, parse_call
+from pyql.schemas import call_from_arguments, tool_schemas
 
 REPO = Path(__file__).resolve().parent.parent
 WARM = 10
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             uvicorn.run(floor_server(args.floor_prompt).streamable_http_app(), host="127.0.0.1",
                         port=args.port, log_level="warning")
         else:
-            from pyql.mcp.serve import stdio
+            from pyql.apps.mcp.serve import stdio
 
             stdio(floor_server(args.floor_prompt))
         return 0

@@ -12,7 +12,7 @@ from pyql.session import Observation, Session
 from pyql.sparql import Sparql
 from pyql.terms import Entity, Literal, Relation, Var
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Session",

@@ -261,10 +261,23 @@ def resolve_guidelines(guidelines: GuidelineChecker | bool | None) -> GuidelineC
     if guidelines is None or guidelines is False:
         return None
     if guidelines is True:
-        from pyql.guidelines import default_registry  # type: ignore[attr-defined]
-
-        return default_registry()  # type: ignore[no-any-return]
+        return default_checker()
     return guidelines
+
+
+#: the entry-point group whose ``default`` entry builds what ``guidelines=True`` means: ERASER's
+#: registry of every installed guideline (``pyql.guidelines:default_registry``). The core names
+#: no layer above it; the layer above plugs itself in here.
+CHECKERS_GROUP = "pyql.checkers"
+
+
+def default_checker() -> GuidelineChecker:
+    """The installed guidelines, as ``guidelines=True`` means them (loaded once, by their
+    registry); :class:`~pyql.plugins.UnknownPluginError` when no distribution provides them."""
+    from pyql.plugins import plugins
+
+    factory = plugins(CHECKERS_GROUP).load("default")
+    return factory()  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -9,7 +9,7 @@ entity.
 
 This is the core's share of entity linking: exact labels of mentions the program spells out.
 Finding mentions in a free-text question, fuzzy matching and ranking candidates belong to the
-agent layer (:mod:`pyql.agent.linking`, used by ``pyql ask``).
+agent layer (:mod:`pyql.agent.grounding.linking`, used by ``pyql ask``).
 
 >>> from pyql.kb import OxigraphKB
 >>> from pyql.program import Program

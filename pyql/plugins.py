@@ -1,6 +1,6 @@
 """One loader for pyql's plugin groups, with one conflict policy.
 
-pyql is extended through five entry-point groups, each read here:
+pyql is extended through six entry-point groups, each read here:
 
 ================== ============================================ =================================
 group              the value                                    read by
@@ -10,6 +10,7 @@ pyql.strategies    a strategy class (``from_config``)           ``pyql.agent.str
 pyql.eval_datasets an ``EvalDataset`` subclass                  ``pyql.agent.evaluation.datasets``
 pyql.commands      ``register(app: typer.Typer)``               ``pyql.cli.plugins``
 pyql.standins      a ``StandInFactory`` (by strategy name)      ``pyql.agent.evaluation.standins``
+pyql.checkers      ``default``: what ``guidelines=True`` means   ``pyql.environment``
 ================== ============================================ =================================
 
 The policy, the same in every group (pluggy's: one manager, and a clash is an error, never a
@@ -65,6 +66,7 @@ GROUPS: dict[str, str] = {
     "pyql.eval_datasets": "dataset",
     "pyql.commands": "command",
     "pyql.standins": "stand-in",
+    "pyql.checkers": "guideline checker",
 }
 
 

@@ -1,6 +1,6 @@
 """Bounded retries for pyql's network clients, on tenacity: one policy, one loop.
 
-The SPARQL endpoint (:mod:`pyql.kb.endpoint`), the LLM clients (:mod:`pyql.agent.llm`) and the
+The SPARQL endpoint (:mod:`pyql.kb.endpoint`), the LLM clients (:mod:`pyql.agent.llm.clients`) and the
 evaluation's rate gate (:class:`pyql.agent.evaluation.specs.GatedLLM`) all retry through
 :func:`retry_call`. A call signals a failure worth another try by raising :class:`Transient`
 around the typed error to raise once the tries are used up; anything else propagates at once.

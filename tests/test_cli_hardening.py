@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.accounting import TokenCounter
+from pyql.agent.llm.accounting import TokenCounter
 from pyql.cli import app
 from pyql.datasets.metaqa import cache_store_dir
 from pyql.demo import movies_path

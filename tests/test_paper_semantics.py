@@ -136,7 +136,7 @@ def test_the_graphq_cvt_note_on_a_lone_compound_variable(freebase: OxigraphKB) -
     assert "CVT node" not in noted.run(SPOUSES[1]).text
     plain = Session(freebase, KIM).run(SPOUSES[0])
     assert "CVT node" not in plain.text
-    from pyql.agent.presets import get_preset
+    from pyql.agent.strategies.queryagent.presets import get_preset
 
     assert get_preset("paper", "graphq").cvt_note
     assert not get_preset("paper", "webqsp").cvt_note

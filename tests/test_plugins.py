@@ -128,11 +128,11 @@ def test_a_plugin_that_fails_to_import_names_itself() -> None:
 
 
 def _unknown_cases() -> list[tuple[str, Callable[[], Any]]]:
-    from pyql.agent.accounting import _load_encoding
     from pyql.agent.evaluation.metrics import score_item
-    from pyql.agent.presets import get_preset
-    from pyql.agent.prompting import get_prompt_profile
-    from pyql.agent.readi.prompts import prompt_text
+    from pyql.agent.llm.accounting import _load_encoding
+    from pyql.agent.strategies.queryagent.presets import get_preset
+    from pyql.agent.strategies.queryagent.prompts import get_prompt_profile
+    from pyql.agent.strategies.readi.prompts import prompt_text
     from pyql.datasets.freebase import load_questions
     from pyql.datasets.sparql_fidelity import load_gold_queries
     from pyql.profiles import get_profile, get_relation_filter
@@ -165,7 +165,7 @@ def test_every_unknown_name_is_one_typed_error(index: int) -> None:
 
 
 def test_the_layers_keep_their_own_error_families() -> None:
-    from pyql.agent.presets import PresetError, get_preset
+    from pyql.agent.strategies.queryagent.presets import PresetError, get_preset
     from pyql.errors import ProfileError
     from pyql.profiles import get_profile
 

@@ -11,7 +11,7 @@ import pytest
 
 from pyql.agent.errors import LLMRateLimitError, LLMServerError, LLMTimeoutError
 from pyql.agent.evaluation.specs import GatedLLM, RateGate
-from pyql.agent.llm import ScriptedLLM
+from pyql.agent.llm.clients import ScriptedLLM
 from pyql.deadline import Deadline, DeadlineExceeded, call_within, current, within
 from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
 

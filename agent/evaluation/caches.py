@@ -6,7 +6,7 @@ own connection, writes are single ``INSERT OR REPLACE`` statements (atomic), and
 for another (``busy_timeout``) instead of failing. A value is stored whole or not at all; two
 writers of the same key store the same value, so the last one winning is harmless.
 
-- :class:`CachedLLM` wraps any :class:`~pyql.agent.llm.LLM`. The key is the sha256 of the model,
+- :class:`CachedLLM` wraps any :class:`~pyql.agent.llm.clients.LLM`. The key is the sha256 of the model,
   the messages, the stop sequences, the tool schemas and the sampling parameters
   (``temperature``, ``max_tokens``, ``seed``, ``extra_body`` when the client has them). A hit
   returns the recorded reply, with its recorded token usage and cost (so the metrics of a cached
@@ -22,7 +22,7 @@ writers of the same key store the same value, so the last one winning is harmles
   you made.
 
 >>> import pathlib, shutil, tempfile
->>> from pyql.agent.llm import ScriptedLLM
+>>> from pyql.agent.llm.clients import ScriptedLLM
 >>> folder = tempfile.mkdtemp()
 >>> llm = CachedLLM(ScriptedLLM(["Thought 1: a\\nAction 1: execute()"]),
 ...                 LLMCache(pathlib.Path(folder) / "llm.sqlite"))
@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyql.agent.llm import LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
+from pyql.agent.llm.clients import LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
 from pyql.db.base import DB
 from pyql.kb.base import KB
 from pyql.results import ResultSet
@@ -164,7 +164,7 @@ class LLMCache(SqliteStore):
 
 
 class CachedLLM:
-    """An :class:`~pyql.agent.llm.LLM` answered from an :class:`LLMCache` when it can.
+    """An :class:`~pyql.agent.llm.clients.LLM` answered from an :class:`LLMCache` when it can.
 
     ``params`` adds to the key; by default the wrapped client's sampling attributes
     (``temperature``, ``max_tokens``, ``seed``, ``extra_body``, ``parallel_tool_calls``) that

@@ -10,7 +10,7 @@ refs/mqa-dev --limit 200`` (``--references`` leaves the base's source questions 
 The questions are the first ``limit`` of the split outside the base's reference part, so
 every strategy answers the same questions and SRP never sees its own references. ``llm="gold"``
 / ``noisy-gold:R`` use each strategy's own stand-in; SRP adds its measures (judge accuracy,
-reference hit rate: :meth:`~pyql.agent.srp.strategy.SRP.measures`); ``reflection=False`` runs
+reference hit rate: :meth:`~pyql.agent.strategies.srp.strategy.SRP.measures`); ``reflection=False`` runs
 SRP without judge and edit.
 
 Each strategy is one ordinary evaluation run (:func:`pyql.agent.evaluation.runner.evaluate`)
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pyql.agent.evaluation.datasets import get_dataset
-from pyql.agent.srp.labelled import LabelledQuestion, id_part, labelled_items
+from pyql.agent.strategies.srp.labelled import LabelledQuestion, id_part, labelled_items
 
 __all__ = ["compare", "reference_part", "reference_split"]
 
@@ -74,7 +74,7 @@ def compare(dataset: str, references: str, *, strategies: Sequence[str] = ("srp"
     strategy (the runner's aggregate: :data:`SHOWN`, and the strategy's own section)."""
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import evaluate
-    from pyql.agent.srp.strategy import open_references
+    from pyql.agent.strategies.srp.strategy import open_references
 
     directory = Path(references).expanduser().resolve()
     base = open_references(directory)

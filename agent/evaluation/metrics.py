@@ -14,7 +14,7 @@ Hit@1 has two meanings in the literature, reported under two names:
   by case-folded text (:func:`pyql.datasets.gold.answer_order`: a set has no rank of its own).
   Results written before this name was given read their ``top1`` as it (:data:`LEGACY_NAMES`).
 
-Each paper preset's headline is its paper's own metric (:func:`pyql.agent.presets.primary_metric`:
+Each paper preset's headline is its paper's own metric (:func:`pyql.agent.strategies.queryagent.presets.primary_metric`:
 ``hit@1`` for Readi and SRP, ``f1`` for QueryAgent); the other scores are reported beside it.
 
 - ``f1``: set F1 of predicted against gold answers; ``em``: the sets are equal.
@@ -371,7 +371,7 @@ def aggregate(results: Iterable[QuestionResult | Mapping[str, Any]], *,
     (``math.fsum``), so the same results in any order give the same numbers.
 
     ``primary`` names the headline score (default: ``accuracy`` when defined, else ``hit@1``;
-    an evaluation passes :func:`pyql.agent.presets.primary_metric`).
+    an evaluation passes :func:`pyql.agent.strategies.queryagent.presets.primary_metric`).
     """
     every = [_result(r) for r in results]
     outages = Counter(r.status for r in every if r.status in OUTAGES)

@@ -1,6 +1,6 @@
 """A gold-program stand-in LLM that makes the paper's hallucinations on purpose.
 
-:class:`NoisyGoldLLM` implements the :class:`~pyql.agent.llm.LLM` protocol. It replays a
+:class:`NoisyGoldLLM` implements the :class:`~pyql.agent.llm.clients.LLM` protocol. It replays a
 question's gold program (agent-style text, one call per line) in the agent's reply format —
 ``Thought n: ...`` / ``Action n: <call>``, one step per :meth:`~NoisyGoldLLM.complete` — and at
 each step, with probability ``rate``, writes one of the hallucinations the paper discusses
@@ -42,7 +42,7 @@ and, at the rate ``silent`` (its own draw per gold call), a mistake no guideline
 
 **What happens next.** The stand-in reads what became of its mistake from the step record the
 agent hands it after every step (:meth:`NoisyGoldLLM.observe`, called by
-:class:`~pyql.agent.query_agent.QueryAgent` for any LLM that has it): the guideline code
+:class:`~pyql.agent.strategies.queryagent.strategy.QueryAgent` for any LLM that has it): the guideline code
 (``Step.hint``) and whether the step was accepted — structured fields, never the wording of a
 hint.
 
@@ -101,8 +101,8 @@ from pyql.agent.evaluation.llm_spec import (
     StandInParameter,
     probability,
 )
-from pyql.agent.llm import LLMReply, Message, Stop, ToolCall, Tools, apply_stop
-from pyql.agent.paper_request import paper_step_number
+from pyql.agent.llm.clients import LLMReply, Message, Stop, ToolCall, Tools, apply_stop
+from pyql.agent.strategies.queryagent.paper_request import paper_step_number
 from pyql.errors import ParseError
 from pyql.program import TOOLSETS, Call, Program
 from pyql.syntax import Atom, AtomKind, lex_atom

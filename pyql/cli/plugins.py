@@ -4,7 +4,7 @@ An entry point's value is a function ``register(app: typer.Typer) -> None`` that
 or a sub-app to the ``pyql`` app; its name is the command (or sub-app) it adds::
 
     [project.entry-points."pyql.commands"]
-    ask = "pyql.agent.cli:register"
+    ask = "pyql.agent.commands.ask:register"
 
 To add a command under an existing (or new) group such as ``pyql fidelity`` or ``pyql kb``,
 take the group with :func:`group`::

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.accounting import (
+from pyql.agent.llm.accounting import (
     DEFAULT_PRICES,
     Price,
     PriceTable,
@@ -132,7 +132,7 @@ def test_price_table_of_keeps_a_table_and_makes_one_of_a_mapping() -> None:
 
 
 def test_token_counter_for_an_llm_uses_its_models_encoding(tiktoken_dir: Path) -> None:
-    from pyql.agent.llm import ScriptedLLM
+    from pyql.agent.llm.clients import ScriptedLLM
 
     assert TokenCounter.for_llm(ScriptedLLM([], model="gpt-4o-mini")).encoding.name == "o200k_base"
     assert TokenCounter.for_llm(ScriptedLLM([])).encoding.name == "cl100k_base"
@@ -208,8 +208,8 @@ def test_the_directory_overrides_tiktoken(tiktoken_dir: Path, tmp_path: Path,
 def test_prompt_stats(tiktoken_dir: Path) -> None:
     from typer.testing import CliRunner
 
-    from pyql.agent.prompt_stats import prompt_stats
-    from pyql.agent.prompting import prompt_profiles
+    from pyql.agent.commands.prompts import prompt_stats
+    from pyql.agent.strategies.queryagent.prompts import prompt_profiles
     from pyql.cli import app
 
     rows = prompt_stats(str(tiktoken_dir))
@@ -240,7 +240,7 @@ def test_offline_the_shared_data_copy_is_the_default_fallback(monkeypatch) -> No
     (``pyql prompts stats`` and token counts work offline out of the box)."""
     import tiktoken
 
-    from pyql.agent.accounting import data_tiktoken_dir, get_encoding
+    from pyql.agent.llm.accounting import data_tiktoken_dir, get_encoding
     from tests.conftest import data_dir
 
     def offline(name: str) -> None:

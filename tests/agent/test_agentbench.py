@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from pyql.agent.agentbench import AGENTBENCH_ROUNDS, AgentBench, AgentBenchEraser
-from pyql.agent.llm import ScriptedLLM
+from pyql.agent.llm.clients import ScriptedLLM
+from pyql.agent.strategies.baselines.agentbench import (
+    AGENTBENCH_ROUNDS,
+    AgentBench,
+    AgentBenchEraser,
+)
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from pyql.kb import OxigraphKB
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION

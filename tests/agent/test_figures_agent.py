@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import pytest
 
 from pyql.agent import QueryAgent, ScriptedLLM
-from pyql.agent.prompting import RETRY_WORDING
-from pyql.agent.query_agent import Result
+from pyql.agent.strategies.queryagent.prompts import RETRY_WORDING
+from pyql.agent.strategies.queryagent.strategy import Result
 from tests.conftest import REPO
 from tests.guidelines.support import fixture_kb
 

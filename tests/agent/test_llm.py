@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from pyql.agent.accounting import Price, PriceTable, TokenCounter, TokenUsage, Usage
 from pyql.agent.errors import (
     LLMAuthError,
     LLMBadRequestError,
@@ -21,7 +20,8 @@ from pyql.agent.errors import (
     LLMServerError,
     LLMTimeoutError,
 )
-from pyql.agent.llm import (
+from pyql.agent.llm.accounting import Price, PriceTable, TokenCounter, TokenUsage, Usage
+from pyql.agent.llm.clients import (
     LLMReply,
     OpenAIChat,
     OpenAIEmbeddings,

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pyql.agent.errors import LLMTimeoutError
-from pyql.agent.llm import OpenAIChat
+from pyql.agent.llm.clients import OpenAIChat
 from pyql.cli import app
 from pyql.deadline import Budget, charged, within
 from pyql.demo import movies_path

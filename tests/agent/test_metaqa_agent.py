@@ -12,8 +12,8 @@ import pytest
 
 from pyql.agent import QueryAgent, ScriptedLLM
 from pyql.agent.evaluation.datasets import select_indices
-from pyql.agent.prompting import RETRY_WORDING
-from pyql.agent.query_agent import Result
+from pyql.agent.strategies.queryagent.prompts import RETRY_WORDING
+from pyql.agent.strategies.queryagent.strategy import Result
 from pyql.datasets import metaqa
 from pyql.datasets.gold import score
 from pyql.kb import OxigraphKB

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from pyql.agent import QueryAgent, ScriptedLLM
-from pyql.agent.llm import LLM, OpenAIChat
-from pyql.agent.paper_request import parse_paper_reply
-from pyql.agent.presets import get_preset
+from pyql.agent.llm.clients import LLM, OpenAIChat
+from pyql.agent.strategies.queryagent.paper_request import parse_paper_reply
+from pyql.agent.strategies.queryagent.presets import get_preset
 from pyql.agent.strategy import Result
 from pyql.feedback import Feedback
 from pyql.memory import Memory
@@ -215,8 +215,8 @@ def test_the_paper_preset_adds_the_original_checks_and_the_fact_fallback() -> No
 
 
 def test_relations_are_listed_sorted_as_the_original_prints_them() -> None:
-    from pyql.agent.prompting import render_observation
-    from pyql.agent.ranking import BM25Ranker
+    from pyql.agent.grounding.ranking import BM25Ranker
+    from pyql.agent.strategies.queryagent.prompts import render_observation
     from pyql.feedback import KBFeedback, Relations
 
     relations = Relations(forward=tuple(f"r.{i:02d}" for i in range(30)),
@@ -233,7 +233,7 @@ def test_relations_are_listed_sorted_as_the_original_prints_them() -> None:
 
 
 def test_a_run_with_a_regenerated_step_replays() -> None:
-    from pyql.agent.llm import ReplayLLM
+    from pyql.agent.llm.clients import ReplayLLM
 
     spec = load("metaqa_3hop", "trajectory")
     result, _ = run_metaqa(spec)

@@ -6,14 +6,18 @@ import hashlib
 
 import pytest
 
-from pyql.agent.presets import (
+from pyql.agent.strategies.queryagent.presets import (
     ANSWER_CHOICE_PROMPT,
     PRESETS,
     PresetError,
     dataset_family,
     get_preset,
 )
-from pyql.agent.prompting import get_prompt_profile, question_message, system_prompt
+from pyql.agent.strategies.queryagent.prompts import (
+    get_prompt_profile,
+    question_message,
+    system_prompt,
+)
 
 #: sha256 of the original prompt constants (cdhx/QueryAgent@5364b3e prompt_list.py)
 ORIGINAL_SHA256 = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pyql import Session
-from pyql.agent.prompting import (
+from pyql.agent.strategies.queryagent.prompts import (
     RETRY_WORDING,
     get_prompt_profile,
     parse_reply,
@@ -21,11 +21,11 @@ from pyql.agent.prompting import (
     render_observation,
     render_relations,
     system_prompt,
-    tool_schemas,
     tools_doc,
 )
 from pyql.feedback import Hint
 from pyql.program import SPARQL_TOOLS, SQL_TOOLS, TOOLSETS, parse_call
+from pyql.schemas import tool_schemas
 from tests.conftest import REPO, data_dir
 from tests.support.metaqa import metaqa_kb
 
@@ -170,8 +170,9 @@ def test_hint_renderer_owns_the_retry_wording() -> None:
         "Check again! Please re-generate only Thought 2 and Action 2.")
     # the wording lives in one place: the prompting module of the agent
     agent_dir = REPO / "agent"
-    holders = [p.name for p in agent_dir.glob("*.py") if "re-generate" in p.read_text()]
-    assert holders == ["prompting.py"]
+    holders = [p.relative_to(agent_dir).as_posix() for p in agent_dir.rglob("*.py")
+               if "re-generate" in p.read_text()]
+    assert holders == ["strategies/queryagent/prompts.py"]
     assert RETRY_WORDING.format(n=5) == "Please re-generate only Thought 5 and Action 5."
 
 
@@ -190,7 +191,7 @@ def test_render_observation_ranks_long_relation_lists() -> None:
     text = render_observation(obs, 1, question="who directed [Film]", ranker=None, top_k=40)
     assert text.count("'rel_") == 40 and "directed_by" not in text  # sorted order, cut
     assert text.endswith("...], 'backward': []}")
-    from pyql.agent.ranking import BM25Ranker
+    from pyql.agent.grounding.ranking import BM25Ranker
 
     ranked = render_observation(obs, 1, question="who directed [Film]", ranker=BM25Ranker())
     assert "'was_directed_by'" in ranked and ranked.count("'") == 2 * 40 + 4

@@ -23,7 +23,7 @@ from pyql.agent import (
     Trajectory,
     load_trajectories,
 )
-from pyql.agent.prompting import RETRY_WORDING
+from pyql.agent.strategies.queryagent.prompts import RETRY_WORDING
 from pyql.kb import OxigraphKB
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 from tests.support.fake_openai import FakeOpenAI, Text, ToolCalls

@@ -7,8 +7,13 @@ import pytest
 
 from pyql.agent import QueryAgent, ScriptedLLM, StrategyConfig, build_strategy
 from pyql.agent.evaluation.standins import build_stand_in
-from pyql.agent.presets import FORGOTTEN_OBSERVATION, Preset, PresetError, get_preset
-from pyql.agent.ranking import BM25Ranker
+from pyql.agent.grounding.ranking import BM25Ranker
+from pyql.agent.strategies.queryagent.presets import (
+    FORGOTTEN_OBSERVATION,
+    Preset,
+    PresetError,
+    get_preset,
+)
 from pyql.kb import OxigraphKB
 from tests.support.metaqa import metaqa_kb
 

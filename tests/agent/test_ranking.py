@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.llm import OpenAIEmbeddings
-from pyql.agent.ranking import (
+from pyql.agent.grounding.ranking import (
     TOP_K,
     BM25Ranker,
     EmbeddingCache,
@@ -18,6 +17,7 @@ from pyql.agent.ranking import (
     rank_relations,
     select_relations,
 )
+from pyql.agent.llm.clients import OpenAIEmbeddings
 from tests.support.fake_openai import FakeOpenAI
 
 QUESTION = "which was the most recently formed cyclone in the same category as tropical storm rachel"
@@ -117,7 +117,7 @@ def test_local_sentence_embeddings(tmp_path: Path) -> None:
 
 
 def test_hybrid_ranker_fuses_bm25_and_embeddings(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    from pyql.agent.ranking import HybridRanker
+    from pyql.agent.grounding.ranking import HybridRanker
 
     dense = EmbeddingRanker(OpenAIEmbeddings(base_url=fake_openai.base_url,
                                              api_key=fake_openai.api_key),
@@ -131,7 +131,7 @@ def test_hybrid_ranker_fuses_bm25_and_embeddings(fake_openai: FakeOpenAI, tmp_pa
 
 
 def test_get_ranker_hybrid_specs() -> None:
-    from pyql.agent.ranking import HybridRanker
+    from pyql.agent.grounding.ranking import HybridRanker
 
     hybrid = get_ranker("hybrid")
     assert isinstance(hybrid, HybridRanker) and isinstance(hybrid.dense, EmbeddingRanker)
@@ -149,7 +149,7 @@ class _Fixed:
 
 
 def test_hybrid_fusion_is_by_rank_not_by_scale() -> None:
-    from pyql.agent.ranking import HybridRanker
+    from pyql.agent.grounding.ranking import HybridRanker
 
     # the sparse side's huge scale does not swamp the dense side: b is 1st and 2nd -> best
     sparse = _Fixed("s", [1000.0, 999.0, 0.0])

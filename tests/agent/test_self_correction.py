@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyql.agent import ScriptedLLM, StrategyConfig, build_strategy
-from pyql.agent.self_correction import FewShotSC, ZeroShotSC, sc_prompt
+from pyql.agent.strategies.baselines.self_correction import FewShotSC, ZeroShotSC, sc_prompt
 from pyql.kb import OxigraphKB
 from tests.support.metaqa import metaqa_kb
 

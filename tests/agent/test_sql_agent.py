@@ -19,7 +19,7 @@ import pytest
 from pyql.agent import QueryAgent, ScriptedLLM
 from pyql.agent.evaluation.datasets import select_indices
 from pyql.agent.evaluation.metrics import spider_accuracy, wikisql_accuracy
-from pyql.agent.prompting import (
+from pyql.agent.strategies.queryagent.prompts import (
     RETRY_WORDING,
     format_columns,
     format_schema,
@@ -27,7 +27,7 @@ from pyql.agent.prompting import (
     render_observation,
     system_prompt,
 )
-from pyql.agent.query_agent import Result
+from pyql.agent.strategies.queryagent.strategy import Result
 from pyql.datasets import spider, wikisql
 from pyql.db import SqlDB
 from pyql.program import SQL_TOOLS, Program

@@ -9,18 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import OpenAIChat, ScriptedLLM
-from pyql.agent.local import LocalModelError, resolve_model_path
-from pyql.agent.paths.path import parse_path
-from pyql.agent.paths.table import parse_table_path
-from pyql.agent.prompting import get_prompt_profile, tool_schemas
-from pyql.agent.query_agent import QueryAgent
-from pyql.agent.readi import Readi
-from pyql.agent.readi.prompts import parse_answers
-from pyql.agent.recorder import Recorder
-from pyql.agent.srp import prompts as srp
-from pyql.agent.structured import (
+from pyql.agent.grounding.paths.path import parse_path
+from pyql.agent.grounding.paths.table import parse_table_path
+from pyql.agent.llm.accounting import PriceTable, TokenCounter
+from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
+from pyql.agent.llm.local import LocalModelError, resolve_model_path
+from pyql.agent.llm.structured import (
     ConstrainError,
     action_format,
     answers_format,
@@ -32,6 +26,13 @@ from pyql.agent.structured import (
     resolve_constrain,
     table_path_format,
 )
+from pyql.agent.recorder import Recorder
+from pyql.agent.strategies.queryagent.prompts import get_prompt_profile
+from pyql.agent.strategies.queryagent.strategy import QueryAgent
+from pyql.agent.strategies.readi import Readi
+from pyql.agent.strategies.readi.prompts import parse_answers
+from pyql.agent.strategies.srp import prompts as srp
+from pyql.schemas import tool_schemas
 from tests.support.fake_openai import FakeOpenAI, Status, Text
 from tests.support.metaqa import metaqa_kb
 
@@ -264,10 +265,10 @@ def test_a_runaway_reply_goes_back_into_the_prompt_capped() -> None:
 
 
 def test_the_cli_and_the_runner_send_the_strategys_reply_cap(fake_openai: FakeOpenAI) -> None:
-    from pyql.agent.cli import _make_llm
+    from pyql.agent.commands.ask import _make_llm
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.runner import _client_options
-    from pyql.agent.readi import Readi
+    from pyql.agent.strategies.readi import Readi
     from pyql.agent.strategy import max_reply_tokens
 
     assert (max_reply_tokens(QueryAgent), max_reply_tokens(Readi)) == (256, 512)

@@ -10,9 +10,9 @@ import pytest
 import pyql
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.standins import build_stand_in
-from pyql.agent.llm import ScriptedLLM
+from pyql.agent.llm.clients import ScriptedLLM
+from pyql.agent.strategies.baselines.vanilla import Vanilla, VanillaFew, extract_query
 from pyql.agent.strategy import StrategyConfig, build_strategy
-from pyql.agent.vanilla import Vanilla, VanillaFew, extract_query
 from pyql.db import SqlDB
 from pyql.kb import OxigraphKB
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
@@ -119,7 +119,7 @@ def test_the_worked_examples_are_valid_queries(family: str) -> None:
     import pyoxigraph
     import sqlglot
 
-    from pyql.agent.prompting import read_prompt
+    from pyql.agent.strategies.queryagent.prompts import read_prompt
 
     text = read_prompt(f"vanilla_shots_{family}.md")
     blocks = re.findall(r"```(sparql|sql)\n(.*?)```", text, re.DOTALL)

@@ -12,7 +12,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.cli import NO_LLM_MESSAGE
+from pyql.agent.commands.ask import NO_LLM_MESSAGE
 from pyql.agent.trajectory import Trajectory
 from pyql.cli import app
 from pyql.demo import movies_path
@@ -125,7 +125,7 @@ def test_steps_stream_into_a_pipe(fake_openai):
 
 
 TERSE = '''
-from pyql.agent.query_agent import QueryAgent
+from pyql.agent.strategies.queryagent.strategy import QueryAgent
 
 
 class Terse(QueryAgent):
@@ -434,8 +434,8 @@ def test_ask_and_eval_declare_their_shared_options_alike() -> None:
     import typer
     import typer.main
 
-    from pyql.agent.cli import register as register_ask
-    from pyql.agent.evaluation.cli import register as register_eval
+    from pyql.agent.commands.ask import register as register_ask
+    from pyql.agent.commands.eval import register as register_eval
 
     both = typer.Typer()
     register_ask(both)

@@ -1,11 +1,11 @@
-"""Entity linking (pyql.agent.linking): exact, fuzzy and bracketed mentions, on the bundled movie
+"""Entity linking (pyql.agent.grounding.linking): exact, fuzzy and bracketed mentions, on the bundled movie
 KB (generic profile, ``ex:`` ids) and on the MetaQA KB (the id is the label)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pyql.agent.linking import (
+from pyql.agent.grounding.linking import (
     Candidate,
     EntityLinker,
     LabelIndex,

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.prompt_stats import prompt_stats
+from pyql.agent.commands.prompts import prompt_stats
 from pyql.cli import app
 from tests.conftest import data_dir
 

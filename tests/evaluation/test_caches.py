@@ -15,7 +15,7 @@ import pytest
 from pyql.agent.evaluation.caches import CachedLLM, DBView, KBView, LLMCache, QueryCache
 from pyql.agent.evaluation.records import RunConfig
 from pyql.agent.evaluation.runner import evaluate
-from pyql.agent.llm import LLMReply, Message, ToolCall
+from pyql.agent.llm.clients import LLMReply, Message, ToolCall
 from pyql.db import SqlDB
 from pyql.errors import BackendQueryError, ReadOnlyError
 from pyql.kb import OxigraphKB
@@ -90,7 +90,7 @@ def test_llm_cache_under_threads(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pyql.agent.evaluation.caches import LLMCache
-from pyql.agent.llm import LLMReply
+from pyql.agent.llm.clients import LLMReply
 cache = LLMCache(sys.argv[1])
 for i in range(300):
     key = f"k{i % 60}"

@@ -201,7 +201,7 @@ def test_a_run_without_a_scored_question_does_not_blame_token_estimates() -> Non
 
     from rich.console import Console
 
-    from pyql.agent.evaluation.cli import render_metrics
+    from pyql.agent.commands.eval import render_metrics
     from pyql.agent.evaluation.metrics import aggregate
 
     metrics = aggregate([])  # every question an outage, or none written yet

@@ -17,7 +17,7 @@ from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import EvalAbort, evaluate, read_results, resume
 from pyql.agent.evaluation.specs import GatedLLM, RateGate
 from pyql.agent.evaluation.standins.gold import GoldLLM
-from pyql.agent.llm import LLM, LLMReply, Message, ScriptedLLM
+from pyql.agent.llm.clients import LLM, LLMReply, Message, ScriptedLLM
 from tests.evaluation.support import (
     FakeClock,
     comparable_metrics,

@@ -210,7 +210,7 @@ def test_results_written_with_the_old_top1_name_still_count() -> None:
 ])
 def test_each_paper_preset_heads_with_its_papers_metric(strategy: str, preset: str | None,
                                                         default: str, expected: str) -> None:
-    from pyql.agent.presets import primary_metric
+    from pyql.agent.strategies.queryagent.presets import primary_metric
 
     assert primary_metric(default, metric="kbqa", strategy=strategy, preset=preset) == expected
     # table datasets keep their execution accuracy

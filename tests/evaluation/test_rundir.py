@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.accounting import Usage
 from pyql.agent.evaluation.records import QuestionResult, RunConfig, usage_record
 from pyql.agent.evaluation.rundir import RunDir, RunDirError
+from pyql.agent.llm.accounting import Usage
 from pyql.agent.trajectory import Step, Trajectory
 
 

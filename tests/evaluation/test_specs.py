@@ -28,7 +28,7 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.evaluation.standins import stand_in_assumptions
 from pyql.agent.evaluation.standins.gold import GoldLLM
-from pyql.agent.prompting import parse_reply
+from pyql.agent.strategies.queryagent.prompts import parse_reply
 from pyql.agent.strategy import UnknownStrategyError
 from tests.support.fake_openai import FakeOpenAI, RateLimit, Text
 

@@ -25,7 +25,7 @@ from pyql.agent.evaluation.standins import NoStandInError, get_stand_in
 from pyql.plugins import PluginConflictError
 
 TERSE = '''
-from pyql.agent.query_agent import QueryAgent
+from pyql.agent.strategies.queryagent.strategy import QueryAgent
 from pyql.agent.evaluation.standins.queryagent import QueryAgentStandIn
 
 

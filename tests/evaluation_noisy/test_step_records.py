@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyql.agent import QueryAgent
-from pyql.agent.llm import ScriptedLLM
+from pyql.agent.llm.clients import ScriptedLLM
 
 
 def test_a_hint_step_carries_code_and_suggestions(panthers: Any) -> None:

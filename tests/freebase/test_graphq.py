@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pyql.agent.evaluation.datasets import DatasetError, dataset_names, get_dataset
-from pyql.agent.presets import get_preset
+from pyql.agent.strategies.queryagent.presets import get_preset
 from pyql.datasets.freebase import FILES, load_graphq
 
 _SPARQL = ("PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> PREFIX : "

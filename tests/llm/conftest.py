@@ -20,7 +20,7 @@ import pytest
 from pyql.agent.evaluation.records import RunConfig
 from pyql.agent.evaluation.rundir import RunDir
 from pyql.agent.evaluation.runner import evaluate
-from pyql.agent.local import LocalModelError, LocalServer, local_server
+from pyql.agent.llm.local import LocalModelError, LocalServer, local_server
 from tests.conftest import require_data
 
 #: seconds a question's LLM calls may take (a loaded 2-core CI machine)

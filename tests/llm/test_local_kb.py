@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.local import LocalServer
+from pyql.agent.llm.local import LocalServer
 from tests.llm.conftest import check_strategy_run
 
 pytestmark = pytest.mark.llm

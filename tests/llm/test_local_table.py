@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pyql.agent.local import LocalServer
+from pyql.agent.llm.local import LocalServer
 from tests.llm.conftest import check_strategy_run
 
 pytestmark = pytest.mark.llm

@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from pyql.agent.prompting import get_prompt_profile, tool_schemas
+from pyql.agent.strategies.queryagent.prompts import get_prompt_profile
+from pyql.schemas import tool_schemas
 from tests.mcp.conftest import (
     HttpServer,
     MetaQACase,
@@ -149,8 +150,8 @@ def test_bad_calls_are_typed_tool_errors_and_the_server_keeps_serving(transport,
 
 def test_injections_leave_the_store_as_it_was(metaqa_case):
     """In process: the store's every triple, before and after every attack on every argument."""
+    from pyql.apps.mcp import PyqlMcp
     from pyql.kb import open_kb
-    from pyql.mcp import PyqlMcp
 
     kb = open_kb(str(metaqa_case.kb))
     dump = sorted(str(q) for q in kb.store)  # type: ignore[attr-defined]
@@ -269,7 +270,7 @@ def test_a_client_killed_mid_call_leaves_the_server_serving(metaqa_case):
 
 
 def test_idle_sessions_expire():
-    from pyql.mcp.server import SessionStore, _Entry
+    from pyql.apps.mcp.server import SessionStore, _Entry
 
     made: list[_Entry] = []
 
@@ -393,9 +394,9 @@ def test_a_session_the_client_ends_is_freed_at_once(metaqa_case):
 
     import uvicorn
 
+    from pyql.apps.mcp import PyqlMcp
+    from pyql.apps.mcp.serve import http_app
     from pyql.kb import open_kb
-    from pyql.mcp import PyqlMcp
-    from pyql.mcp.serve import http_app
     from tests.mcp.conftest import free_port
 
     face = PyqlMcp(open_kb(str(metaqa_case.kb)))
@@ -427,8 +428,8 @@ def test_a_session_the_client_ends_is_freed_at_once(metaqa_case):
 def test_the_sdk_span_middleware_is_left_out_when_nothing_records_it(metaqa_case):
     from mcp.server.lowlevel import Server
 
+    from pyql.apps.mcp import PyqlMcp
     from pyql.kb import open_kb
-    from pyql.mcp import PyqlMcp
 
     # the SDK still ships it under the name the server filters on
     assert "OpenTelemetryMiddleware" in {type(m).__name__ for m in Server("x").middleware}

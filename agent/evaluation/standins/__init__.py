@@ -69,7 +69,7 @@ from pyql.plugins import plugins
 
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
-    from pyql.agent.llm import LLM
+    from pyql.agent.llm.clients import LLM
 
 __all__ = [
     "BUILT_IN",

@@ -18,8 +18,8 @@ from typing import Any
 
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.llm_spec import LLMSpecError
-from pyql.agent.llm import LLMReply, Message, Stop, ToolCall, Tools
-from pyql.agent.paper_request import paper_step_number
+from pyql.agent.llm.clients import LLMReply, Message, Stop, ToolCall, Tools
+from pyql.agent.strategies.queryagent.paper_request import paper_step_number
 from pyql.program import TOOLSETS, Call, Program
 
 __all__ = ["GoldLLM", "TEST_DELAY_ENV", "no_program_reason"]

@@ -20,7 +20,7 @@ from pyql.agent.evaluation.standins.gold import GoldLLM, no_program_reason
 
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
-    from pyql.agent.llm import LLM
+    from pyql.agent.llm.clients import LLM
 
 __all__ = ["QueryAgentStandIn"]
 

@@ -1,8 +1,8 @@
 """Readi's stand-ins (``--llm gold`` / ``--llm noisy-gold:R``).
 
 :class:`ReadiStandIn` plays the three Readi requests (told apart by
-:func:`pyql.agent.readi.prompts.task_of`) from a question's gold path
-(:func:`pyql.agent.paths.gold.gold_path`):
+:func:`pyql.agent.strategies.readi.prompts.task_of`) from a question's gold path
+(:func:`pyql.agent.grounding.paths.gold.gold_path`):
 
 - **generate**: the gold relation path in the path format (MetaQA: the dataset's relation chain,
   read from the gold program; WikiSQL: the gold columns, conditions and answer). With
@@ -45,12 +45,12 @@ from typing import TYPE_CHECKING, Any
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.llm_spec import LLMSpecError, StandInParameter, StandInSpec, probability
 from pyql.agent.evaluation.standins import StandInFactory
-from pyql.agent.llm import LLMReply
-from pyql.agent.paths import Constraint, ReasoningPath
-from pyql.agent.paths.gold import gold_path
-from pyql.agent.paths.instantiate import split_inverse
-from pyql.agent.paths.table import TablePath
-from pyql.agent.readi.prompts import task_of
+from pyql.agent.grounding.paths import Constraint, ReasoningPath
+from pyql.agent.grounding.paths.gold import gold_path
+from pyql.agent.grounding.paths.instantiate import split_inverse
+from pyql.agent.grounding.paths.table import TablePath
+from pyql.agent.llm.clients import LLMReply
+from pyql.agent.strategies.readi.prompts import task_of
 
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem

@@ -16,7 +16,7 @@ and Readi meet the same noise:
   ``RATE``, replaced by another relation of the vocabulary or dropped);
 - **judge**: the right verdict (``<HAVE_ANSWER>`` when a gold answer is among the triples shown,
   else ``<NO_ANSWER>``) with probability ``judge_accuracy``, else the other one; it retains the
-  triples that follow the gold path from the gold topic (:func:`~pyql.agent.srp.pruning.follow`);
+  triples that follow the gold path from the gold topic (:func:`~pyql.agent.strategies.srp.pruning.follow`);
 - **edit**: repairs only from the candidates shown: if the gold relation at the position of the
   candidates (the tail of the pruned sequence, or the stuck point) is among them, the edit picks
   it with probability ``edit_success`` (else another candidate), and the path becomes the prefix
@@ -47,10 +47,10 @@ from pyql.agent.evaluation.llm_spec import StandInParameter, StandInSpec, probab
 from pyql.agent.evaluation.standins import StandInFactory
 from pyql.agent.evaluation.standins.readi import PARAMETERS as READI_PARAMETERS
 from pyql.agent.evaluation.standins.readi import ReadiStandIn, corrupt_path, readi_stand_in
-from pyql.agent.llm import LLMReply, Message
-from pyql.agent.paths import ReasoningPath, split_inverse
-from pyql.agent.srp.prompts import stage_of
-from pyql.agent.srp.pruning import follow
+from pyql.agent.grounding.paths import ReasoningPath, split_inverse
+from pyql.agent.llm.clients import LLMReply, Message
+from pyql.agent.strategies.srp.prompts import stage_of
+from pyql.agent.strategies.srp.pruning import follow
 
 if TYPE_CHECKING:
     from pyql.agent.evaluation.records import EvalItem
@@ -78,7 +78,7 @@ class SRPStandIn:
 
     What a stage is shown comes from the step records SRP hands to :meth:`observe` (the
     candidates, the triplet sequences, the kept triples), never from the prompt's wording; the
-    prompt only says which stage is asked (:func:`~pyql.agent.srp.prompts.stage_of`)."""
+    prompt only says which stage is asked (:func:`~pyql.agent.strategies.srp.prompts.stage_of`)."""
 
     def __init__(self, readi: ReadiStandIn, *, judge_accuracy: float = 1.0,
                  check_accuracy: float = 1.0) -> None:

@@ -1,7 +1,7 @@
 """The one-call baseline's stand-in (``vanilla``, ``vanilla-few``): ``--llm gold`` only.
 
 :class:`VanillaGoldLLM` answers with the item's gold program compiled to the target language
-(:mod:`pyql.agent.vanilla`'s docstring): it reads the ``prompt`` step's record, never the
+(:mod:`pyql.agent.strategies.baselines.vanilla`'s docstring): it reads the ``prompt`` step's record, never the
 prompt. There is no noisy-gold for one-call generation: ``noisy-gold`` is refused before the
 run (:class:`~pyql.agent.evaluation.llm_spec.LLMSpecError`).
 """
@@ -15,7 +15,7 @@ from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.llm_spec import StandInSpec
 from pyql.agent.evaluation.standins import StandInFactory
 from pyql.agent.evaluation.standins.gold import no_program_reason
-from pyql.agent.llm import LLMReply
+from pyql.agent.llm.clients import LLMReply
 from pyql.program import Program
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyql import Session
-from pyql.agent.accounting import PriceTable, TokenCounter
-from pyql.agent.llm import LLM
+from pyql.agent.llm.accounting import PriceTable, TokenCounter
+from pyql.agent.llm.clients import LLM
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategy import Result, StrategyConfig
 from pyql.agent.trajectory import Step, Trajectory

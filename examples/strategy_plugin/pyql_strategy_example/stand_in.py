@@ -8,7 +8,7 @@ from typing import Any
 
 from pyql.agent.evaluation.llm_spec import StandInSpec
 from pyql.agent.evaluation.standins import StandInFactory
-from pyql.agent.llm import LLM, ScriptedLLM
+from pyql.agent.llm.clients import LLM, ScriptedLLM
 from pyql.program import Program
 
 __all__ = ["OneFactGold"]

@@ -8,16 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.accounting import TokenCounter
 from pyql.agent.evaluation.records import RunConfig
 from pyql.agent.evaluation.runner import _client_options
 from pyql.agent.evaluation.standins.readi import ReadiStandIn
-from pyql.agent.llm import OpenAIChat, ScriptedLLM
-from pyql.agent.paths import PathInstantiator, ReasoningPath, RelationBinder, RelationVocabulary
-from pyql.agent.paths.table import TablePath
-from pyql.agent.presets import preset_temperature
-from pyql.agent.readi import Readi
-from pyql.agent.readi.strategy import ModuleLLMError
+from pyql.agent.grounding.paths import (
+    PathInstantiator,
+    ReasoningPath,
+    RelationBinder,
+    RelationVocabulary,
+)
+from pyql.agent.grounding.paths.table import TablePath
+from pyql.agent.llm.accounting import TokenCounter
+from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
+from pyql.agent.strategies.queryagent.presets import preset_temperature
+from pyql.agent.strategies.readi import Readi
+from pyql.agent.strategies.readi.strategy import ModuleLLMError
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from pyql.agent.trajectory import Step
 from pyql.db import SqlDB
@@ -184,7 +189,7 @@ def test_table_8_features_per_question(kb):
 
 
 def test_the_temperature_reaches_the_request(fake_openai: FakeOpenAI):
-    from pyql.agent.cli import _make_llm
+    from pyql.agent.commands.ask import _make_llm
 
     fake_openai.push(Text("ok"), Text("ok"))
     llm = _make_llm("gpt-test", fake_openai.base_url, fake_openai.api_key, temperature=0.3)
@@ -198,7 +203,7 @@ def test_the_temperature_reaches_the_request(fake_openai: FakeOpenAI):
 def test_a_module_model_inside_the_evaluations_wrappers(fake_openai: FakeOpenAI, tmp_path):
     from pyql.agent.evaluation.caches import CachedLLM, LLMCache
     from pyql.agent.evaluation.specs import GatedLLM, RateGate
-    from pyql.agent.readi.strategy import module_llm
+    from pyql.agent.strategies.readi.strategy import module_llm
 
     base = OpenAIChat("gpt-test", base_url=fake_openai.base_url, api_key=fake_openai.api_key)
     wrapped = CachedLLM(GatedLLM(base, RateGate()), LLMCache(tmp_path / "c.sqlite"))

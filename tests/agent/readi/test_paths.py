@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyql.agent.paths import (
+from pyql.agent.grounding.paths import (
     COMPOUND_NODE,
     Constraint,
     PathFormatError,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from pyql.agent.accounting import TokenCounter
 from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.evaluation.standins.readi import ReadiStandIn, corrupt_path, gold_path
-from pyql.agent.llm import OpenAIChat, ScriptedLLM
-from pyql.agent.readi import Readi
-from pyql.agent.readi.prompts import parse_answers, task_of
+from pyql.agent.llm.accounting import TokenCounter
+from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
+from pyql.agent.strategies.readi import Readi
+from pyql.agent.strategies.readi.prompts import parse_answers, task_of
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.db import SqlDB

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pyql.agent.srp.cli import references_app
-from pyql.agent.srp.labelled import id_part
-from pyql.agent.srp.references import ReferenceBase
+from pyql.agent.commands.references import references_app
+from pyql.agent.strategies.srp.labelled import id_part
+from pyql.agent.strategies.srp.references import ReferenceBase
 
 QUESTIONS = [
     ("what movies did [{}] act in", "actor_to_movie"),

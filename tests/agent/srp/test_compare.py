@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pyql.agent.evaluation.compare import compare, reference_part
-from pyql.agent.srp.labelled import id_part
-from pyql.agent.srp.references import build_reference_base
+from pyql.agent.strategies.srp.labelled import id_part
+from pyql.agent.strategies.srp.references import build_reference_base
 from tests.agent.conftest import METAQA_LINES
 
 QUESTIONS = [

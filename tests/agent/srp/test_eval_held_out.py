@@ -9,8 +9,8 @@ from pathlib import Path
 from pyql.agent.evaluation.compare import reference_part
 from pyql.agent.evaluation.records import RESULTS, RunConfig
 from pyql.agent.evaluation.runner import evaluate
-from pyql.agent.srp.references import build_reference_base
-from pyql.agent.srp.strategy import SRP
+from pyql.agent.strategies.srp.references import build_reference_base
+from pyql.agent.strategies.srp.strategy import SRP
 from tests.agent.srp.test_compare import data  # noqa: F401 - the small MetaQA data directory
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pyql.agent.evaluation.compare import reference_split
 from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.llm import ScriptedLLM
-from pyql.agent.paths.instantiate import COMPOUND_NODE
-from pyql.agent.srp.strategy import CVT_TAG, SRP, _cvt
+from pyql.agent.grounding.paths.instantiate import COMPOUND_NODE
+from pyql.agent.llm.clients import ScriptedLLM
+from pyql.agent.strategies.srp.strategy import CVT_TAG, SRP, _cvt
 from pyql.agent.strategy import StrategyConfig, build_strategy
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 from tests.agent.srp.test_strategy import ANSWER, CHECK, HAVE, _base

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyql.agent.srp.prompts import (
+from pyql.agent.strategies.srp.prompts import (
     SRPParseError,
     answer_messages,
     edit_messages,
@@ -18,7 +18,7 @@ from pyql.agent.srp.prompts import (
     relation_check_messages,
     render_triple,
 )
-from pyql.agent.srp.references import Reference
+from pyql.agent.strategies.srp.references import Reference
 
 REF = Reference(id="r1", question="who directed [Heat]", topic="Heat",
                 path=("directed_by",), answers=tuple(f"A{i}" for i in range(7)))

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from pyql.agent.evaluation.records import EvalItem
-from pyql.agent.llm import OpenAIEmbeddings
-from pyql.agent.srp.labelled import LabelledQuestion, evaluation_part, id_part, labelled
-from pyql.agent.srp.references import (
+from pyql.agent.llm.clients import OpenAIEmbeddings
+from pyql.agent.strategies.srp.labelled import LabelledQuestion, evaluation_part, id_part, labelled
+from pyql.agent.strategies.srp.references import (
     FORMAT,
     ReferenceBase,
     ReferenceBaseError,
@@ -245,7 +245,7 @@ def test_evaluating_the_questions_a_base_was_built_from_is_refused(tmp_path) -> 
 
 def test_auto_is_bm25_without_the_embed_extra_and_minilm_says_what_to_install(monkeypatch
                                                                                ) -> None:
-    from pyql.agent.srp import references
+    from pyql.agent.strategies.srp import references
 
     monkeypatch.setattr(references, "_minilm_installed", lambda: False)
     assert references.resolve_embedding("auto") == ("bm25", None)

@@ -8,11 +8,11 @@ from pyql.agent.evaluation.metrics import step_usage
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.evaluation.standins.srp import SRPStandIn
-from pyql.agent.llm import OpenAIChat, ScriptedLLM
-from pyql.agent.srp.labelled import LabelledQuestion
-from pyql.agent.srp.metrics import srp_measures
-from pyql.agent.srp.references import ReferenceLeakError, build_reference_base
-from pyql.agent.srp.strategy import SRP
+from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
+from pyql.agent.strategies.srp.labelled import LabelledQuestion
+from pyql.agent.strategies.srp.metrics import srp_measures
+from pyql.agent.strategies.srp.references import ReferenceLeakError, build_reference_base
+from pyql.agent.strategies.srp.strategy import SRP
 from pyql.agent.strategy import StrategyConfig, build_strategy, get_strategy
 from pyql.agent.trajectory import Step, Trajectory
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
@@ -219,7 +219,7 @@ def test_the_gold_stand_in_plans_the_gold_path_and_judges_by_the_gold_answers(kb
 
 
 def _edit_prompt() -> list[dict]:
-    from pyql.agent.srp import prompts
+    from pyql.agent.strategies.srp import prompts
 
     return prompts.edit_messages("q", [], [], [], {})
 
@@ -244,7 +244,7 @@ def test_the_noisy_edit_repairs_only_from_the_candidates_it_is_shown() -> None:
 
 
 def test_the_stand_in_judge_says_no_answer_when_the_triples_miss_the_gold() -> None:
-    from pyql.agent.srp import prompts
+    from pyql.agent.strategies.srp import prompts
 
     sequence = [("Johnny Handsome", "written_by", "John Godey"),
                 ("Johnny Handsome", "release_year", "1989")]

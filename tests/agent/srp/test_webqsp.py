@@ -10,11 +10,11 @@ import pytest
 from pyql.agent.evaluation.datasets import get_dataset
 from pyql.agent.evaluation.metrics import score_item
 from pyql.agent.evaluation.standins import build_stand_in
-from pyql.agent.paths import path_from_program
-from pyql.agent.srp.labelled import id_part, labelled_items
-from pyql.agent.srp.metrics import srp_measures
-from pyql.agent.srp.references import build_reference_base
-from pyql.agent.srp.strategy import SRP
+from pyql.agent.grounding.paths import path_from_program
+from pyql.agent.strategies.srp.labelled import id_part, labelled_items
+from pyql.agent.strategies.srp.metrics import srp_measures
+from pyql.agent.strategies.srp.references import build_reference_base
+from pyql.agent.strategies.srp.strategy import SRP
 from pyql.kb import OxigraphKB
 from pyql.program import Program
 

@@ -9,8 +9,8 @@ from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.standins import build_stand_in
 from pyql.agent.evaluation.standins.readi import PARAMETERS, ReadiStandIn, gold_path
-from pyql.agent.paths.table import TablePath
-from pyql.agent.readi import Readi
+from pyql.agent.grounding.paths.table import TablePath
+from pyql.agent.strategies.readi import Readi
 from pyql.agent.trajectory import Step
 from tests.agent.readi.test_readi import ITEM
 

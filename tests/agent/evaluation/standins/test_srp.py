@@ -9,9 +9,9 @@ import pytest
 from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.standins import build_stand_in, stand_in_assumptions
 from pyql.agent.evaluation.standins.srp import PARAMETERS, SRPStandIn
-from pyql.agent.srp import prompts
-from pyql.agent.srp.metrics import srp_measures
-from pyql.agent.srp.strategy import SRP
+from pyql.agent.strategies.srp import prompts
+from pyql.agent.strategies.srp.metrics import srp_measures
+from pyql.agent.strategies.srp.strategy import SRP
 from pyql.agent.trajectory import Step
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 from tests.agent.srp.test_strategy import _item

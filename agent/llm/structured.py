@@ -1,0 +1,336 @@
+"""Constrained output: what each kind of LLM call must answer, as a JSON schema.
+
+A :class:`ReplyFormat` is the schema of one kind of reply (QueryAgent's next action, Readi's
+path, SRP's relation check, plan, judge verdict, edit, the reader's answers) and the reading of a
+conforming JSON reply back as what the strategy parses anyway: the text its parser reads (the
+paper's ``Path: {...}``, ``('relation', 0.8)``, ``<HAVE_ANSWER>``, ``{answer}``), or, for
+QueryAgent, one tool call. So a strategy has one parser for constrained and free replies alike,
+and a constrained reply fails only where a free one would (a reply cut at ``max_tokens``, a
+relation the KB does not have): such failures are counted, never crashes.
+
+The schema is sent as OpenAI structured outputs (``response_format: {"type": "json_schema"}``),
+which llama.cpp's server, vLLM, Ollama and OpenAI accept; llama.cpp turns it into a grammar, so a
+small local model cannot write anything else. Schemas use ``maxLength``/``maxItems`` to keep a
+looping small model inside ``max_tokens`` and are therefore sent non-strict (OpenAI's strict mode
+does not take those keywords).
+
+``--constrain auto|on|off`` (:data:`Constrain`): ``auto`` constrains the calls of a client that
+declares ``structured_output = True`` (:class:`~pyql.agent.llm.clients.OpenAIChat` does), ``on`` requires
+it, ``off`` never sends a schema.
+
+>>> fmt = answers_format()
+>>> fmt.read_text('{"thought": "Kismet was directed by him.", "answers": ["William Dieterle"]}')
+'Kismet was directed by him. So, the answer is {William Dieterle}.'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyql.agent.grounding.paths.path import ARROWS
+
+__all__ = [
+    "CONSTRAIN_MODES",
+    "Constrain",
+    "ConstrainError",
+    "ReplyFormat",
+    "action_format",
+    "answers_format",
+    "edit_chains_format",
+    "judge_format",
+    "kb_path_format",
+    "plan_format",
+    "query_format",
+    "relation_check_format",
+    "resolve_constrain",
+    "table_path_format",
+]
+
+Constrain = Literal["auto", "on", "off"]
+CONSTRAIN_MODES: tuple[str, ...] = ("auto", "on", "off")
+
+#: a thought longer than this is cut by the grammar: small models loop inside strings
+#: (SmolLM2-135M writes ``1.1.1.…``, a token per character), and a reply cut at ``max_tokens``
+#: is no longer JSON. At 120 a thought looped to its end still leaves QueryAgent's action room
+#: inside its 256-token cap (at 240 it did not: 11 of 40 replies of a WikiSQL run were cut);
+#: a reply with two runaway strings (the thought and an argument) can still be cut
+THOUGHT_CHARS = 120
+#: an argument, a relation, an answer
+VALUE_CHARS = 120
+
+
+class ConstrainError(ValueError):
+    """``--constrain`` asks for what the client cannot do (``mode``, ``model``)."""
+
+    def __init__(self, message: str, *, mode: str, model: str = "") -> None:
+        super().__init__(message)
+        self.mode = mode
+        self.model = model
+
+
+def resolve_constrain(mode: str | bool, llm: Any) -> bool:
+    """Whether calls to ``llm`` send schemas under ``mode`` (checked when a strategy is made);
+    a bool is a decision already taken."""
+    if isinstance(mode, bool):
+        return mode
+    if mode not in CONSTRAIN_MODES:
+        raise ConstrainError(f"constrain must be one of {', '.join(CONSTRAIN_MODES)}, not "
+                             f"{mode!r}", mode=str(mode))
+    supported = bool(getattr(llm, "structured_output", False))
+    if mode == "on" and not supported:
+        raise ConstrainError(
+            f"--constrain on: {type(llm).__name__} does not take structured output (an "
+            "OpenAI-compatible server does: --llm local, --base-url ...)", mode=mode,
+            model=str(getattr(llm, "model", "")))
+    return mode != "off" and supported
+
+
+def _string(limit: int = VALUE_CHARS) -> dict[str, Any]:
+    return {"type": "string", "maxLength": limit}
+
+
+def _object(properties: Mapping[str, Any], required: Sequence[str] | None = None
+            ) -> dict[str, Any]:
+    return {"type": "object", "properties": dict(properties),
+            "required": list(properties if required is None else required),
+            "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class ReplyFormat:
+    """The JSON schema of one kind of reply and how a conforming reply reads back.
+
+    ``render(value)`` turns the decoded JSON into the text the strategy's parser reads;
+    ``tool_call`` formats (QueryAgent) read back as one tool call instead (``{"thought",
+    "action": {"name", "arguments"}}``). A reply that is not JSON of the schema's shape reads as
+    itself (:meth:`read_text` returns None).
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    render: Callable[[Any], str] | None = field(default=None, compare=False)
+    tool_call: bool = False
+
+    def response_format(self) -> dict[str, Any]:
+        """The request's ``response_format`` (OpenAI structured outputs)."""
+        return {"type": "json_schema",
+                "json_schema": {"name": self.name, "schema": dict(self.schema), "strict": False}}
+
+    def decode(self, text: str) -> Any:
+        """The JSON value of a reply, or None when it is not JSON."""
+        try:
+            return json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            return None
+
+    def read_text(self, text: str) -> str | None:
+        """The parser's text for a conforming reply; None when the reply does not conform."""
+        value = self.decode(text)
+        if value is None or self.render is None:
+            return None
+        try:
+            return self.render(value)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            return None
+
+    def read_action(self, text: str) -> tuple[str, str, str] | None:
+        """``(thought, function, arguments JSON)`` of a conforming action reply, else None."""
+        value = self.decode(text)
+        try:
+            action = value["action"]
+            name, arguments = action["name"], action.get("arguments", {})
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                return None
+            return (str(value.get("thought", "")), name,
+                    json.dumps(arguments, ensure_ascii=False))
+        except (KeyError, TypeError, AttributeError):
+            return None
+
+
+# -- QueryAgent --------------------------------------------------------------------------------
+
+
+def action_format(tools: Sequence[Mapping[str, Any]]) -> ReplyFormat:
+    """One thought and one DSL call, from the DSL's tool schemas
+    (:func:`pyql.agent.strategies.queryagent.prompts.tool_schemas`): the action is one of the functions with its
+    typed arguments."""
+    choices = []
+    for tool in tools:
+        fn = tool["function"]
+        parameters = dict(fn["parameters"])
+        properties = {name: {k: v for k, v in spec.items() if k != "description"}
+                      for name, spec in parameters.get("properties", {}).items()}
+        for spec in properties.values():
+            if spec.get("type") == "string" and "enum" not in spec:
+                spec["maxLength"] = VALUE_CHARS
+        choices.append(_object({"name": {"const": fn["name"]},
+                                "arguments": _object(properties, parameters.get("required"))}))
+    schema = _object({"thought": _string(THOUGHT_CHARS), "action": {"anyOf": choices}})
+    return ReplyFormat("action", schema, tool_call=True)
+
+
+# -- paths (Readi) -----------------------------------------------------------------------------
+
+
+def _thought_line(value: Mapping[str, Any], label: str = "Thought") -> str:
+    thought = str(value.get("thought", "")).replace("\n", " ").strip()
+    return f"{label}: {thought}\n" if thought else ""
+
+
+#: what the path text reserves (list brackets, braces, arrows, quotes): a relation the JSON
+#: gives as one item would otherwise read back cut, or not at all ("... the film
+#: [film_genre_1] ...", written by SmolLM2)
+_PATH_SYNTAX = re.compile("|".join([r'[\[\]{}"]', *map(re.escape, ARROWS)]))
+
+
+def _path_relation(relation: Any) -> str:
+    """One relation of a constrained path as the path text can hold it: the reserved
+    characters become spaces (the binder reads a relation by its words)."""
+    return " ".join(_PATH_SYNTAX.sub(" ", str(relation)).split())
+
+
+def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
+    """Readi's reasoning path over a KB: per topic entity, the relations towards the answer
+    (read back as ``Path: { "m": [ m → r1 → r2 ] }``)."""
+    from pyql.agent.grounding.paths.path import ReasoningPath
+
+    relations = {"type": "array", "items": _string(), "maxItems": 4}
+    path = _object({m: relations for m in mentions})
+
+    def render(value: Mapping[str, Any]) -> str:
+        # a relation of nothing but syntax is no relation
+        mapping = {m: [r for r in map(_path_relation, value["path"][m]) if r] for m in mentions}
+        return _thought_line(value) + str(ReasoningPath.of(mapping))
+
+    return ReplyFormat("reasoning_path", _object({"thought": _string(THOUGHT_CHARS),
+                                                  "path": path}), render)
+
+
+_TABLE_OPS = ("=", "!=", ">", "<", ">=", "<=", "LIKE")
+
+
+def table_path_format(columns: Sequence[str]) -> ReplyFormat:
+    """Readi's path over a table: columns, row conditions and the answer column (read back as
+    ``Path: {"columns": [...], "rows": [[column, op, value]], "answer": ...}``)."""
+    column = {"type": "string", "enum": list(columns)} if columns else _string()
+    row = _object({"column": column, "op": {"type": "string", "enum": list(_TABLE_OPS)},
+                   "value": {"anyOf": [_string(), {"type": "number"}]}})
+    path = _object({"columns": {"type": "array", "items": column, "maxItems": 4},
+                    "rows": {"type": "array", "items": row, "maxItems": 3},
+                    "answer": _string()})
+
+    def render(value: Mapping[str, Any]) -> str:
+        p = value["path"]
+        body = {"columns": list(p["columns"]),
+                "rows": [[r["column"], r["op"], r["value"]] for r in p["rows"]],
+                "answer": p["answer"]}
+        return _thought_line(value) + "Path: " + json.dumps(body, ensure_ascii=False)
+
+    return ReplyFormat("table_path", _object({"thought": _string(THOUGHT_CHARS), "path": path}),
+                       render)
+
+
+def answers_format() -> ReplyFormat:
+    """A reader's answers (Readi and SRP), read back in the papers' ``{answer}`` form; an empty
+    list is ``{}`` (no answer)."""
+
+    def render(value: Mapping[str, Any]) -> str:
+        answers = [str(a).replace("{", "(").replace("}", ")").strip() for a in value["answers"]]
+        braced = ", ".join(f"{{{a}}}" for a in answers if a) or "{}"
+        thought = str(value.get("thought", "")).strip()
+        return f"{thought} So, the answer is {braced}.".strip()
+
+    schema = _object({"thought": _string(THOUGHT_CHARS),
+                      "answers": {"type": "array", "items": _string(), "maxItems": 10}})
+    return ReplyFormat("answers", schema, render)
+
+
+# -- SRP ---------------------------------------------------------------------------------------
+
+
+def relation_check_format(candidates: Sequence[str], count: int) -> ReplyFormat:
+    """SRP's relation check: ``count`` candidates with a score each (read back as the paper's
+    ``('relation', 0.8)`` lines)."""
+    item = _object({"relation": {"type": "string", "enum": list(candidates)},
+                    "score": {"type": "number"}})
+
+    def render(value: Mapping[str, Any]) -> str:
+        return "\n".join(f"{i}. ({json.dumps(str(r['relation']))}, {float(r['score']):g})"
+                         for i, r in enumerate(value["relations"], 1))
+
+    schema = _object({"relations": {"type": "array", "items": item, "minItems": 1,
+                                    "maxItems": max(1, count)}})
+    return ReplyFormat("relation_check", schema, render)
+
+
+def _chains(topic: str, relations: Any) -> str:
+    return " -> ".join([topic, *(str(r) for r in relations)])
+
+
+def plan_format(topics: Sequence[str]) -> ReplyFormat:
+    """SRP's plan: per topic entity one or more relation paths (read back as ``Path: {"t":
+    ["t -> r1 -> r2", ...]}``)."""
+    chain = {"type": "array", "items": _string(), "minItems": 1, "maxItems": 4}
+    paths = _object({t: {"type": "array", "items": chain, "minItems": 1, "maxItems": 3}
+                     for t in topics})
+
+    def render(value: Mapping[str, Any]) -> str:
+        body = {t: [_chains(t, rels) for rels in value["paths"][t]] for t in topics}
+        return _thought_line(value) + "Path: " + json.dumps(body, ensure_ascii=False)
+
+    return ReplyFormat("plan", _object({"thought": _string(THOUGHT_CHARS), "paths": paths}),
+                       render)
+
+
+def judge_format(sequences: int) -> ReplyFormat:
+    """SRP's judge: the thinking, the verdict, and per triplet sequence the triples kept
+    (read back as ``... <HAVE_ANSWER>`` and ``Retained sequences:`` lines)."""
+    triple = {"type": "array", "items": _string(), "minItems": 3, "maxItems": 3}
+    kept = {"type": "array", "items": triple, "maxItems": 10}
+    schema = _object({"thinking": _string(THOUGHT_CHARS),
+                      "verdict": {"type": "string", "enum": ["HAVE_ANSWER", "NO_ANSWER"]},
+                      "retained": {"type": "array", "items": kept, "maxItems": max(1, sequences)}})
+
+    def render(value: Mapping[str, Any]) -> str:
+        verdict = value["verdict"]
+        if verdict not in ("HAVE_ANSWER", "NO_ANSWER"):
+            raise ValueError(verdict)
+        lines = [f"{str(value['thinking']).strip()} <{verdict}>", "Retained sequences:"]
+        lines += [f"{i}. {json.dumps([list(map(str, t)) for t in seq], ensure_ascii=False)}"
+                  for i, seq in enumerate(value["retained"], 1)]
+        return "\n".join(lines)
+
+    return ReplyFormat("judge", schema, render)
+
+
+def edit_chains_format(topics: Sequence[str]) -> ReplyFormat:
+    """SRP's path edit: goal, thought and the corrected paths (read back as ``Goal:``,
+    ``Thought:`` and ``Final Path: t -> r1 -> r2`` lines)."""
+    path = _object({"topic": {"type": "string", "enum": list(topics)},
+                    "relations": {"type": "array", "items": _string(), "minItems": 1,
+                                  "maxItems": 4}})
+    schema = _object({"goal": _string(THOUGHT_CHARS), "thought": _string(THOUGHT_CHARS),
+                      "paths": {"type": "array", "items": path, "minItems": 1, "maxItems": 4}})
+
+    def render(value: Mapping[str, Any]) -> str:
+        chains = [_chains(p["topic"], p["relations"]) for p in value["paths"]]
+        return (f"Goal: {str(value['goal']).strip()}\nThought: {str(value['thought']).strip()}\n"
+                "Final Path: " + "\n".join(chains))
+
+    return ReplyFormat("edit", schema, render)
+
+
+# -- one-call query generation -------------------------------------------------------------------
+
+
+def query_format(language: str) -> ReplyFormat:
+    """The whole query of a one-call baseline (read back as a fenced ``language`` block)."""
+
+    def render(value: Mapping[str, Any]) -> str:
+        return f"```{language}\n{str(value['query']).strip()}\n```"
+
+    return ReplyFormat("query", _object({"query": _string(2000)}), render)

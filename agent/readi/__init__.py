@@ -1,7 +1,0 @@
-"""Readi: reasoning-path generation, instantiation and editing (see :mod:`.strategy`)."""
-
-from __future__ import annotations
-
-from pyql.agent.readi.strategy import InitialPath, Readi
-
-__all__ = ["InitialPath", "Readi"]

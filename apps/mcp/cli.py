@@ -1,0 +1,106 @@
+"""``pyql mcp``: serve a KB or a database to MCP hosts (:mod:`pyql.apps.mcp.server`).
+
+::
+
+    pyql mcp --kb ../shared/data/metaqa/kb.txt                 # stdio, for a desktop host
+    pyql mcp --db pyql/data/demo.sqlite --transport http --port 8765
+
+Registered through the ``pyql.commands`` entry point ``mcp`` (:mod:`pyql.cli.plugins`); needs
+the ``mcp`` extra (``pip install 'pyql-kbqa[mcp]'``). Logs go to stderr: over stdio, stdout is
+the protocol's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+
+from pyql.cli import CliError, open_db, open_kb, pairs, reported, warnings_shown
+from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, QueryTimeoutOpt, TableOpt
+
+__all__ = ["register", "mcp_command"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``pyql mcp`` to the ``pyql`` app."""
+    app.command("mcp")(mcp_command)
+
+
+def mcp_command(
+    kb: KbOpt = None,
+    db: DbOpt = None,
+    table: TableOpt = None,
+    profile: ProfileOpt = None,
+    prefix: PrefixOpt = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option("--prompt", metavar="NAME",
+                     help="Prompt profile whose DSL calls are the tools (default: metaqa or "
+                     "freebase by the KB profile, else generic; wikisql with --table, else "
+                     "spider)."),
+    ] = None,
+    guidelines: Annotated[
+        str, typer.Option("--guidelines", metavar="on|off",
+                          help="ERASER guidelines on each step (hints carry their code).")
+    ] = "on",
+    transport: Annotated[
+        str, typer.Option("--transport", metavar="stdio|http",
+                          help="stdio (a host starts the server) or Streamable HTTP.")
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="HTTP: the address to listen on.")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="HTTP: the port.")
+                    ] = 8765,
+    idle_timeout: Annotated[
+        float, typer.Option("--idle-timeout", min=1.0, metavar="SECONDS",
+                            help="Drop a session's state after this long without a call.")
+    ] = 1800.0,
+    timeout: QueryTimeoutOpt = None,
+    llm: Annotated[
+        str | None,
+        typer.Option("--llm", metavar="MODEL",
+                     help="Offer an `ask` tool that answers end to end with this "
+                     "OpenAI-compatible model (with --base-url/$OPENAI_BASE_URL).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", metavar="URL",
+                                                 help="The `ask` tool's OpenAI-compatible API.")
+                        ] = None,
+    strategy: Annotated[str, typer.Option("--strategy", metavar="NAME",
+                                          help="The `ask` tool's strategy.")] = "queryagent",
+) -> None:
+    """Serve a KB (--kb) or a database (--db) to MCP hosts: the DSL calls as tools, one
+    pyql session per MCP session, ERASER hints as results, read-only."""
+    if (kb is None) == (db is None):
+        raise typer.BadParameter(
+            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb")
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("expected stdio or http", param_hint="--transport")
+    if guidelines not in ("on", "off"):
+        raise typer.BadParameter("expected on or off", param_hint="--guidelines")
+    logging.basicConfig(level=logging.WARNING, format="pyql mcp: %(levelname)s %(message)s")
+    with warnings_shown(), reported():
+        try:
+            from pyql.apps.mcp.server import LlmConfig, PyqlMcp
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("mcp"):
+                raise
+            raise CliError("the mcp package is not installed: pip install 'pyql-kbqa[mcp]'"
+                           ) from None
+        backend: Any = (open_kb(kb, profile, pairs(prefix, "--prefix", "NAME=IRI"))
+                        if kb is not None else open_db(db, timeout))  # type: ignore[arg-type]
+        try:
+            face = PyqlMcp(backend, table=table, prompt_profile=prompt,
+                           guidelines=guidelines == "on", timeout=timeout,
+                           idle_timeout=idle_timeout,
+                           llm=LlmConfig(llm, base_url=base_url, strategy=strategy) if llm
+                           else None)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    from pyql.apps.mcp.serve import serve_http, serve_stdio
+
+    if transport == "stdio":
+        serve_stdio(face)
+    else:
+        serve_http(face, host=host, port=port)
