@@ -59,7 +59,7 @@ from pyql.cli import (
 from pyql.cli import (
     entities as entity_table,
 )
-from pyql.cli.errors import one_line
+from pyql.cli.errors import EXIT_NO_ANSWER, EXIT_USAGE, one_line
 from pyql.cli.options import DbOpt, EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
 from pyql.deadline import Budget, within
 
@@ -191,7 +191,7 @@ def ask_command(
                                      param_hint="--constrain")
         local = _local_spec(llm_spec)
         if local is None and not _llm_configured(model, base_url, api_key):
-            fail(CliError(NO_LLM_MESSAGE, code=2), as_json=as_json)
+            fail(CliError(NO_LLM_MESSAGE, code=EXIT_USAGE), as_json=as_json)
         options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
@@ -199,17 +199,18 @@ def ask_command(
         from pyql.agent.strategy import (
             StrategyConfig,
             StrategyOptionError,
+            UnknownStrategyError,
             build_strategy,
             check_options,
             get_strategy,
             max_reply_tokens,
         )
 
-        strategy_type = get_strategy(strategy)
         try:  # an unknown name, option or ill-typed value fails before anything is opened
+            strategy_type = get_strategy(strategy)
             options = check_options(strategy_type, options)
-        except StrategyOptionError as exc:
-            raise CliError(str(exc), code=2) from None
+        except (StrategyOptionError, UnknownStrategyError) as exc:
+            raise CliError(str(exc), code=EXIT_USAGE) from None
         from pyql.agent.presets import preset_temperature
 
         preset_name, _, preset_dataset = (preset or "").partition(":")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -34,6 +34,7 @@ from rich.text import Text
 
 from pyql.agent import cli_options as opts
 from pyql.cli import CliError, fail, print_json
+from pyql.cli.errors import EXIT_USAGE
 from pyql.cli.output import make_console, shared_stderr
 from pyql.registry import UnknownNameError, lookup
 
@@ -163,7 +164,7 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            fail(f"--option {pair!r} is not key=value", hint="e.g. --option max_edits=3")
+            _usage(f"--option {pair!r} is not KEY=VALUE", hint="e.g. --option max_edits=3")
         try:
             out[key.strip()] = json.loads(value)
         except ValueError:
@@ -307,9 +308,9 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.errors import PyqlError
 
     if mode not in ("text", "tools"):
-        fail(f"--mode must be text or tools, not {mode!r}")
+        _usage(f"--mode must be text or tools, not {mode!r}")
     if constrain not in ("auto", "on", "off"):
-        fail(f"--constrain must be auto, on or off, not {constrain!r}")
+        _usage(f"--constrain must be auto, on or off, not {constrain!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
@@ -325,33 +326,33 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
             if given:
-                fail(f"--resume continues a run as it was configured; {', '.join(given)} "
+                _usage(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
                       "(only --concurrency may differ when resuming)")
             return resume(resume_dir, progress=progress, concurrency=concurrency)
         missing = [name for name, value in (("--dataset", dataset), ("--llm", llm),
                                             ("--out", out)) if value is None]
         if missing:
-            fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
+            _usage(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
                   "--out RUN_DIR, or pyql eval --resume RUN_DIR")
         assert dataset is not None and llm is not None and out is not None
-        if data_dir is None:
-            try:
-                data_dir = default_data_dir()
-            except FileNotFoundError as exc:
-                fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
         try:
             lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
         except UnknownNameError as exc:
-            fail(str(exc))
+            _usage(str(exc))
         spec = parse_llm_spec(llm)  # a bad rate or parameter fails before the run directory
         if constrain == "on" and spec.kind not in ("openai", "local"):
-            fail(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
+            _usage(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
                  f"local), not the {spec.kind} stand-in")
         options = _checked_options(strategy or "queryagent", options or {})
         # what the strategy's stand-in cannot play, or a strategy without one, too
         stand_in_assumptions(spec, strategy or "queryagent")
         _check_settings(dataset, preset, ranker, extremum)
+        if data_dir is None:
+            try:
+                data_dir = default_data_dir()
+            except FileNotFoundError as exc:
+                fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
             dataset=dataset, split=split or default_split,
@@ -374,7 +375,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     except EvalAbort as exc:
         fail(f"the run stopped: {exc}", hint=_resume_hint(resume_dir or out, "fix the cause, then"))
     except (LLMSpecError, UnknownStrategyError) as exc:
-        fail(str(exc))
+        _usage(str(exc))
     except (PyqlError, OSError) as exc:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
         fail(f"{where}{exc}")
@@ -391,7 +392,12 @@ def _checked_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     try:
         return check_options(strategy, options)
     except StrategyOptionError as exc:
-        fail(CliError(str(exc), code=2))
+        _usage(str(exc))
+
+
+def _usage(message: str, hint: str | None = None) -> NoReturn:
+    """A usage error of ``pyql eval``: one ``error:`` line, exit status 2."""
+    fail(CliError(message, hint=hint, code=EXIT_USAGE))
 
 
 def _readable(path: Path | None, flag: str) -> Path | None:
@@ -422,18 +428,18 @@ def _check_settings(dataset: str, preset: str | None, ranker: str | None,
         if preset is not None:
             get_preset(preset, dataset)  # an unknown preset, or none for this dataset
     except PresetError as exc:
-        fail(str(exc))
+        _usage(str(exc))
     if ranker is not None:
         try:
             lookup(dict.fromkeys(RANKERS), ranker, "ranker")
         except UnknownNameError as exc:
-            fail(str(exc))
+            _usage(str(exc))
     try:
         check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:
         fail(str(exc), hint=exc.hint)
     if extremum is not None and extremum not in ("ties", "limit"):
-        fail(f"--extremum must be ties or limit, not {extremum!r}")
+        _usage(f"--extremum must be ties or limit, not {extremum!r}")
 
 
 #: the ranker specs :func:`pyql.agent.ranking.get_ranker` takes by name

@@ -34,7 +34,7 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_command
 
-from pyql.cli.errors import CliError, fail
+from pyql.cli.errors import CliError, NoArgsIsHelpError, UsageError, fail, usage_failed
 from pyql.cli.output import stderr
 from pyql.errors import PyqlError
 from pyql.plugins import Plugin, PluginConflictError, PluginLoadError
@@ -129,6 +129,26 @@ class PluginGroup(TyperGroup):
         commands, _ = plugin_commands()
         for name, command in commands.items():
             _merge(self.commands, name, command, [])
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:  # pyql --bogus
+            usage_failed(exc)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a usage error of any command under ``pyql`` (an unknown or missing
+        option, a bad value, a command's own :class:`typer.BadParameter`) is one ``error:``
+        line, exit 2 (:func:`~pyql.cli.errors.usage_failed`)."""
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_failed(exc)
 
     def list_commands(self, ctx: Any) -> list[str]:
         self._load_plugins()

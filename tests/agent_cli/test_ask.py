@@ -165,7 +165,7 @@ def test_ask_runs_a_third_party_strategy(fake_openai, terse_strategy):
 def test_an_unknown_strategy_is_one_line_before_any_llm_call(fake_openai):
     result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", "nope",
                  env=env_for(fake_openai))
-    line = assert_one_line_error(result)
+    line = assert_one_line_error(result, code=2)  # bad usage (issue 36, item 15)
     assert "unknown strategy 'nope'" in line and "queryagent" in line
     assert fake_openai.chat_requests == []
     bad = ask(QUESTION, "--kb", str(movies_path()), "--option", "novalue",
