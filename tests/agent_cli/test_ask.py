@@ -295,7 +295,7 @@ def test_no_llm_configured():
     line = assert_one_line_error(result, code=2)
     assert line == "error: " + NO_LLM_MESSAGE
     for text in ("OPENAI_API_KEY", "--model gpt-4o-mini", "--base-url http://localhost:8000/v1",
-                 "vLLM", "Ollama", "llama.cpp"):
+                 "vLLM", "Ollama", "llama.cpp", "--llm local"):  # issue 36, item 18: local too
         assert text in line
     assert result.stdout == ""
 
