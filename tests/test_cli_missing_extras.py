@@ -1,5 +1,6 @@
-"""``--llm local`` without what it needs (issue 36, item 18): everything missing is named at
-once, and each install command once. The real ``pyql`` in a subprocess whose import system
+"""Commands without the optional extras they need (issue 36): ``--llm local`` names everything
+missing at once, each install command once (item 18); ``pyql mcp`` without the ``mcp`` extra
+says which extra to install, and so does ``pyql --help`` (item 14). The real ``pyql`` in a subprocess whose import system
 does not find the hidden distributions, as in an environment where they are not installed."""
 
 from __future__ import annotations
@@ -93,3 +94,30 @@ def test_the_typed_error_lists_the_missing_distributions() -> None:
     """)], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "xllamacpp", result.stderr
     assert issubclass(LocalModelError, Exception)
+
+
+def test_mcp_without_its_extra_says_which_extra_to_install() -> None:
+    install = "pip install 'pyql-kbqa[mcp]'"
+    listing = pyql_without("mcp,mcp_types", "--help")
+    assert listing.returncode == 0, listing.stderr
+    [line] = [line for line in listing.stdout.splitlines() if " mcp " in line]
+    assert install in line
+    for hidden in ("mcp_types", "mcp,mcp_types"):  # the SDK, or its own types package
+        result = pyql_without(hidden, "mcp", "--kb", str(movies_path()))
+        assert result.returncode == 1, result.stderr
+        error, hint = _lines(result.stderr)
+        assert error.startswith("error: pyql mcp needs an optional extra that is not installed")
+        assert hint == "hint: " + install
+
+
+def test_missing_extra_reads_the_distribution_metadata() -> None:
+    from pyql.cli.plugins import missing_extra
+
+    def missing(name: str) -> ModuleNotFoundError:
+        return ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    assert missing_extra("pyql-kbqa", missing("mcp")) == "pip install 'pyql-kbqa[mcp]'"
+    assert missing_extra("pyql-kbqa", missing("mcp_types.x")) == "pip install 'pyql-kbqa[mcp]'"
+    assert missing_extra("pyql-kbqa", missing("rdflib")) == "pip install 'pyql-kbqa[fidelity]'"
+    assert missing_extra("pyql-kbqa", missing("nothing_we_list")) is None
+    assert missing_extra("pyql-kbqa", ValueError("not an import")) is None
