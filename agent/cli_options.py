@@ -93,7 +93,8 @@ TemperatureOpt = Annotated[
 ]
 KbTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--kb-timeout", min=0.001, metavar="SECONDS",
-                 help="Wall-clock seconds one query of a SPARQL endpoint may take (default 30); "
-                 "a query that runs out is the KB's failure, not an answer."),
+    typer.Option("--timeout", "--kb-timeout", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds one KB query may take (default 30); a query that "
+                 "runs out is the KB's failure, not an answer. The --timeout of pyql run and "
+                 "pyql mcp; --kb-timeout is an alias."),
 ]

@@ -32,7 +32,7 @@ from pyql.cli import demo as _demo
 from pyql.cli import fidelity as _fidelity
 from pyql.cli import run as _run
 from pyql.cli.backends import open_db, open_kb, open_sql_session
-from pyql.cli.errors import CliError, as_cli_error, fail, reported
+from pyql.cli.errors import EXIT_STATUSES, CliError, as_cli_error, fail, reported
 from pyql.cli.inputs import DEFAULT_PROFILE, build_profile, entities, pairs
 from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
 from pyql.cli.plugins import GROUP, CommandPluginError, PluginGroup, group, plugin_commands
@@ -62,8 +62,13 @@ __all__ = [
     "warnings_shown",
 ]
 
+#: the exit statuses, listed once under ``pyql --help`` (:data:`~pyql.cli.errors.EXIT_STATUSES`)
+EXIT_HELP = "Exit statuses: " + "; ".join(
+    f"{code}: {meaning}" for code, meaning in EXIT_STATUSES.items()) + "."
+
 app = typer.Typer(
     name="pyql",
+    epilog=EXIT_HELP,
     cls=PluginGroup,
     help="Build SPARQL and SQL step by step, the way a KBQA agent does. "
     "Start with `pyql demo` (offline, no key).",

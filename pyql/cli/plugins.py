@@ -214,14 +214,63 @@ class PluginGroup(TyperGroup):
 
 
 def _plain_flags(command: Any, ctx: Any) -> None:
-    """Flags (``--json``, ``--help``) take no value: help shows no ``<bool>`` type beside them,
-    in ``command`` and the commands of a group under it."""
+    """Help shows what to type, never a Python type (``<list[Path]>``, ``<float range>``), in
+    ``command`` and the commands of a group under it: flags (``--json``, ``--help``) take no
+    value and show none; an option or argument without its own metavar gets one
+    (:func:`metavar_for`)."""
     options = [*command.params, command.get_help_option(ctx)]
     for param in options:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
+        if param is None:
+            continue
+        if getattr(param, "param_type_name", "") == "argument":
+            _plain_argument(param, ctx)
+        elif param.metavar is None:
+            param.metavar = metavar_for(param, ctx)
     for sub in getattr(command, "commands", {}).values():
         _plain_flags(sub, ctx)
+
+
+def _plain_argument(param: Any, ctx: Any) -> None:
+    """An argument is shown by its upper-case name (``STORE``), and its type column holds
+    its choices (``wikisql|spider``) or nothing, never a Python type (``<list[Path]>``)."""
+    if param.metavar is None:
+        param.metavar = (param.name or "value").upper()
+    if not hasattr(param, "display_type_rich") or "_plain" in vars(param):
+        return
+    label = metavar_for(param, ctx)
+    shown = label if "|" in label else None
+    param._plain = True
+    param.display_type_rich = lambda ctx: shown
+
+
+def metavar_for(param: Any, ctx: Any = None) -> str:
+    """The metavar of ``param`` when it declares none, upper-case like the declared ones: a
+    flag none, a choice its values (``wikisql|spider``), a number ``N`` (``SECONDS`` for a
+    timeout, ``X`` for a fraction), a path ``DIR`` or ``PATH``, text its name
+    (``--split SPLIT``)."""
+    if getattr(param, "is_flag", False):
+        return ""
+    name = (param.name or "value").upper()
+    if hasattr(param, "display_type"):  # typer >= 0.22: its own type descriptor
+        label = str(param.display_type(ctx) or "")
+    else:  # pragma: no cover - older typer: click's parameter type
+        kind = param.type
+        choices = getattr(kind, "choices", None)
+        label = "|".join(map(str, choices)) if choices else getattr(kind, "name", "")
+    label = label.strip("<>")
+    inner = re.fullmatch(r"list\[(.*)\]", label)
+    label = inner.group(1) if inner else label
+    if "|" in label:
+        return label
+    if "timeout" in name.lower():
+        return "SECONDS"
+    if label.startswith("int"):
+        return "N"
+    if label.startswith("float"):
+        return "X"
+    if label.lower() == "path":
+        return "DIR" if name.endswith(("DIR", "DIRECTORY")) else "PATH"
+    return name
 
 
 def _own(command: Any, plugin: Plugin) -> None:
