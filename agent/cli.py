@@ -70,8 +70,8 @@ if TYPE_CHECKING:
     from pyql.agent.trajectory import Step
     from pyql.kb.base import KB
 
-__all__ = ["register", "ask_command", "strategy_options", "NO_LLM_MESSAGE",
-           "ENDPOINT_LABEL_LIMIT"]
+__all__ = ["register", "ask_command", "strategy_options", "stopped_without_answer",
+           "NO_LLM_MESSAGE", "ENDPOINT_LABEL_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,10 @@ def ask_command(
 
     Entities come from --entity, else from the KB's labels (bracketed mentions such as
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
-    --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
+    --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY, or --llm local.
+
+    Exit status: 0 when it finished, 3 when it stopped at the step cap (--max-steps) without
+    an answer, 1 for an error, 2 for bad usage.
     """
     with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
         if (kb is None) == (db is None):
@@ -268,9 +271,17 @@ def ask_command(
     if as_json:
         print_json(_as_json(result, linking, entities, location, language, saved,
                                   not no_guidelines))
-        return
-    assert out is not None
-    _show_result(out, result, language, saved)
+    else:
+        assert out is not None
+        _show_result(out, result, language, saved)
+    if stopped_without_answer(result):
+        raise typer.Exit(EXIT_NO_ANSWER)
+
+
+def stopped_without_answer(result: Result) -> bool:
+    """Whether the strategy ran out of steps (``--max-steps``) with no answer: ``pyql ask``
+    then exits with :data:`~pyql.cli.errors.EXIT_NO_ANSWER` (3), not 0."""
+    return not result.finished and result.stop_reason == "max_steps" and not result.answers
 
 
 # -- setup ------------------------------------------------------------------------------------
