@@ -348,8 +348,10 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             _usage(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
                  f"local), not the {spec.kind} stand-in")
         options = _checked_options(strategy or "queryagent", options or {})
-        # what the strategy's stand-in cannot play, or a strategy without one, too
-        stand_in_assumptions(spec, strategy or "queryagent")
+        try:  # what the strategy's stand-in cannot play, or a strategy without one, too
+            stand_in_assumptions(spec, strategy or "queryagent")
+        except LLMSpecError as exc:
+            _usage(str(exc))
         _check_settings(dataset, preset, ranker, extremum)
         if data_dir is None:
             try:
