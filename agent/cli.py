@@ -353,10 +353,20 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 
 
 def _check_ranker(ranker: str | None, preset: str, dataset: str) -> None:
-    """An OpenAI embedding ranker (``--ranker``, or the one ``--preset`` ranks with) without a
-    key fails before the model starts or an entity is linked."""
+    """An unknown preset or ranker is bad usage (exit 2); an OpenAI embedding ranker
+    (``--ranker``, or the one ``--preset`` ranks with) without a key fails before the model
+    starts or an entity is linked."""
+    from pyql.agent.presets import PRESETS, UnknownPresetError
     from pyql.agent.ranking import RankerKeyError, check_run_ranker
+    from pyql.registry import UnknownNameError, lookup
 
+    try:
+        if preset:
+            lookup(PRESETS, preset, "preset", UnknownPresetError)
+        if ranker is not None:
+            lookup(dict.fromkeys(opts.RANKERS), ranker, "ranker")
+    except UnknownNameError as exc:
+        raise CliError(str(exc), code=EXIT_USAGE) from None
     try:
         check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:

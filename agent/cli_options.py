@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "RANKERS",
     "BaseUrlOpt",
     "ConstrainOpt",
     "MaxTokensOpt",
@@ -22,6 +23,9 @@ __all__ = [
     "StrategyOptionOpt",
     "TemperatureOpt",
 ]
+
+#: the ranker specs :func:`pyql.agent.ranking.get_ranker` takes by name (``--ranker``)
+RANKERS = ("bm25", "openai", "minilm", "hybrid", "hybrid:openai")
 
 StrategyOpt = Annotated[
     str | None,

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from pyql.cli import fail, print_json
+from pyql.cli.errors import EXIT_USAGE, CliError
 from pyql.cli.output import make_console, printable
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def _registry(enable: list[str] | None = None, disable: list[str] | None = None)
         try:
             registry = registry.select(enable=enable or None, disable=disable)
         except ValueError as exc:
-            fail(str(exc), "codes (KB201), code prefixes (RM), names or groups (sql, paper)")
+            fail(CliError(str(exc), hint="codes (KB201), code prefixes (RM), names or groups "
+                          "(sql, paper)", code=EXIT_USAGE))
     return registry
 
 
@@ -98,8 +100,9 @@ def find(registry: Registry, wanted: str) -> Guideline:
     if key.casefold() in by_name:
         return by_name[key.casefold()]
     near = closest(key, [*registry.codes, *(g.name for g in registry)], cutoff=0.5)
-    fail(f"no guideline {wanted!r}",
-         f"did you mean {', '.join(near)}?" if near else "see `pyql guidelines list`")
+    fail(CliError(f"no guideline {wanted!r}",  # a name it does not know: bad usage, exit 2
+                  hint=f"did you mean {', '.join(near)}?" if near
+                  else "see `pyql guidelines list`", code=EXIT_USAGE))
 
 
 def register(app: typer.Typer) -> None:

@@ -450,7 +450,7 @@ def _check_settings(dataset: str, preset: str | None, ranker: str | None,
 
 
 #: the ranker specs :func:`pyql.agent.ranking.get_ranker` takes by name
-RANKERS = ("bm25", "openai", "minilm", "hybrid", "hybrid:openai")
+RANKERS = opts.RANKERS
 
 
 def _resume_hint(run_dir: Path | None, lead: str) -> str:

@@ -145,6 +145,8 @@ def test_eval_usage_errors_exit_2_with_one_error_line(tmp_path: Path, args: list
     (["--option", "max_steps=0"], "expects int >= 1"),
     (["--option", "noequals"], "expected KEY=VALUE, got 'noequals'"),
     (["--strategy", "nope"], "unknown strategy 'nope'"),
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["--ranker", "nope"], "unknown ranker 'nope'"),
 ])
 def test_ask_usage_errors_exit_2_before_anything_runs(args: list[str], says: str) -> None:
     from pyql.demo import movies_path
