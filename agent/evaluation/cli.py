@@ -15,7 +15,10 @@ and ``--resume`` runs them again.
 
 At the end the metrics table is printed (``--json``: the metrics as JSON on stdout). Errors are
 one ``error:`` line on stderr (with a ``hint:``) and exit code 1; a run that stopped (an
-authentication error, an unknown model...) exits 1 too, and can be resumed once fixed.
+authentication error, an unknown model...) exits 1 too, and can be resumed once fixed. Bad
+usage (a missing ``--out``, an unknown dataset, a malformed or out-of-range ``--option``, a bad
+``--llm`` spec) exits 2 before a run directory is made. Progress is a bar on a terminal and
+whole log lines elsewhere (:class:`~pyql.agent.evaluation.progress.RunProgress`).
 
 ``register(app)`` adds the command to ``pyql`` (the ``pyql.commands`` entry point ``eval``).
 """

@@ -10,7 +10,10 @@ Shared by every command, plugins included:
 
 - :mod:`pyql.cli.errors`: :class:`CliError`, :func:`reported`, :func:`fail`: errors are one red
   ``error: ...`` line on stderr (with a ``hint:`` line where one helps) and exit code 1; usage
-  errors (a bad option) exit with 2. Never a traceback for a known error.
+  errors (a bad option, typer's included: :class:`~pyql.cli.plugins.PluginGroup` turns them
+  into ``error:`` lines) exit with 2; the statuses are listed once
+  (:data:`~pyql.cli.errors.EXIT_STATUSES`, under ``pyql --help``). Never a traceback for a
+  known error.
 - :mod:`pyql.cli.output`: :func:`print_json` (every ``--json``), :func:`print_query` (queries
   printed whole, never wrapped at the terminal width), :func:`warnings_shown`.
 - :mod:`pyql.cli.backends`: :func:`open_kb`, :func:`open_db`, :func:`open_sql_session`: one
