@@ -389,9 +389,8 @@ def _llm_errors(base_url: str | None, deadline: float | None = None) -> Iterator
     except ModuleNotFoundError as exc:
         if exc.name != "openai":
             raise
-        raise CliError(
-            "the openai package is not installed: pip install 'pyql-kbqa[agent]'"
-        ) from None
+        raise CliError("the openai package is not installed (the [agent] extra)",
+                       hint="pip install 'pyql-kbqa[agent]'") from None
 
 
 def _llm_message(exc: LLMError, base_url: str | None, deadline: float | None = None) -> str:

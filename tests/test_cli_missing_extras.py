@@ -121,3 +121,12 @@ def test_missing_extra_reads_the_distribution_metadata() -> None:
     assert missing_extra("pyql-kbqa", missing("rdflib")) == "pip install 'pyql-kbqa[fidelity]'"
     assert missing_extra("pyql-kbqa", missing("nothing_we_list")) is None
     assert missing_extra("pyql-kbqa", ValueError("not an import")) is None
+
+
+def test_ask_without_openai_names_the_agent_extra_once() -> None:
+    result = pyql_without("openai", "ask", "who directed Kismet", "--kb", str(movies_path()),
+                          "--model", "m", "--base-url", "http://127.0.0.1:9/v1")
+    assert result.returncode == 1, result.stderr
+    assert _lines(result.stderr) == [
+        "error: the openai package is not installed (the [agent] extra)",
+        "hint: pip install 'pyql-kbqa[agent]'"]
