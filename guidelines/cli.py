@@ -50,9 +50,11 @@ def _registry(enable: list[str] | None = None, disable: list[str] | None = None)
 def list_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
     enable: Annotated[list[str] | None, typer.Option(
-        "--select", "-s", metavar="SELECTOR", help="Only these codes, code prefixes, names or groups.")] = None,
+        "--select", "-s", metavar="SELECTOR",
+        help="Only these codes, code prefixes, names or groups.")] = None,
     disable: Annotated[list[str] | None, typer.Option(
-        "--ignore", "-i", metavar="SELECTOR", help="Leave out these codes, code prefixes, names or groups.")] = None,
+        "--ignore", "-i", metavar="SELECTOR",
+        help="Leave out these codes, code prefixes, names or groups.")] = None,
 ) -> None:
     """List the installed guidelines in evaluation order."""
     from pyql.guidelines.docs import list_rows

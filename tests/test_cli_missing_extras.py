@@ -1,7 +1,8 @@
 """Commands without the optional extras they need (issue 36): ``--llm local`` names everything
 missing at once, each install command once (item 18); ``pyql mcp`` without the ``mcp`` extra
-says which extra to install, and so does ``pyql --help`` (item 14). The real ``pyql`` in a subprocess whose import system
-does not find the hidden distributions, as in an environment where they are not installed."""
+says which extra to install, and so does ``pyql --help`` (item 14). The real ``pyql`` in a
+subprocess whose import system does not find the hidden distributions, as in an environment
+where they are not installed."""
 
 from __future__ import annotations
 

@@ -187,7 +187,8 @@ def eval_command(
         "--data-dir", help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
     ] = None,
     llm: Annotated[str | None, typer.Option(
-        "--llm", metavar="SPEC", help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
+        "--llm", metavar="SPEC",
+        help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
         "replay:PATH, gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
         "parameter, e.g. judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
@@ -198,7 +199,8 @@ def eval_command(
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-k", help="questions in flight (default 1)", min=1)] = None,
     kb: Annotated[str | None, typer.Option(
-        metavar="PATH_OR_URL", help="KB override: a SPARQL endpoint URL, an Oxigraph store dir or an RDF file")] = None,
+        metavar="PATH_OR_URL",
+        help="KB override: a SPARQL endpoint URL, an Oxigraph store dir or an RDF file")] = None,
     db: Annotated[str | None, typer.Option(
         metavar="URL", help="database override: a SQLAlchemy URL or a SQLite file")] = None,
     no_guidelines: opts.NoGuidelinesOpt = False,
@@ -215,7 +217,8 @@ def eval_command(
         "--llm-cache", help="SQLite file caching LLM replies")] = None,
     kb_cache: Annotated[Path | None, typer.Option(
         "--kb-cache", help="SQLite file caching KB/DB query results")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="RUN_DIR", help="the run directory")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="RUN_DIR",
+                                             help="the run directory")] = None,
     resume_dir: Annotated[Path | None, typer.Option(
         "--resume", metavar="RUN_DIR", help="finish the run in this directory")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the metrics as JSON")

@@ -40,7 +40,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 def load_command(
     sources: Annotated[list[Path], typer.Argument(help="N-Triples / N-Quads / Turtle files "
                                                   "(.nt, .nq, .ttl; optionally .gz).")],
-    store: Annotated[Path, typer.Option("--store", metavar="DIR", help="The store directory (created, or "
+    store: Annotated[Path, typer.Option("--store", metavar="DIR",
+                                        help="The store directory (created, or "
                                         "added to).")],
     force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
                                         "holds it already (same content).")] = False,

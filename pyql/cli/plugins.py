@@ -70,7 +70,8 @@ class CommandPluginError(PyqlError):
             message = (f"pyql {name} needs an optional extra that is not installed "
                        f"({error_type}: {detail})")
         else:
-            message = f"the command plugin {name!r} ({target}) failed to load: {error_type}: {detail}"
+            message = (f"the command plugin {name!r} ({target}) failed to load: "
+                       f"{error_type}: {detail}")
         super().__init__(message)
 
 

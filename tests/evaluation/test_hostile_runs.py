@@ -43,7 +43,7 @@ def test_a_hung_endpoint_is_a_backend_outage_and_trips_the_breaker(tmp_path: Pat
     assert len(errors) == 1 and "Traceback" not in result.output
     assert "the KB/DB is down: 2 questions in a row ended in backend_error" in errors[0]
     assert "within 0.2s" in errors[0]  # the endpoint's timeout, named
-    assert took < 20  # --timeout (issue 36: the name of run and mcp) bounds each query (the default is 30 s)
+    assert took < 20  # --timeout (issue 36: run's and mcp's name) bounds each query (default 30 s)
     assert RunConfig.model_validate_json((out / CONFIG).read_text()).kb_timeout == 0.2
     results = read_results(out)
     assert [r.status for r in results] == ["backend_error", "backend_error"]
