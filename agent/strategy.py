@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import (
     TYPE_CHECKING,
+    Annotated,
     Any,
     Generic,
     Literal,
@@ -69,7 +70,7 @@ from typing import (
     runtime_checkable,
 )
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from pyql.agent.llm.accounting import Usage
 from pyql.agent.trajectory import Step, Trajectory
@@ -128,36 +129,52 @@ class UnknownStrategyError(UnknownNameError):
 class StrategyOption:
     """One option a strategy takes (``--option NAME=VALUE``): the type of its value — anything
     pydantic validates (``int``, ``bool``, ``str``, ``str | None``, ``Literal["a", "b"]``,
-    ``dict[str, Any]``); text is read leniently (``"3"`` as 3, ``"off"`` as False) — and what it
-    does."""
+    ``dict[str, Any]``); text is read leniently (``"3"`` as 3, ``"off"`` as False) — what it
+    does, and for a number its range: ``ge`` (at least) and ``le`` (at most).
+
+    >>> StrategyOption(int, "most LLM calls per question", ge=1).type_name
+    'int >= 1'
+    """
 
     type: Any
     help: str = ""
+    ge: float | None = None
+    le: float | None = None
 
     def read(self, value: Any) -> Any:
-        """``value`` as this option's type; raises ``pydantic.ValidationError``. A number where
-        text is expected is read as the text it was written as (``--option table=2019``)."""
-        adapter = _adapter(self.type)
+        """``value`` as this option's type, in its range; raises ``pydantic.ValidationError``.
+        A number where text is expected is read as the text it was written as
+        (``--option table=2019``)."""
+        adapter = _adapter(self.type, self.ge, self.le)
         try:
             return adapter.validate_python(value)
         except ValidationError:
-            if not isinstance(value, (int, float)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise
             return adapter.validate_python(json.dumps(value))
 
     @property
     def type_name(self) -> str:
-        """What the value must be, in words (``int``, ``one of text, tools``)."""
+        """What the value must be, in words (``int >= 1``, ``one of text, tools``)."""
         kind = self.type
         if get_origin(kind) is Literal:
             return "one of " + ", ".join(str(a) for a in get_args(kind))
         if get_origin(kind) is dict:
             return "a JSON object"
-        return kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", "")
+        name = kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", "")
+        bounds = [f"{op} {_number(bound)}" for op, bound in ((">=", self.ge), ("<=", self.le))
+                  if bound is not None]
+        return " ".join([name, " and ".join(bounds)]) if bounds else name
+
+
+def _number(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
 
 
 @cache
-def _adapter(kind: Any) -> TypeAdapter[Any]:
+def _adapter(kind: Any, ge: float | None = None, le: float | None = None) -> TypeAdapter[Any]:
+    if ge is not None or le is not None:
+        kind = Annotated[kind, Field(ge=ge, le=le)]
     return TypeAdapter(kind, config=ConfigDict(arbitrary_types_allowed=True))
 
 

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from pyql.cli import fail, print_json
+from pyql.cli.errors import EXIT_USAGE, CliError
 from pyql.cli.output import make_console, printable
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def _registry(enable: list[str] | None = None, disable: list[str] | None = None)
         try:
             registry = registry.select(enable=enable or None, disable=disable)
         except ValueError as exc:
-            fail(str(exc), "codes (KB201), code prefixes (RM), names or groups (sql, paper)")
+            fail(CliError(str(exc), hint="codes (KB201), code prefixes (RM), names or groups "
+                          "(sql, paper)", code=EXIT_USAGE))
     return registry
 
 
@@ -48,9 +50,11 @@ def _registry(enable: list[str] | None = None, disable: list[str] | None = None)
 def list_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
     enable: Annotated[list[str] | None, typer.Option(
-        "--select", "-s", help="Only these codes, code prefixes, names or groups.")] = None,
+        "--select", "-s", metavar="SELECTOR",
+        help="Only these codes, code prefixes, names or groups.")] = None,
     disable: Annotated[list[str] | None, typer.Option(
-        "--ignore", "-i", help="Leave out these codes, code prefixes, names or groups.")] = None,
+        "--ignore", "-i", metavar="SELECTOR",
+        help="Leave out these codes, code prefixes, names or groups.")] = None,
 ) -> None:
     """List the installed guidelines in evaluation order."""
     from pyql.guidelines.docs import list_rows
@@ -98,8 +102,9 @@ def find(registry: Registry, wanted: str) -> Guideline:
     if key.casefold() in by_name:
         return by_name[key.casefold()]
     near = closest(key, [*registry.codes, *(g.name for g in registry)], cutoff=0.5)
-    fail(f"no guideline {wanted!r}",
-         f"did you mean {', '.join(near)}?" if near else "see `pyql guidelines list`")
+    fail(CliError(f"no guideline {wanted!r}",  # a name it does not know: bad usage, exit 2
+                  hint=f"did you mean {', '.join(near)}?" if near
+                  else "see `pyql guidelines list`", code=EXIT_USAGE))
 
 
 def register(app: typer.Typer) -> None:

@@ -231,3 +231,32 @@ def test_a_txt_kb_that_is_not_metaqa_is_one_error_line(tmp_path):
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"error: cannot load {kb} as MetaQA's kb.txt: ")
     assert lines[1].startswith("hint: ") and ".nt" in lines[1]
+
+
+# -- issue 36, item 19: one error, said once; an empty program named ---------------------------
+
+
+@pytest.mark.parametrize("keep_going", [False, True])
+def test_a_failed_step_s_reason_is_printed_once(keep_going: bool) -> None:
+    program = ("add_fact(ex:Inception, ex:directed_by, ?d)\n"
+               "add_fact(ex:Inception, ex:directed_by, ?d)\nset_answer(?d)")
+    result = runner.invoke(app, ["run", "--kb", str(demo.movies_path()), "--prefix",
+                                 f"ex={MOVIES}", program,
+                                 *(["--keep-going"] if keep_going else [])])
+    assert result.exit_code == 1, result.output
+    reason = "is already in the query; it was not added again"
+    assert result.output.count(reason) == 1, result.output
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert error.startswith("error: step 2 failed: ") and reason in error
+    assert " 2  add_fact(ex:Inception, ex:directed_by, ?d)" in result.stdout  # the step is shown
+    assert "failed: the error line says why" in result.stdout
+
+
+@pytest.mark.parametrize("program", ["", "   "])
+def test_an_empty_program_is_named(program: str) -> None:
+    for command in (["run", "--kb", str(demo.movies_path())], ["compile"]):
+        result = runner.invoke(app, [*command, program])
+        assert result.exit_code == 1, result.output
+        [error] = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert error.startswith("error: the program is empty")
+        assert "no such program file" not in result.stderr

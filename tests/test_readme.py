@@ -31,9 +31,24 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_sql_example_runs(capsys):
+    """The README's SQL example runs against the bundled demo.sqlite: its query names columns
+    the database has (issue 36, item 19: it used a Player column demo.sqlite lacks)."""
     out = run_example("SQL", capsys)
-    assert "SELECT [Nationality] FROM [players] WHERE [Player] = 'Terrence Ross'" in out
+    assert "SELECT [nationality] FROM [players] WHERE [name] = 'Ada Okafor'" in out
+    assert "['Nigeria']" in out
     assert "'Guard'" in out
+
+
+def test_the_sql_example_names_only_columns_of_the_demo_database():
+    import sqlite3
+
+    from pyql.sql.demo import demo_db_path
+
+    code = re.search(r"## SQL\n\n```python\n(.*?)```", README, re.S).group(1)
+    named = set(re.findall(r'(?:add_condition|set_answer)\("(\w+)"', code))
+    with sqlite3.connect(demo_db_path()) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(players)")}
+    assert named and named <= columns, named - columns
 
 
 def test_sql_example_runs_outside_the_checkout(capsys, tmp_path, monkeypatch):

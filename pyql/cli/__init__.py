@@ -10,7 +10,10 @@ Shared by every command, plugins included:
 
 - :mod:`pyql.cli.errors`: :class:`CliError`, :func:`reported`, :func:`fail`: errors are one red
   ``error: ...`` line on stderr (with a ``hint:`` line where one helps) and exit code 1; usage
-  errors (a bad option) exit with 2. Never a traceback for a known error.
+  errors (a bad option, typer's included: :class:`~pyql.cli.plugins.PluginGroup` turns them
+  into ``error:`` lines) exit with 2; the statuses are listed once
+  (:data:`~pyql.cli.errors.EXIT_STATUSES`, under ``pyql --help``). Never a traceback for a
+  known error.
 - :mod:`pyql.cli.output`: :func:`print_json` (every ``--json``), :func:`print_query` (queries
   printed whole, never wrapped at the terminal width), :func:`warnings_shown`.
 - :mod:`pyql.cli.backends`: :func:`open_kb`, :func:`open_db`, :func:`open_sql_session`: one
@@ -32,7 +35,7 @@ from pyql.cli import demo as _demo
 from pyql.cli import fidelity as _fidelity
 from pyql.cli import run as _run
 from pyql.cli.backends import open_db, open_kb, open_sql_session
-from pyql.cli.errors import CliError, as_cli_error, fail, reported
+from pyql.cli.errors import EXIT_STATUSES, CliError, as_cli_error, fail, reported
 from pyql.cli.inputs import DEFAULT_PROFILE, build_profile, entities, pairs
 from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
 from pyql.cli.plugins import GROUP, CommandPluginError, PluginGroup, group, plugin_commands
@@ -62,8 +65,13 @@ __all__ = [
     "warnings_shown",
 ]
 
+#: the exit statuses, listed once under ``pyql --help`` (:data:`~pyql.cli.errors.EXIT_STATUSES`)
+EXIT_HELP = "Exit statuses: " + "; ".join(
+    f"{code}: {meaning}" for code, meaning in EXIT_STATUSES.items()) + "."
+
 app = typer.Typer(
     name="pyql",
+    epilog=EXIT_HELP,
     cls=PluginGroup,
     help="Build SPARQL and SQL step by step, the way a KBQA agent does. "
     "Start with `pyql demo` (offline, no key).",

@@ -43,7 +43,7 @@ def open_kb(
 
     ``profile`` defaults to :data:`~pyql.cli.inputs.DEFAULT_PROFILE` (``metaqa`` for a kb.txt);
     a Turtle file's ``@prefix`` lines and ``prefixes`` (``--prefix``) are added to it. The
-    profile is ``kb.profile``. ``timeout``: an endpoint's seconds per query (``--kb-timeout``).
+    profile is ``kb.profile``. ``timeout``: an endpoint's seconds per query (``--timeout``).
     """
     url = is_url(location)
     if not url and not Path(location).expanduser().exists():

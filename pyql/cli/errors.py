@@ -16,6 +16,11 @@ from typing import Any, NoReturn
 import typer
 from rich.text import Text
 
+try:  # typer vendors its click since 0.22; older ones use click's own
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - typer < 0.22
+    from click.exceptions import NoArgsIsHelpError, UsageError
+
 from pyql.cli.output import print_json, stderr
 from pyql.errors import (
     BackendTimeoutError,
@@ -40,7 +45,29 @@ __all__ = [
     "reported",
     "ENTITY_HINT",
     "TIMEOUT_HINT",
+    "EXIT_ERROR",
+    "EXIT_NO_ANSWER",
+    "EXIT_OK",
+    "EXIT_STATUSES",
+    "EXIT_USAGE",
+    "usage_failed",
+    "NoArgsIsHelpError",
+    "UsageError",
 ]
+
+#: the exit statuses of every command, listed once (``pyql --help`` and the README show them)
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_ANSWER = 3
+EXIT_STATUSES: dict[int, str] = {
+    EXIT_OK: "done",
+    EXIT_ERROR: "an error (the KB, database, LLM or a file; a failed step; an eval run that "
+                "stopped)",
+    EXIT_USAGE: "bad usage: an unknown or missing option, a value of the wrong type or out of "
+                "range (a strategy's --option included), a malformed KEY=VALUE",
+    EXIT_NO_ANSWER: "pyql ask stopped at the step cap (--max-steps) without an answer",
+}
 
 #: what to do about a mention that is not a KB id
 ENTITY_HINT = "link the mention to a KB id with --entity 'MENTION=ID' (or --entities FILE.json)"
@@ -91,6 +118,15 @@ def fail(error: CliError | str, hint: str | None = None, *, as_json: bool = Fals
     if error.hint:
         console.print(Text.assemble(("hint: ", "yellow"), one_line(error.hint)))
     raise typer.Exit(error.code)
+
+
+def usage_failed(error: UsageError) -> NoReturn:
+    """A usage error (an unknown or missing option, a bad value: typer's and the commands' own
+    :class:`typer.BadParameter`) as one ``error:`` line and a ``hint:`` naming the command's
+    help, exit status :data:`EXIT_USAGE`, instead of typer's usage box."""
+    ctx = error.ctx
+    where = f"{ctx.command_path} {ctx.help_option_names[0]}" if ctx is not None else "pyql -h"
+    fail(CliError(error.format_message(), hint=f"see {where}", code=EXIT_USAGE))
 
 
 def prefix_hint(text: str, profile: Profile | None) -> str | None:

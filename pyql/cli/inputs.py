@@ -40,6 +40,11 @@ def read_program(arg: str) -> tuple[str, str | None]:
         return sys.stdin.read().removeprefix(_BOM), None
     if arg.startswith("@"):
         return read_file(Path(arg[1:]), "program"), arg[1:]
+    if not arg.strip():  # '' names no file: it is an empty program
+        raise CliError(
+            "the program is empty" + (f" ({len(arg)} blank characters)" if arg else ""),
+            hint="write one call per line, e.g. 'add_fact(?x, relation, entity)', or give a "
+            "file, @FILE, or - to read stdin")
     path = Path(arg)
     if "(" not in arg or _is_file(path):
         if not _is_file(path):

@@ -28,7 +28,7 @@ from rich.progress import (
 )
 
 from pyql.cli.errors import CliError, reported
-from pyql.cli.output import print_json, printable, stderr
+from pyql.cli.output import counted, print_json, printable, stderr
 from pyql.cli.plugins import group
 
 __all__ = ["register", "register_fidelity"]
@@ -40,7 +40,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 def load_command(
     sources: Annotated[list[Path], typer.Argument(help="N-Triples / N-Quads / Turtle files "
                                                   "(.nt, .nq, .ttl; optionally .gz).")],
-    store: Annotated[Path, typer.Option("--store", help="The store directory (created, or "
+    store: Annotated[Path, typer.Option("--store", metavar="DIR",
+                                        help="The store directory (created, or "
                                         "added to).")],
     force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
                                         "holds it already (same content).")] = False,
@@ -72,7 +73,8 @@ def load_command(
         print_json(manifest.model_dump())
         return
     rate = manifest.triples / manifest.seconds if manifest.seconds else 0.0
-    typer.echo(f"{store}: {manifest.triples:,} triples from {len(manifest.sources)} file(s), "
+    typer.echo(f"{store}: {counted(manifest.triples, 'triple')} from "
+               f"{counted(len(manifest.sources), 'file')}, "
                f"{manifest.source_bytes:,} bytes, in {manifest.seconds:.1f} s ({rate:,.0f} "
                "triples/s)")
 
@@ -89,12 +91,12 @@ def info_command(
     if as_json:
         print_json(manifest.model_dump())
         return
-    typer.echo(f"{store}: {manifest.triples:,} triples (pyoxigraph {manifest.pyoxigraph}, "
+    typer.echo(f"{store}: {counted(manifest.triples, 'triple')} (pyoxigraph {manifest.pyoxigraph}, "
                f"built {manifest.created}, {manifest.seconds:.1f} s)")
     for s in manifest.sources:  # a path may hold anything a file name can
         typer.echo(f"  {printable(s.path)}  {s.bytes:,} bytes  {s.format}"
                    f"{' gzip' if s.compressed else ''}"
-                   f"  {s.triples:,} triples  {s.seconds:.1f} s")
+                   f"  {counted(s.triples, 'triple')}  {s.seconds:.1f} s")
 
 
 def virtuoso_init(
@@ -147,7 +149,7 @@ def virtuoso_load(
         db = Virtuoso(directory)
         started = time.perf_counter()
         count = db.load(sources, graph, loaders=loaders)
-    typer.echo(f"<{graph}>: {count:,} triples ({time.perf_counter() - started:.1f} s)")
+    typer.echo(f"<{graph}>: {counted(count, 'triple')} ({time.perf_counter() - started:.1f} s)")
 
 
 def virtuoso_stop(directory: DirOpt) -> None:
@@ -179,7 +181,7 @@ def sparql_fidelity_command(
     dataset: Annotated[SparqlDataset, typer.Argument(help="The dataset.")],
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="The first N.")] = None,
     sample: Annotated[int | None, typer.Option("--sample", min=1, help="N at random.")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")] = 0,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The shared data "
                                                   "directory.")] = None,
     as_json: JsonOpt = False,

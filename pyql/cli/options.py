@@ -27,7 +27,7 @@ __all__ = [
 #: the one defaulting rule, shown by every command with --profile
 PROFILE_HELP = (
     "KB profile: generic, freebase or metaqa. Default: metaqa for MetaQA's kb.txt, "
-    "generic for anything else (compile too)."
+    "generic for anything else; Freebase ids (m.0x) need freebase."
 )
 
 ProgramArg = Annotated[
@@ -43,12 +43,17 @@ DbOpt = Annotated[
                  help="A database URL or SQLite file (SQL programs or questions)."),
 ]
 QueryTimeoutOpt = Annotated[
-    float | None, typer.Option("--timeout", min=0.001, help="Seconds per KB or database query.")
+    float | None,
+    typer.Option("--timeout", min=0.001, metavar="SECONDS",
+                 help="Wall-clock seconds one KB or database query may take (the same "
+                 "--timeout in every command)."),
 ]
 TableOpt = Annotated[
     str | None, typer.Option("--table", help="The table a SQL program (or question) starts from.")
 ]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help=PROFILE_HELP)]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", "-p", metavar="PROFILE", help=PROFILE_HELP)
+]
 EntityOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -24,12 +24,21 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 __all__ = ["make_console", "shared_stderr", "stdout", "stderr", "printable", "json_text", "print_json", "print_query",
-           "warnings_shown"]
+           "warnings_shown", "counted"]
 
 #: C0 controls but tab and newline, DEL and the C1 controls (U+009B is a one-character CSI)
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: what JSON leaves raw of those: DEL and C1 (json.dumps escapes C0 itself)
 _RAW_IN_JSON = re.compile("[\x7f-\x9f]")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1, the number with thousands separators.
+
+    >>> counted(1, "triple"), counted(1200, "triple"), counted(0, "file")
+    ('1 triple', '1,200 triples', '0 files')
+    """
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def printable(text: str) -> str:

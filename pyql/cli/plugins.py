@@ -25,7 +25,9 @@ command, listed as unavailable, prints it; groups such as ``fidelity`` are share
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import re
 from collections.abc import Iterable, MutableMapping
 from importlib.metadata import EntryPoint
 from typing import Any
@@ -34,13 +36,14 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_command
 
-from pyql.cli.errors import CliError, fail
+from pyql.cli.errors import CliError, NoArgsIsHelpError, UsageError, fail, usage_failed
 from pyql.cli.output import stderr
 from pyql.errors import PyqlError
 from pyql.plugins import Plugin, PluginConflictError, PluginLoadError
 from pyql.plugins import plugins as load_plugins
 
-__all__ = ["GROUP", "CommandPluginError", "PluginGroup", "group", "plugin_commands"]
+__all__ = ["GROUP", "CommandPluginError", "PluginGroup", "group", "missing_extra",
+           "plugin_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +57,54 @@ class CommandPluginError(PyqlError):
     ``name`` is the entry point's (the command it adds), ``target`` its ``module:function``,
     ``error_type`` and ``detail`` what went wrong."""
 
-    def __init__(self, name: str, target: str, error_type: str, detail: str) -> None:
+    def __init__(self, name: str, target: str, error_type: str, detail: str,
+                 install: str | None = None) -> None:
         self.name = name
         self.target = target
         self.error_type = error_type
         self.detail = detail
-        super().__init__(
-            f"the command plugin {name!r} ({target}) failed to load: {error_type}: {detail}"
-        )
+        #: the command that installs the optional extra the plugin needs (a module it imports
+        #: is missing: ``pip install 'pyql-kbqa[mcp]'``), else None
+        self.install = install
+        if install is not None:
+            message = (f"pyql {name} needs an optional extra that is not installed "
+                       f"({error_type}: {detail})")
+        else:
+            message = (f"the command plugin {name!r} ({target}) failed to load: "
+                       f"{error_type}: {detail}")
+        super().__init__(message)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def missing_extra(dist: str | None, exc: BaseException) -> str | None:
+    """The install command of the extra of ``dist`` (a plugin's distribution) that provides
+    the module ``exc`` (a :class:`ModuleNotFoundError`, or an error it caused) names:
+    ``pip install 'pyql-kbqa[mcp]'`` for ``mcp`` or one of its own modules (``mcp_types``).
+    The smallest extra that lists it wins (``mcp`` rather than ``dev``); None when no extra
+    does."""
+    while exc is not None and not isinstance(exc, ModuleNotFoundError):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None or not exc.name or dist is None:
+        return None
+    module = _canonical(exc.name.split(".")[0])
+    try:
+        requires = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    extras: dict[str, list[str]] = {}
+    for requirement in requires:
+        name = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+        extra = re.search(r"""extra\s*==\s*['"]([^'"]+)['"]""", requirement)
+        if name and extra:
+            extras.setdefault(extra.group(1), []).append(_canonical(name.group()))
+    providing = [(len(names), extra) for extra, names in extras.items()
+                 if any(module == n or module.startswith(n + "-") for n in names)]
+    if not providing:
+        return None
+    return f"pip install '{dist}[{min(providing)[1]}]'"
 
 
 def group(app: typer.Typer, name: str, *, help: str | None = None) -> typer.Typer:  # noqa: A002
@@ -105,10 +148,12 @@ def plugin_commands(
         except Exception as exc:  # any failure of a plugin is reported, never a crash
             kind, detail = ((exc.error_type, exc.detail) if isinstance(exc, PluginLoadError)
                             else (type(exc).__name__, str(exc)))
-            error = CommandPluginError(name, plugin.value, kind, detail)
+            install = missing_extra(plugin.dist, exc)
+            error = CommandPluginError(name, plugin.value, kind, detail, install)
             log.info("%s", error)  # shown by `pyql --help` and by the command itself
             failures.append(error)
-            added = {name: _unavailable(name, error, f"{kind}: {detail}")}
+            why = f"needs an extra: {install}" if install else f"{kind}: {detail}"
+            added = {name: _unavailable(name, error, why)}
         for command_name, command in added.items():
             _own(command, plugin)
             _merge(commands, command_name, command, failures)
@@ -130,6 +175,26 @@ class PluginGroup(TyperGroup):
         for name, command in commands.items():
             _merge(self.commands, name, command, [])
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:  # pyql --bogus
+            usage_failed(exc)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a usage error of any command under ``pyql`` (an unknown or missing
+        option, a bad value, a command's own :class:`typer.BadParameter`) is one ``error:``
+        line, exit 2 (:func:`~pyql.cli.errors.usage_failed`)."""
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            usage_failed(exc)
+
     def list_commands(self, ctx: Any) -> list[str]:
         self._load_plugins()
         return super().list_commands(ctx)
@@ -150,14 +215,63 @@ class PluginGroup(TyperGroup):
 
 
 def _plain_flags(command: Any, ctx: Any) -> None:
-    """Flags (``--json``, ``--help``) take no value: help shows no ``<bool>`` type beside them,
-    in ``command`` and the commands of a group under it."""
+    """Help shows what to type, never a Python type (``<list[Path]>``, ``<float range>``), in
+    ``command`` and the commands of a group under it: flags (``--json``, ``--help``) take no
+    value and show none; an option or argument without its own metavar gets one
+    (:func:`metavar_for`)."""
     options = [*command.params, command.get_help_option(ctx)]
     for param in options:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
+        if param is None:
+            continue
+        if getattr(param, "param_type_name", "") == "argument":
+            _plain_argument(param, ctx)
+        elif param.metavar is None:
+            param.metavar = metavar_for(param, ctx)
     for sub in getattr(command, "commands", {}).values():
         _plain_flags(sub, ctx)
+
+
+def _plain_argument(param: Any, ctx: Any) -> None:
+    """An argument is shown by its upper-case name (``STORE``), and its type column holds
+    its choices (``wikisql|spider``) or nothing, never a Python type (``<list[Path]>``)."""
+    if param.metavar is None:
+        param.metavar = (param.name or "value").upper()
+    if not hasattr(param, "display_type_rich") or "_plain" in vars(param):
+        return
+    label = metavar_for(param, ctx)
+    shown = label if "|" in label else None
+    param._plain = True
+    param.display_type_rich = lambda ctx: shown
+
+
+def metavar_for(param: Any, ctx: Any = None) -> str:
+    """The metavar of ``param`` when it declares none, upper-case like the declared ones: a
+    flag none, a choice its values (``wikisql|spider``), a number ``N`` (``SECONDS`` for a
+    timeout, ``X`` for a fraction), a path ``DIR`` or ``PATH``, text its name
+    (``--split SPLIT``)."""
+    if getattr(param, "is_flag", False):
+        return ""
+    name = (param.name or "value").upper()
+    if hasattr(param, "display_type"):  # typer >= 0.22: its own type descriptor
+        label = str(param.display_type(ctx) or "")
+    else:  # pragma: no cover - older typer: click's parameter type
+        kind = param.type
+        choices = getattr(kind, "choices", None)
+        label = "|".join(map(str, choices)) if choices else getattr(kind, "name", "")
+    label = label.strip("<>")
+    inner = re.fullmatch(r"list\[(.*)\]", label)
+    label = inner.group(1) if inner else label
+    if "|" in label:
+        return label
+    if "timeout" in name.lower():
+        return "SECONDS"
+    if label.startswith("int"):
+        return "N"
+    if label.startswith("float"):
+        return "X"
+    if label.lower() == "path":
+        return "DIR" if name.endswith(("DIR", "DIRECTORY")) else "PATH"
+    return name
 
 
 def _own(command: Any, plugin: Plugin) -> None:
@@ -202,13 +316,14 @@ def _no_options() -> None:
 def _unavailable(name: str, error: PyqlError, why: str) -> Any:
     """A command ``name`` that says why it is not there (``error``)."""
     conflict = isinstance(error, PluginConflictError)
+    install = getattr(error, "install", None)
 
     def unavailable(
         args: list[str] | None = typer.Argument(None, hidden=True),  # noqa: B008
     ) -> None:
         fail(CliError(str(error), hint="uninstall one of the packages that claim the name"
-                      if conflict else "install what the plugin needs, or reinstall or "
-                      "uninstall the package that provides it"))
+                      if conflict else install or "install what the plugin needs, or "
+                      "reinstall or uninstall the package that provides it"))
 
     collector = _collector()
     collector.command(

@@ -111,8 +111,16 @@ def run_command(
             for mention, kb_id in by_label.items():
                 out.print(Text.assemble(("linked ", "dim"), mention, " → ", (kb_id, "cyan"),
                                         ("  (KB label)", "dim")))
-            steps = run_calls(session, prog, keep_going, lambda obs, implicit: _show_step(
-                out, obs, implicit))
+            failures: list[Observation] = []
+
+            def show(obs: Observation, implicit: bool) -> None:
+                # the first failure is the run's error line: its reason is printed there, once
+                below = not obs.ok and not failures
+                if not obs.ok:
+                    failures.append(obs)
+                _show_step(out, obs, implicit, reason_below=below)
+
+            steps = run_calls(session, prog, keep_going, show)
     _show_run(steps, location, language, profile_name, session, as_json, by_label)
 
 
@@ -156,7 +164,10 @@ def _progress(total: int) -> Iterator[Callable[[Observation, bool], None]]:
         yield lambda obs, implicit: progress.advance(task)
 
 
-def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
+def _show_step(out: Console, obs: Observation, implicit: bool, *,
+               reason_below: bool = False) -> None:
+    """One step: its action and observation; ``reason_below``: the step whose failure the
+    ``error:`` line reports, which says why (the reason is printed once)."""
     out.print(
         Text.assemble(
             (f"{obs.step:>2}  ", "bold"),
@@ -164,7 +175,10 @@ def _show_step(out: Console, obs: Observation, implicit: bool) -> None:
             (" (added: the program has no execute())" if implicit else "", "dim"),
         )
     )
-    out.print(Text("    " + obs.text, style="green" if obs.ok else "red"))
+    if reason_below:
+        out.print(Text("    failed: the error line says why", style="red"))
+    else:
+        out.print(Text("    " + obs.text, style="green" if obs.ok else "red"))
 
 
 def _answer_labels(observations: Sequence[Observation]) -> tuple[list[Any] | None, list[str]]:

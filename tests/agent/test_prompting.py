@@ -293,3 +293,24 @@ def test_a_reply_read_before_is_answered_from_memory_per_functions() -> None:
     long_reply = "Thought 1 : " + "x" * 2000 + "\nAction 1 : execute()"
     assert parse_reply(long_reply).actions == ("execute()",)
     assert parse_reply(long_reply) is not parse_reply(long_reply)  # long replies are not kept
+
+
+def test_the_retry_wording_names_the_next_step_as_the_paper_does() -> None:
+    """Issue 36, item 19 asked whether a hint at step 4 should name "Thought 5 and Action 5".
+    It should: the paper's own trajectories (Appendix G, Figures 5-7) answer an error at step i
+    with "re-generate only Thought i+1 and Action i+1", and the model's next reply is numbered
+    i+1 (the hinted step keeps its number in the transcript; pyql's trajectory does the same,
+    tests/agent/test_query_agent.py::test_mistakes_with_guidelines_give_hints)."""
+    fixtures = REPO / "tests" / "fixtures" / "paper_requests"
+    seen = 0
+    for path in sorted(fixtures.glob("figure*.trajectory.json")):
+        observations = json.loads(path.read_text())["observations"]
+        for step, (text, _) in enumerate(observations, start=1):
+            named = re.search(r"re-generate only Thought (\d+) and Action (\d+)", text)
+            if named is None:
+                continue
+            seen += 1
+            assert int(named.group(1)) == int(named.group(2)) == step + 1, (path.name, step)
+            assert render_hint(Hint(code="X", message="m"), step).endswith(
+                f"Thought {step + 1} and Action {step + 1}.")
+    assert seen >= 3

@@ -165,7 +165,7 @@ def test_ask_runs_a_third_party_strategy(fake_openai, terse_strategy):
 def test_an_unknown_strategy_is_one_line_before_any_llm_call(fake_openai):
     result = ask(QUESTION, "--kb", str(movies_path()), "--strategy", "nope",
                  env=env_for(fake_openai))
-    line = assert_one_line_error(result)
+    line = assert_one_line_error(result, code=2)  # bad usage (issue 36, item 15)
     assert "unknown strategy 'nope'" in line and "queryagent" in line
     assert fake_openai.chat_requests == []
     bad = ask(QUESTION, "--kb", str(movies_path()), "--option", "novalue",
@@ -242,7 +242,8 @@ def test_given_entities_skip_linking(fake_openai):
     result = ask("which films did the director of Inception make", "--kb", str(movies_path()),
                  "--entity", "the director=ex:Christopher_Nolan", "--max-steps", "1",
                  "--no-guidelines", env=env_for(fake_openai))
-    assert result.exit_code == 0, (result.stdout, result.stderr)
+    # the step cap without an answer: exit status 3 (issue 36, item 19)
+    assert result.exit_code == 3, (result.stdout, result.stderr)
     assert "the director → ex:Christopher_Nolan  (given)" in result.stdout
     assert "Inception →" not in result.stdout
     assert "{the director: ex:Christopher_Nolan}" in user_message(fake_openai)
@@ -295,7 +296,7 @@ def test_no_llm_configured():
     line = assert_one_line_error(result, code=2)
     assert line == "error: " + NO_LLM_MESSAGE
     for text in ("OPENAI_API_KEY", "--model gpt-4o-mini", "--base-url http://localhost:8000/v1",
-                 "vLLM", "Ollama", "llama.cpp"):
+                 "vLLM", "Ollama", "llama.cpp", "--llm local"):  # issue 36, item 18: local too
         assert text in line
     assert result.stdout == ""
 
@@ -450,3 +451,38 @@ def test_ask_and_eval_declare_their_shared_options_alike() -> None:
     for flag in ("--strategy", "--option", "--ranker", "--max-steps", "--mode",
                  "--no-guidelines", "--base-url", "--llm-timeout", "--deadline"):
         assert ask_options[flag] == eval_options[flag], flag
+
+
+# -- issue 36, item 19: the step cap without an answer is its own exit status ---------------
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_the_step_cap_without_an_answer_exits_3(fake_openai, as_json: bool) -> None:
+    from pyql.cli.errors import EXIT_NO_ANSWER
+
+    fake_openai.push(Text("Thought 1: look.\nAction 1: get_relation(Inception)"),
+                     Text("Thought 2: again.\nAction 2: get_relation(Inception)"))
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity", "Inception=ex:Inception",
+                 "--max-steps", "2", "--option", "execute_on_stop=false",
+                 *(["--json"] if as_json else []), env=env_for(fake_openai))
+    assert result.exit_code == EXIT_NO_ANSWER == 3, (result.stdout, result.stderr)
+    assert result.stderr == ""  # not an error: the run ended, without an answer
+    if as_json:
+        data = json.loads(result.stdout)
+        assert (data["answers"], data["finished"], data["stop_reason"]) == ([], False,
+                                                                            "max_steps")
+    else:
+        assert "Stopped without execute(): the step limit (--max-steps) was reached" in (
+            result.stdout)
+
+
+def test_a_finished_run_exits_0_and_help_names_the_status(fake_openai) -> None:
+    fake_openai.push(Text("Thought 1: the director.\nAction 1: add_fact(Inception, "
+                          "ex:directed_by, ?d)"),
+                     Text("Thought 2: answer.\nAction 2: set_answer(?d)"),
+                     Text("Thought 3: done.\nAction 3: execute()"))
+    result = ask(QUESTION, "--kb", str(movies_path()), "--entity", "Inception=ex:Inception",
+                 "--max-steps", "3", env=env_for(fake_openai))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    shown = " ".join(runner.invoke(app, ["ask", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert "3 when it stopped at the step cap (--max-steps) without an answer" in shown

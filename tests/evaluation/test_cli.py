@@ -20,8 +20,9 @@ def invoke(*args: str):  # noqa: ANN201 - typer's Result
     return runner.invoke(app, ["eval", *args])
 
 
-def one_line_error(result, *, hint: bool | None = None) -> str:  # noqa: ANN001
-    assert result.exit_code == 1, (result.stdout, result.stderr)
+def one_line_error(result, *, hint: bool | None = None, code: int = 1) -> str:  # noqa: ANN001
+    """The one ``error:`` line of a failed run; ``code`` 2 for bad usage (issue 36, item 15)."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
     assert "Traceback" not in result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("error: ")]
@@ -71,15 +72,15 @@ def test_eval_json_and_sampling(tmp_path: Path, mini_metaqa: Path) -> None:
     ],
 )
 def test_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
-    assert message in one_line_error(invoke(*args))
+    assert message in one_line_error(invoke(*args), code=2)
 
 
 def test_resume_errors(tmp_path: Path, mini_metaqa: Path) -> None:
     assert "not a run directory" in one_line_error(invoke("--resume", str(tmp_path)))
-    error = one_line_error(invoke("--resume", str(tmp_path), "--llm", "gold"), hint=True)
+    error = one_line_error(invoke("--resume", str(tmp_path), "--llm", "gold"), hint=True, code=2)
     assert "--llm cannot change it" in error
     # whether a stand-in run counts its tokens is the run's: a resumed half may not differ
-    error = one_line_error(invoke("--resume", str(tmp_path), "--token-estimates"))
+    error = one_line_error(invoke("--resume", str(tmp_path), "--token-estimates"), code=2)
     assert "--token-estimates cannot change it" in error
 
 
@@ -109,7 +110,7 @@ def test_a_bad_llm_spec_fails_before_the_run_directory_is_made(
     out = tmp_path / "r"
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", llm,
                     "--limit", "1", "--out", str(out), "--no-progress")
-    assert message in one_line_error(result)
+    assert message in one_line_error(result, code=2)
     assert "--resume" not in result.stderr
     assert not out.exists()
 
@@ -147,7 +148,7 @@ def test_eval_settings_are_checked_before_the_run_directory(
             "--out", str(out), *flags]
     if "spider" in flags:
         args = args[2:]
-    error = one_line_error(invoke(*args))
+    error = one_line_error(invoke(*args), code=2)
     assert message in error
     assert not out.exists()
 

@@ -20,8 +20,9 @@ def invoke(*args: str):  # noqa: ANN201 - typer's Result
     return runner.invoke(app, ["eval", *args, "--no-progress"])
 
 
-def error_line(result) -> str:  # noqa: ANN001
-    assert result.exit_code == 1, (result.stdout, result.stderr)
+def error_line(result, code: int = 1) -> str:  # noqa: ANN001
+    """The one ``error:`` line; ``code`` 2 for bad usage (issue 36, item 15)."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
     assert "Traceback" not in result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, result.stderr
@@ -31,14 +32,14 @@ def error_line(result) -> str:  # noqa: ANN001
 def test_unknown_strategy_is_one_line_before_any_run(tmp_path: Path, mini_metaqa: Path) -> None:
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
                     "--strategy", "nope", "--out", str(tmp_path / "run"))
-    assert "unknown strategy 'nope'; known: " in error_line(result)
+    assert "unknown strategy 'nope'; known: " in error_line(result, code=2)
     assert not (tmp_path / "run").exists()
 
 
 def test_a_bad_noisy_rate_leaves_no_run_directory(tmp_path: Path, mini_metaqa: Path) -> None:
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm",
                     "noisy-gold:7", "--out", str(tmp_path / "run"))
-    assert "rate is a probability (0 to 1), not 7" in error_line(result)
+    assert "rate is a probability (0 to 1), not 7" in error_line(result, code=2)
     assert not (tmp_path / "run").exists()
 
 
@@ -57,7 +58,7 @@ def test_strategy_options_and_bounds_reach_the_config(tmp_path: Path, mini_metaq
             config["max_outages"]) == (20.0, 2, 60.0, 9)
     result = invoke("--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
                     "--option", "nonsense", "--out", str(tmp_path / "bad"))
-    assert "is not key=value" in error_line(result)
+    assert "is not KEY=VALUE" in error_line(result, code=2)
 
 
 def test_ablation_flag_prints_the_combined_table(tmp_path: Path, mini_metaqa: Path) -> None:

@@ -34,7 +34,7 @@ def test_a_hung_endpoint_is_a_backend_outage_and_trips_the_breaker(tmp_path: Pat
         started = time.monotonic()
         result = runner.invoke(app, [
             "eval", "--dataset", "metaqa-1hop", "--data-dir", str(mini_metaqa), "--llm", "gold",
-            "--limit", "4", "--kb", hung.url, "--kb-timeout", "0.2", "--max-outages", "2",
+            "--limit", "4", "--kb", hung.url, "--timeout", "0.2", "--max-outages", "2",
             "--out", str(out), "--no-progress"])
         took = time.monotonic() - started
         assert hung.requests >= 2
@@ -43,7 +43,7 @@ def test_a_hung_endpoint_is_a_backend_outage_and_trips_the_breaker(tmp_path: Pat
     assert len(errors) == 1 and "Traceback" not in result.output
     assert "the KB/DB is down: 2 questions in a row ended in backend_error" in errors[0]
     assert "within 0.2s" in errors[0]  # the endpoint's timeout, named
-    assert took < 20  # --kb-timeout bounds each query (the default is 30 s)
+    assert took < 20  # --timeout (issue 36: run's and mcp's name) bounds each query (default 30 s)
     assert RunConfig.model_validate_json((out / CONFIG).read_text()).kb_timeout == 0.2
     results = read_results(out)
     assert [r.status for r in results] == ["backend_error", "backend_error"]

@@ -29,6 +29,21 @@ def test_kb_load_then_info_then_run(tmp_path) -> None:
     assert ran.exit_code == 0, ran.output
 
 
+def test_one_triple_is_one_triple(tmp_path) -> None:
+    """Issue 36, item 19: ``kb info`` said "1 triples"."""
+    source = tmp_path / "one.nt"
+    source.write_text("<http://example.org/a> <http://example.org/b> <http://example.org/c> .\n")
+    store = tmp_path / "store"
+    loaded = runner.invoke(app, ["kb", "load", str(source), "--store", str(store)])
+    assert loaded.exit_code == 0, loaded.output
+    assert ": 1 triple from 1 file," in loaded.output
+    info = runner.invoke(app, ["kb", "info", str(store)])
+    assert info.exit_code == 0, info.output
+    first, source_line = info.output.splitlines()[:2]
+    assert first.startswith(f"{store}: 1 triple (") and "  1 triple  " in source_line
+    assert "triples" not in info.output
+
+
 def test_kb_errors_are_one_line(tmp_path) -> None:
     missing = runner.invoke(app, ["kb", "load", str(tmp_path / "none.nt"), "--store",
                                   str(tmp_path / "s")])

@@ -48,15 +48,15 @@ def test_show_accepts_names_as_well_as_codes() -> None:
         app, ["guidelines", "show", "kb.filter_before_get_relation", "--json"]).stdout)
     assert data["code"] == "RM205"
     typo = runner.invoke(app, ["guidelines", "show", "kb.empty_fact_unlisted_relatoin"])
-    assert typo.exit_code == 1
+    assert typo.exit_code == 2  # a name it does not know: bad usage (issue 36, item 15)
     assert "hint: did you mean kb.empty_fact_unlisted_relation," in typo.stderr
 
 
 def test_unknown_code_and_selector_are_one_line_errors() -> None:
     result = runner.invoke(app, ["guidelines", "show", "KB209"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad usage (issue 36, item 15)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[0] == "error: no guideline 'KB209'"
     assert lines[1].startswith("hint: did you mean ")
     bad = runner.invoke(app, ["guidelines", "list", "--select", "nonsense"])
-    assert bad.exit_code == 1 and "error: no guideline matches 'nonsense'" in bad.stderr
+    assert bad.exit_code == 2 and "error: no guideline matches 'nonsense'" in bad.stderr

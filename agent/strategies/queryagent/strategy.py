@@ -204,14 +204,14 @@ class QueryAgent:
     #: what ``--option`` may set: constructor keywords (see the class docstring)
     declared_options: ClassVar[Mapping[str, StrategyOption]] = {
         "guidelines": StrategyOption(bool, "ERASER on or off"),
-        "max_steps": StrategyOption(int, "most LLM calls per question"),
+        "max_steps": StrategyOption(int, "most LLM calls per question", ge=1),
         "mode": StrategyOption(Literal["text", "tools"], "Thought/Action text or tool calls"),
         "ranker": StrategyOption(str | None, "relation ranker: bm25, openai, minilm, hybrid"),
-        "top_k": StrategyOption(int, "relations shown after ranking"),
+        "top_k": StrategyOption(int, "relations shown after ranking", ge=1),
         "seed": StrategyOption(int, "seed of the ranker's ties"),
         "profile": StrategyOption(str, "prompt profile"),
         "table": StrategyOption(str, "the SQL table"),
-        "max_observation_chars": StrategyOption(int, "observations cut to this length"),
+        "max_observation_chars": StrategyOption(int, "observations cut to this length", ge=1),
         "session_options": StrategyOption(dict[str, Any], "KBSession/SqlSession keywords"),
         "execute_on_stop": StrategyOption(bool, "run execute() when the steps run out"),
         "preset": StrategyOption(str, "default or paper"),
@@ -221,7 +221,7 @@ class QueryAgent:
         "relation_filter": StrategyOption(str, "the relation filter of the session (off)"),
         "relation_order": StrategyOption(Literal["shuffled", "sorted"],
                                          "relations listed shuffled (the paper) or sorted (its code)"),
-        "temperature": StrategyOption(float, "sent with every request"),
+        "temperature": StrategyOption(float, "sent with every request", ge=0, le=2),
     }
 
     def __init__(

@@ -78,6 +78,6 @@ def test_build_refuses_to_overwrite_and_reports_bad_input_in_one_line(data: Path
     assert again.exit_code == 1
     assert "already holds a reference base" in again.output and "--overwrite" in again.output
     assert _build(data, out, "--overwrite").exit_code == 0
-    assert _build(data, out, "--overwrite", "--fraction", "0").exit_code == 1
+    assert _build(data, out, "--overwrite", "--fraction", "0").exit_code == 2  # bad usage
     missing = _build(data, tmp_path / "other", "--split", "test")
     assert missing.exit_code == 1 and "error:" in missing.output
