@@ -229,7 +229,13 @@ def local_chat(model: str | os.PathLike[str] | None = None, *,
 class LocalChat(OpenAIChat):
     """:class:`~pyql.agent.llm.OpenAIChat` on a :class:`LocalServer` (kept as ``server``). A CPU
     model is slow: one attempt may take minutes, so the per-attempt timeout defaults to 300 s and
-    no per-call deadline applies (a question's deadline still does)."""
+    no per-call deadline applies (a question's deadline still does).
+
+    It scores candidates (:meth:`~pyql.agent.llm.OpenAIChat.score`: llama.cpp's token
+    log-probabilities under a token grammar, the prompt prefix from the slot's cache)."""
+
+    #: llama.cpp's server has the routes scoring needs
+    scores_candidates = True
 
     def __init__(self, server: LocalServer, **options: Any) -> None:
         options.setdefault("timeout", 300.0)
@@ -239,3 +245,4 @@ class LocalChat(OpenAIChat):
         super().__init__(server.model, base_url=server.base_url, api_key=server.api_key,
                          **options)
         self.server = server
+        self._scoring = (True, "")
