@@ -102,10 +102,11 @@ def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class LocalSettings:
-    """How the in-process server runs a model: the context window (tokens, shared by the
-    parallel slots), the slots (requests decoded together: an evaluation's concurrency), the CPU
-    threads, the prompt cache (a slot reuses the longest common prefix of its last prompt), and
-    the seed of sampling."""
+    """How the in-process server runs a model: the context window of each slot (tokens), the
+    slots (requests decoded together by continuous batching: an evaluation's concurrency; the
+    server allocates ``ctx`` x ``parallel`` tokens, so a slot's window does not shrink as slots
+    are added), the CPU threads, the prompt cache (a slot reuses the longest common prefix of
+    its last prompt), and the seed of sampling."""
 
     ctx: int = 8192
     parallel: int = 1
@@ -144,8 +145,11 @@ class LocalServer:
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
         params.model_alias = {self.model_path.stem}  # the name replies carry
-        params.n_ctx = s.ctx
+        # llama.cpp splits n_ctx between the slots: each gets ``ctx`` (a prompt that fits with
+        # one slot still fits with four, and the answers stay the same)
+        params.n_ctx = s.ctx * max(1, s.parallel)
         params.n_parallel = s.parallel
+        params.cont_batching = True
         params.cpuparams.n_threads = s.threads
         params.cpuparams_batch.n_threads = s.threads
         params.cache_prompt = s.cache_prompt

@@ -17,6 +17,9 @@ spec                   the LLM of each question
 ``replay:PATH``        a :class:`~pyql.agent.llm.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
+``ranker``             the no-model baseline: a :class:`~pyql.agent.ranker_llm.RankerLLM` of the
+                       question's text (never its gold), which scores candidates by word overlap
+                       (choose mode) and writes no reply
 ``gold``               the strategy's stand-in (:mod:`pyql.agent.evaluation.standins`): for
                        QueryAgent :class:`GoldLLM`, the question's gold program, one call per
                        step, in the agent's reply format
@@ -88,6 +91,7 @@ __all__ = [
     "StandInProvider",
     "QuestionStandIn",
     "ReplayProvider",
+    "RankerProvider",
     "build_provider",
 ]
 
@@ -421,6 +425,19 @@ class ReplayProvider:
                                gated=False)
 
 
+class RankerProvider:
+    """``--llm ranker``: a :class:`~pyql.agent.ranker_llm.RankerLLM` per question, made from the
+    question's text alone (the item's gold answers and program are not read)."""
+
+    def __init__(self, *, spec: str = "ranker") -> None:
+        self.spec = spec
+
+    def for_item(self, item: EvalItem) -> LLM:
+        from pyql.agent.ranker_llm import RankerLLM
+
+        return RankerLLM(item.question)
+
+
 # -- parsing ------------------------------------------------------------------------------------
 
 def build_provider(
@@ -451,6 +468,8 @@ def build_provider(
                                preset=preset)
     if kind == "replay":
         return ReplayProvider(arg, spec=parsed.text, llm_cache=llm_cache)
+    if kind == "ranker":  # no model, no cache: the rule is cheaper than a cache lookup
+        return RankerProvider(spec=parsed.text)
     if kind == "local":  # a missing extra or model fails here, before the run directory exists
         from pyql.agent.local import LocalModelError, LocalSettings, local_chat
 
