@@ -1,7 +1,7 @@
 """``--concurrency 4`` with ``--llm local`` (issue 37, item 6): the run's four worker threads send
 their calls to one llama.cpp server with four parallel slots (continuous batching), in this
 process, and the answers are the ones of ``--concurrency 1`` (greedy decoding, and every slot
-keeps the context window of one). The throughput figure is ``benchmarks/local_llm.py
+keeps the context window of one); the first call's prompt cache is copied into every slot. The throughput figure is ``benchmarks/local_llm.py
 --throughput``'s; this test holds the answers."""
 
 from __future__ import annotations
@@ -52,3 +52,7 @@ def test_four_slots_answer_as_one(server: LocalServer, small_kb: Path, tmp_path:
                         headers={"Authorization": f"Bearer {slots.api_key}"}).json()
     assert len(listed) == 4
     assert {s["n_ctx"] for s in listed} == {LocalSettings().ctx}
+    # the first call's prompt cache was copied into the 3 other slots, so the static prompt is
+    # processed once, as with one slot
+    assert slots.primed_slots == 3
+    assert four_metrics["cached_share"] >= one_metrics["cached_share"] - 0.05
