@@ -16,7 +16,10 @@ with structured fields, so callers decide on fields, not on message text:
     ├── LLMBadRequestError         any other 4xx (an invalid parameter, ...)
     ├── LLMResponseError           a malformed response (bad JSON, no choices, ...)
     │   └── LLMReplayMismatchError a replayed trajectory does not match the prompt it is given
-    └── LLMScriptExhaustedError    a scripted/replay client has no reply left
+    ├── LLMScriptExhaustedError    a scripted/replay client has no reply left
+    ├── ScoringUnsupportedError    the client cannot score candidates (``reason``): no
+    │                              log-probabilities from its server
+    └── GenerationUnsupportedError the client only chooses (``reason``): the ``ranker`` baseline
 
 Errors of the *model's output* (an action that does not parse, a malformed tool-call argument
 string) are not errors here: the agent turns them into observations for the model.
@@ -43,6 +46,8 @@ __all__ = [
     "LLMResponseError",
     "LLMReplayMismatchError",
     "LLMScriptExhaustedError",
+    "ScoringUnsupportedError",
+    "GenerationUnsupportedError",
 ]
 
 
@@ -127,3 +132,24 @@ class LLMReplayMismatchError(LLMResponseError):
 
 class LLMScriptExhaustedError(LLMError):
     """A scripted or replay client was asked for more replies than it holds."""
+
+
+class ScoringUnsupportedError(LLMError):
+    """The client cannot score candidate replies by their log-likelihood (``score()``): its
+    server returns no log-probabilities of a given reply. ``reason`` says what is missing (an
+    endpoint the server does not have, a client that never scores), in one line."""
+
+    def __init__(self, message: str, *, reason: str = "",
+                 **fields: Unpack[_LLMErrorFields]) -> None:
+        self.reason = reason
+        super().__init__(message, **fields)
+
+
+class GenerationUnsupportedError(LLMError):
+    """The client only chooses among candidates (``score()``) and writes no reply
+    (``complete()``): the no-model ``ranker`` baseline. ``reason`` says so in one line."""
+
+    def __init__(self, message: str, *, reason: str = "",
+                 **fields: Unpack[_LLMErrorFields]) -> None:
+        self.reason = reason
+        super().__init__(message, **fields)

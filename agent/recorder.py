@@ -16,6 +16,11 @@ third-party, gets correct accounting by using it and never sees a stand-in.
     rec.add(Step(n=rec.next_n, kind="answer", ..., **call.step_fields()))
     rec.usage, rec.steps
 
+Choose mode scores candidates instead: ``scored = rec.score(messages, candidates)`` (an
+:class:`~pyql.agent.llm.clients.AccountedScore`: the scores, their tokens, the best index), counted as an
+LLM call and a ``scoring_calls`` one; ``Step(..., **scored.step_fields())`` keeps the candidates
+and scores in ``data["scored"]``, which a replay returns.
+
 With constraints on (:func:`~pyql.agent.llm.structured.resolve_constrain`), a call with a
 :class:`~pyql.agent.llm.structured.ReplyFormat` sends its schema and reads the JSON reply back as the
 text (or tool call) the strategy parses; the model's raw JSON is kept in ``call.raw_text``.
@@ -27,12 +32,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from pyql.agent.errors import ScoringUnsupportedError
 from pyql.agent.llm.accounting import PriceTable, TokenCounter, TokenUsage, Usage, UsageTally
 from pyql.agent.llm.clients import (
     LLM,
     AccountedCall,
+    AccountedScore,
     LLMReply,
     Message,
+    Scores,
     ToolCall,
     prompt_fingerprint,
     sampling_kwargs,
@@ -147,6 +155,33 @@ class Recorder:
         fingerprint = prompt_fingerprint(messages, tools) if self.fingerprint else ""
         return AccountedCall(reply, tokens, cost, fingerprint, model, constrained=constrained,
                              raw_text=raw)
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None, client: LLM | None = None) -> AccountedScore:
+        """One accounted scoring call (choose mode): ``llm.score(messages, candidates)``, its
+        tokens the server's (a client that reports none, such as the no-model ``ranker``,
+        counts 0 tokens: it read no prompt), counted as one LLM call and one scoring call. A
+        client that cannot score raises :class:`~pyql.agent.errors.ScoringUnsupportedError`."""
+        model_client = client if client is not None else self.model
+        scorer = getattr(model_client, "score", None)
+        model = getattr(model_client, "model", "")
+        if scorer is None or not getattr(model_client, "scores_candidates", False):
+            raise ScoringUnsupportedError(f"{model or 'the model'} cannot score candidates",
+                                          model=model, reason="the client has no score()")
+        start = time.perf_counter()
+        raw = scorer(messages, list(candidates), max_tokens=max_tokens)
+        scores = raw if isinstance(raw, Scores) else Scores(
+            raw, model=model, latency=time.perf_counter() - start)
+        tokens = scores.usage if scores.usage is not None else _NOT_COUNTED
+        model = scores.model or model
+        cost = scores.cost
+        if cost is None:
+            cost = (self.price_table.cost(model, tokens.prompt_tokens, tokens.completion_tokens,
+                                          tokens.cached_tokens) if tokens.total_tokens else 0.0)
+        self._tally.add_call(tokens, cost=cost, seconds=scores.latency, scoring=True)
+        self._usage = None
+        fingerprint = prompt_fingerprint(messages) if self.fingerprint else ""
+        return AccountedScore(tuple(candidates), scores, tokens, cost, fingerprint, model)
 
     # -- the environment --------------------------------------------------------------------------
     def env(self, work: Callable[[], _T], *, backend: Any = None) -> tuple[_T, float, int]:

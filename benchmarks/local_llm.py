@@ -20,6 +20,17 @@ step cap, parse failures (replies the strategy could not read), guideline hints 
         [--llm local | --llm openai:MODEL --base-url URL] [--json out.json]
 
 The baseline of each row is the same strategy with ``--constrain off`` on the same questions.
+
+**Throughput** (``--throughput``, issue 37 item 6): the same questions answered at
+``--concurrency 1`` and at ``--concurrency K`` (``--throughput-k``, default 4) with the local
+model, in one run: at K the evaluation's K worker threads send their calls to one llama.cpp
+server with K parallel slots, which decodes them together (continuous batching). Printed: the
+questions per minute at 1 and at K (wall clock of each run), their ratio, the cached share of
+the prompt tokens of each, and whether every question's predicted answers and stop reason are
+the same (greedy decoding)::
+
+    python benchmarks/local_llm.py --throughput [--n 4] [--throughput-k 4]
+        [--datasets metaqa-1hop] [--strategies queryagent] [--max-steps 6]
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ KB_DATASETS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop")
 
 
 def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
-         data: Path, work: Path) -> dict[str, Any]:
+         data: Path, work: Path, concurrency: int = 1, name: str | None = None
+         ) -> dict[str, Any]:
     from pyql.agent.evaluation.records import RunConfig
     from pyql.agent.evaluation.rundir import RunDir
     from pyql.agent.evaluation.runner import evaluate
@@ -53,12 +65,13 @@ def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
     config = RunConfig(dataset=dataset, data_dir=str(data), llm=args.llm, base_url=args.base_url,
                        strategy=strategy, options=options, limit=args.n,
                        max_steps=args.max_steps, constrain=constrain,  # type: ignore[arg-type]
-                       question_deadline=args.deadline, max_outages=0)
+                       question_deadline=args.deadline, max_outages=0, concurrency=concurrency)
+    out = work / (name or f"{dataset}-{strategy}-{constrain}")
     started = time.perf_counter()
-    metrics = evaluate(config, work / f"{dataset}-{strategy}-{constrain}", progress=False)
+    metrics = evaluate(config, out, progress=False)
     metrics["wall_seconds"] = time.perf_counter() - started
     hints: dict[str, int] = {}
-    for result in RunDir(work / f"{dataset}-{strategy}-{constrain}").results():
+    for result in RunDir(out).results():
         for code, n in result.guidelines.items():
             hints[code] = hints.get(code, 0) + n
     metrics["hints_by_code"] = dict(sorted(hints.items(), key=lambda kv: -kv[1]))
@@ -81,6 +94,45 @@ def _row(dataset: str, strategy: str, constrain: str, m: dict[str, Any]) -> str:
             f"{hints or '—'} |")
 
 
+def _answers(run: Path) -> dict[str, tuple[Any, str]]:
+    """Each question's predicted answers and stop reason in a run directory."""
+    from pyql.agent.evaluation.rundir import RunDir
+
+    return {r.id: (sorted(map(str, r.predicted)), r.stop_reason) for r in RunDir(run).results()}
+
+
+def throughput(args: argparse.Namespace, data: Path) -> dict[str, Any]:
+    """The same questions at concurrency 1 and ``args.throughput_k`` (see the module
+    docstring); prints one table row per run and the ratio, returns the figures."""
+    dataset = args.datasets.split(",")[0]
+    strategy = args.strategies.split(",")[0]
+    constrain = args.constrain.split(",")[0]
+    rows: dict[int, dict[str, Any]] = {}
+    print("| concurrency | questions | wall s | questions / min | cached share | LLM calls/q |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="pyql-local-llm-") as tmp:
+        answers = {}
+        for k in (1, args.throughput_k):
+            m = _run(dataset, strategy, constrain, args, data, Path(tmp), concurrency=k,
+                     name=f"c{k}")
+            n = int(m.get("n") or 0)
+            qpm = 60.0 * n / m["wall_seconds"] if m["wall_seconds"] else 0.0
+            rows[k] = {"n": n, "wall_seconds": m["wall_seconds"], "questions_per_minute": qpm,
+                       "cached_share": m.get("cached_share"), "llm_calls": m.get("llm_calls")}
+            answers[k] = _answers(Path(tmp) / f"c{k}")
+            print(f"| {k} | {n} | {m['wall_seconds']:.1f} | {qpm:.2f} | "
+                  f"{m.get('cached_share') or 0:.3f} | {m.get('llm_calls') or 0:.1f} |",
+                  flush=True)
+    k = args.throughput_k
+    ratio = rows[k]["questions_per_minute"] / rows[1]["questions_per_minute"]
+    same = answers[1] == answers[k]
+    differ = sorted(q for q in answers[1] if answers[1][q] != answers[k].get(q))
+    print(f"\nratio (concurrency {k} / 1): {ratio:.2f}; same answers and stop reasons: "
+          f"{same}" + (f" (differ: {', '.join(differ)})" if differ else ""))
+    return {"dataset": dataset, "strategy": strategy, "constrain": constrain, "runs": rows,
+            "ratio": ratio, "same_answers": same, "differ": differ}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=5, help="questions per dataset (the first N)")
@@ -95,11 +147,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of LLM time per question")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write every run's metrics")
+    parser.add_argument("--throughput", action="store_true",
+                        help="questions per minute at concurrency 1 vs --throughput-k (the "
+                             "first dataset, strategy and constrain setting given)")
+    parser.add_argument("--throughput-k", type=int, default=4)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from pyql.datasets.paths import default_data_dir
 
     data = args.data_dir or default_data_dir()
+    if args.throughput:
+        figures = throughput(args, data)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1, default=str))
+        return 0
     runs: list[dict[str, Any]] = []
     print("| dataset | strategy | constrain | Hit@1 any / top-1 (or accuracy) | LLM calls/q | "
           "prompt / completion / cached tokens per q | s/q | parse failures | finished | "

@@ -189,7 +189,8 @@ def eval_command(
     llm: Annotated[str | None, typer.Option(
         "--llm", metavar="SPEC",
         help="openai:MODEL, local[:PATH.gguf] (llama.cpp in this process), "
-        "replay:PATH, gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
+        "replay:PATH, ranker (the no-model baseline: it only chooses, --choose on), "
+        "gold[:K=V,...] or noisy-gold:RATE[:TYPES][:K=V,...] (K: a stand-in "
         "parameter, e.g. judge_accuracy)")] = None,
     base_url: opts.BaseUrlOpt = None,
     limit: Annotated[int | None, typer.Option(help="the first N questions", min=1)] = None,

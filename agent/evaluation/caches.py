@@ -186,9 +186,16 @@ class CachedLLM:
     def __getattr__(self, name: str) -> Any:
         # a stand-in's step hook (``observe``) stays reachable (its records are read from the
         # stand-in the runner holds)
-        if name in ("observe", "structured_output"):
+        if name in ("observe", "structured_output", "scores_candidates"):
             return getattr(self.llm, name)
         raise AttributeError(name)
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> list[float]:
+        """The wrapped client's scores (choose mode), asked every time: scores are not cached
+        (a scoring call is cheap next to a reply, and its usage is the server's)."""
+        return self.llm.score(messages, candidates,  # type: ignore[attr-defined]
+                              max_tokens=max_tokens)
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,

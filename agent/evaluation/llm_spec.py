@@ -1,8 +1,9 @@
 """The ``--llm`` spec, read once into a frozen value.
 
 :func:`parse_llm_spec` reads the text given to ``--llm`` (``pyql eval``, ``pyql ask``) into an
-:class:`LLMSpec` — a model (``openai:MODEL``, ``local[:PATH]``) or a recording
-(``replay:PATH``) — or a :class:`StandInSpec` (``gold[:K=V,...]``,
+:class:`LLMSpec` — a model (``openai:MODEL``, ``local[:PATH]``), a recording
+(``replay:PATH``), the no-model baseline that only chooses (``ranker``,
+:mod:`pyql.agent.llm.ranker`) — or a :class:`StandInSpec` (``gold[:K=V,...]``,
 ``noisy-gold:RATE[:TYPES][:K=V,...]``) holding the corruption rate, the injection types and the
 stand-in parameters given, each already read as a number and checked. Everything after it
 (:func:`~pyql.agent.evaluation.specs.build_provider`, the stand-in factories of
@@ -40,7 +41,7 @@ __all__ = [
     "probability",
 ]
 
-_FORMS = ("openai:MODEL, local[:PATH.gguf], replay:PATH, gold[:KEY=VALUE,...], "
+_FORMS = ("openai:MODEL, local[:PATH.gguf], replay:PATH, ranker, gold[:KEY=VALUE,...], "
           "noisy-gold:RATE[:TYPE,...][:KEY=VALUE,...]")
 _STAND_INS = ("gold", "noisy-gold")
 
@@ -81,7 +82,7 @@ def probability(name: str, value: float, *, spec: str | None = None) -> float:
 
 @dataclass(frozen=True)
 class LLMSpec:
-    """A parsed ``--llm``: ``kind`` (``openai``, ``local``, ``replay``, ``gold``,
+    """A parsed ``--llm``: ``kind`` (``openai``, ``local``, ``replay``, ``ranker``, ``gold``,
     ``noisy-gold``), ``argument`` (the model, the path; ``""`` for none) and ``text``, the spec
     as given (for logs and ``config.json``)."""
 
@@ -249,6 +250,8 @@ def parse_llm_spec(spec: str | LLMSpec) -> LLMSpec:
         return _stand_in(text, "gold", arg)
     if kind == "local" and (not sep or arg):
         return LLMSpec(text, "local", arg)
+    if kind == "ranker" and not arg:
+        return LLMSpec(text, "ranker")
     if kind == "noisy-gold" and arg:
         return _stand_in(text, "noisy-gold", arg)
     if kind in ("openai", "replay") and arg:

@@ -107,13 +107,15 @@ _USAGE_MEANS: tuple[tuple[str, str], ...] = (
     ("steps", "steps"),
     ("parse_failures", "parse_failures"),
     ("constrained_calls", "constrained_calls"),
+    ("scoring_calls", "scoring_calls"),
 )
 
 
 #: usage keys every strategy's results carry; other keys are a strategy's own (step_usage)
 _COMMON_USAGE = frozenset({"llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
                            "cost", "kb_queries", "seconds", "llm_seconds", "steps",
-                           "estimated_tokens", "parse_failures", "constrained_calls"})
+                           "estimated_tokens", "parse_failures", "constrained_calls",
+                           "scoring_calls"})
 
 
 def step_usage(steps: Sequence[Any], gold: Iterable[Any] = ()) -> dict[str, float]:

@@ -637,13 +637,15 @@ def _processes(config: RunConfig, todo: int, provider: LLMProvider | None) -> in
     """Worker processes for this session: ``config.processes``, or (``None``) the cores for a
     stand-in run of at least :data:`PROCESS_MIN_QUESTIONS` questions (gold, noisy-gold and
     replays are CPU-bound: one process cannot use two cores), else 1. An injected provider
-    runs in this process."""
+    runs in this process; so does ``local`` (one llama.cpp server whose parallel slots serve
+    the ``--concurrency`` threads: a process per core would load the model again each, and
+    their threads would fight over the same cores)."""
     if provider is not None:
         return 1
     if config.processes is not None:
         return max(1, config.processes)
     kind = config.llm.partition(":")[0].strip().lower()
-    if kind == "openai" or todo < PROCESS_MIN_QUESTIONS:
+    if kind in ("openai", "local") or todo < PROCESS_MIN_QUESTIONS:
         return 1
     return max(1, min(os.cpu_count() or 1, MAX_AUTO_PROCESSES))
 

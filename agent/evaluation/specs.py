@@ -17,6 +17,9 @@ spec                   the LLM of each question
 ``replay:PATH``        a :class:`~pyql.agent.llm.clients.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
+``ranker``             the no-model baseline: a :class:`~pyql.agent.llm.ranker.RankerLLM` of the
+                       question's text (never its gold), which scores candidates by word overlap
+                       (choose mode) and writes no reply
 ``gold``               the strategy's stand-in (:mod:`pyql.agent.evaluation.standins`): for
                        QueryAgent :class:`GoldLLM`, the question's gold program, one call per
                        step, in the agent's reply format
@@ -96,6 +99,7 @@ __all__ = [
     "StandInProvider",
     "QuestionStandIn",
     "ReplayProvider",
+    "RankerProvider",
     "build_provider",
 ]
 
@@ -200,12 +204,36 @@ class GatedLLM(Retrying):
         """Whether the client behind the gate takes ``response_format``."""
         return bool(getattr(self.llm, "structured_output", False))
 
+    @property
+    def scores_candidates(self) -> bool:
+        """Whether the client behind the gate scores candidates (choose mode)."""
+        return bool(getattr(self.llm, "scores_candidates", False))
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> list[float]:
+        """The client's :meth:`~pyql.agent.llm.clients.ScoringLLM.score` through the gate, with the
+        same retries as :meth:`complete` (a client that cannot score raises
+        :class:`~pyql.agent.errors.ScoringUnsupportedError`, not retried)."""
+        scores = self._gated(lambda: self.llm.score(  # type: ignore[attr-defined]
+            messages, candidates, max_tokens=max_tokens))
+        return scores
+
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
                  max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
         extra: dict[str, Any] = (
             {"response_format": response_format} if response_format is not None else {})
         extra.update(sampling_kwargs(self.llm, max_tokens=max_tokens, temperature=temperature))
+        reply, retries, elapsed = self._gated(
+            lambda: self.llm.complete(messages, stop=stop, tools=tools, **extra), timed=True)
+        if retries == 0:
+            return reply
+        return reply.model_copy(update={"retries": reply.retries + retries,
+                                        "latency": max(reply.latency, elapsed)})
+
+    def _gated(self, call: Callable[[], Any], *, timed: bool = False) -> Any:
+        """``call()`` behind the gate with the retries (see the class docstring): its result,
+        or with ``timed`` (result, retries, seconds)."""
         start = self.gate.clock()
         deadline = earliest(current_deadline(),
                             None if self.deadline is None
@@ -215,10 +243,10 @@ class GatedLLM(Retrying):
                                   model=self.model, attempts=0, elapsed=deadline.elapsed(),
                                   deadline=deadline.seconds)
 
-        def attempt() -> LLMReply:
+        def attempt() -> Any:
             self.gate.wait()
             try:
-                return self.llm.complete(messages, stop=stop, tools=tools, **extra)
+                return call()
             except LLMRateLimitError as exc:
                 if exc.code == "insufficient_quota":
                     raise
@@ -234,13 +262,11 @@ class GatedLLM(Retrying):
                 self.gate.sleep(seconds)
 
         with charged():  # backoff between attempts is LLM time of a question's Budget too
-            reply, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
-                                        deadline=deadline, name=self.model)
-        if retries == 0:
-            return reply
-        elapsed = self.gate.clock() - start
-        return reply.model_copy(update={"retries": reply.retries + retries,
-                                        "latency": max(reply.latency, elapsed)})
+            result, retries = retry_call(attempt, self.retry_policy, rng=self._rng, pause=pause,
+                                         deadline=deadline, name=self.model)
+        if timed:
+            return result, retries, self.gate.clock() - start
+        return result
 
 
 # -- providers ----------------------------------------------------------------------------------
@@ -407,6 +433,19 @@ class ReplayProvider:
                                gated=False)
 
 
+class RankerProvider:
+    """``--llm ranker``: a :class:`~pyql.agent.llm.ranker.RankerLLM` per question, made from the
+    question's text alone (the item's gold answers and program are not read)."""
+
+    def __init__(self, *, spec: str = "ranker") -> None:
+        self.spec = spec
+
+    def for_item(self, item: EvalItem) -> LLM:
+        from pyql.agent.llm.ranker import RankerLLM
+
+        return RankerLLM(item.question)
+
+
 # -- parsing ------------------------------------------------------------------------------------
 
 def build_provider(
@@ -437,6 +476,8 @@ def build_provider(
                                preset=preset)
     if kind == "replay":
         return ReplayProvider(arg, spec=parsed.text, llm_cache=llm_cache)
+    if kind == "ranker":  # no model, no cache: the rule is cheaper than a cache lookup
+        return RankerProvider(spec=parsed.text)
     if kind == "local":  # a missing extra or model fails here, before the run directory exists
         from pyql.agent.llm.local import LocalModelError, LocalSettings, local_chat
 

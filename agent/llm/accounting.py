@@ -430,6 +430,8 @@ class Usage(BaseModel):
     guideline_triggers: dict[str, int] = Field(default_factory=dict)
     #: of ``llm_calls``, those sent with a schema (structured output, ``--constrain``)
     constrained_calls: int = 0
+    #: of ``llm_calls``, those that scored candidates instead of writing a reply (choose mode)
+    scoring_calls: int = 0
     #: replies the strategy could not read (a step with a ``format_issue``)
     parse_failures: int = 0
 
@@ -452,6 +454,7 @@ class Usage(BaseModel):
             kb_queries=self.kb_queries + other.kb_queries,
             label_queries=self.label_queries + other.label_queries,
             constrained_calls=self.constrained_calls + other.constrained_calls,
+            scoring_calls=self.scoring_calls + other.scoring_calls,
             parse_failures=self.parse_failures + other.parse_failures,
             seconds=self.seconds + other.seconds,
             guideline_triggers=triggers,
@@ -464,20 +467,22 @@ class UsageTally:
 
     __slots__ = ("llm_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
                  "estimated_tokens", "cost", "llm_seconds", "constrained_calls", "kb_queries",
-                 "parse_failures", "triggers")
+                 "parse_failures", "triggers", "scoring_calls")
 
     def __init__(self) -> None:
         self.llm_calls = self.prompt_tokens = self.completion_tokens = self.cached_tokens = 0
         self.constrained_calls = self.kb_queries = self.parse_failures = 0
+        self.scoring_calls = 0
         self.estimated_tokens = False
         self.cost = self.llm_seconds = 0.0
         self.triggers: dict[str, int] = {}
 
     def add_call(self, tokens: TokenUsage, *, cost: float = 0.0, seconds: float = 0.0,
-                 constrained: bool = False) -> None:
-        """One LLM call: its tokens, cost and seconds."""
+                 constrained: bool = False, scoring: bool = False) -> None:
+        """One LLM call: its tokens, cost and seconds (``scoring``: it scored candidates)."""
         self.llm_calls += 1
         self.constrained_calls += int(constrained)
+        self.scoring_calls += int(scoring)
         self.prompt_tokens += tokens.prompt_tokens
         self.completion_tokens += tokens.completion_tokens
         self.cached_tokens += tokens.cached_tokens
@@ -499,6 +504,7 @@ class UsageTally:
             "llm_seconds": self.llm_seconds, "kb_queries": self.kb_queries,
             "guideline_triggers": dict(self.triggers),
             "constrained_calls": self.constrained_calls, "parse_failures": self.parse_failures,
+            "scoring_calls": self.scoring_calls,
         }
         fields.update(update)
         return Usage(**fields)

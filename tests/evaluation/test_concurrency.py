@@ -349,3 +349,6 @@ def test_worker_processes_give_the_same_results(tmp_path: Path, mini_metaqa: Pat
     auto = RunConfig(dataset="metaqa-1hop", llm="gold", processes=None)
     assert _processes(auto, 10, None) == 1  # a short run stays in this process
     assert _processes(auto.model_copy(update={"llm": "openai:m"}), 10**5, None) == 1
+    # one local model server, its slots serve the threads: never a process per core
+    assert _processes(auto.model_copy(update={"llm": "local"}), 10**5, None) == 1
+    assert _processes(auto.model_copy(update={"llm": "local:/m.gguf"}), 10**5, None) == 1
