@@ -1,0 +1,146 @@
+"""Bounded work on the embedded store (issue 36, items 1 and 2): a query timeout that stops the
+engine, and results bounded in rows and cell size."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+from pyql.datasets import metaqa
+from pyql.errors import BackendTimeoutError
+from pyql.kb import OxigraphKB, open_kb
+from pyql.results import Limits
+
+R = "http://pyql.dev/metaqa/relation/"
+
+#: an 8-hop chain over release_year / has_genre / has_tags: every hop multiplies the rows, and
+#: DISTINCT keeps pyoxigraph inside one next() until the whole join is read (minutes)
+CHAIN = """get_relation(Movie 1)
+add_fact(Movie 1, release_year, ?y)
+add_fact(?m1, release_year, ?y)
+add_fact(?m1, has_genre, ?g)
+add_fact(?m2, has_genre, ?g)
+add_fact(?m2, has_tags, ?t)
+add_fact(?m3, has_tags, ?t)
+add_fact(?m3, release_year, ?y2)
+add_fact(?m4, release_year, ?y2)
+add_fact(?m4, has_genre, ?g2)
+set_answer(?g2)
+execute()
+"""
+
+
+def _chain_sparql(kb: OxigraphKB) -> str:
+    movie = kb.profile.entity("Movie 1").iri
+    return (f"PREFIX r: <{R}> SELECT DISTINCT ?g2 WHERE {{ <{movie}> r:release_year ?y . "
+            "?m1 r:release_year ?y . ?m1 r:has_genre ?g . ?m2 r:has_genre ?g . "
+            "?m2 r:has_tags ?t . ?m3 r:has_tags ?t . ?m3 r:release_year ?y2 . "
+            "?m4 r:release_year ?y2 . ?m4 r:has_genre ?g2 }")
+
+
+@pytest.fixture(scope="module")
+def kb_txt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A MetaQA-shaped kb.txt: 2,000 movies, each with a year, 2 genres and 3 tags."""
+    rnd = random.Random(0)
+    lines = []
+    for i in range(2000):
+        lines.append(f"Movie {i}|release_year|{1950 + rnd.randrange(60)}")
+        lines += [f"Movie {i}|has_genre|Genre {g}" for g in rnd.sample(range(20), 2)]
+        lines += [f"Movie {i}|has_tags|tag {t}" for t in rnd.sample(range(200), 3)]
+    path = tmp_path_factory.mktemp("metaqa") / "kb.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _children() -> list[int]:
+    """The pids of this process's live children."""
+    me = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[1] == me and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_timeout_stops_an_8_hop_chain_in_memory(kb_txt: Path) -> None:
+    kb = metaqa.load_kb(kb_txt)
+    start = time.monotonic()
+    with pytest.raises(BackendTimeoutError) as caught:
+        kb.select(_chain_sparql(kb), timeout=2)
+    took = time.monotonic() - start
+    assert 1.9 <= took < 6
+    assert caught.value.backend == "oxigraph"
+    assert _children() == []  # the evaluation was stopped, not left running
+    # the store still answers, in time, after a stopped query
+    rows = kb.select(f"SELECT ?y WHERE {{ <{kb.profile.entity('Movie 1').iri}> <{R}release_year> ?y }}",
+                     timeout=5).rows
+    assert len(rows) == 1
+
+
+def test_run_timeout_on_kb_txt_ends_typed_and_bounded(kb_txt: Path, tmp_path: Path) -> None:
+    program = tmp_path / "chain.pyql"
+    program.write_text(CHAIN)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pyql", "run", "--kb", str(kb_txt), "--timeout", "2", "--json",
+         f"@{program}"], capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    assert took < 60, took
+    out = json.loads(done.stdout)
+    assert out["ok"] is False
+    assert out["steps"][-1]["status"] == "timeout"
+
+
+def test_open_kb_gives_the_embedded_store_its_timeout(kb_txt: Path) -> None:
+    kb = open_kb(str(kb_txt), timeout=1.5)
+    assert isinstance(kb, OxigraphKB) and kb.timeout == 1.5
+    with pytest.raises(BackendTimeoutError):
+        kb.select(_chain_sparql(kb))
+
+
+def test_timed_queries_answer_like_untimed_ones() -> None:
+    kb = OxigraphKB(profile="generic")
+    kb.store.add(ox.Quad(ox.NamedNode("http://e/a"), ox.NamedNode("http://e/p"), ox.Literal("x")))
+    query = "SELECT ?s ?o WHERE { ?s <http://e/p> ?o }"
+    assert kb.select(query, timeout=5).rows == kb.select(query).rows
+    assert kb.ask("ASK { ?s ?p ?o }", timeout=5) is True
+    with pytest.raises(Exception) as bad:
+        kb.select("SELECT * WHERE { ?s ?p }", timeout=5)
+    assert type(bad.value).__name__ == "BackendQueryError"
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_rows_and_cells_are_bounded_and_stated(timeout: float | None) -> None:
+    kb = OxigraphKB(profile="generic", limits=Limits(max_rows=3, max_cell=10))
+    p = ox.NamedNode("http://e/p")
+    for i in range(5):
+        kb.store.add(ox.Quad(ox.NamedNode(f"http://e/s{i}"), p, ox.Literal("v" * 1000 + str(i))))
+    rs = kb.select("SELECT ?o WHERE { ?s <http://e/p> ?o }", timeout=timeout)
+    assert len(rs.rows) == 3 and rs.truncated
+    assert rs.cells_cut == 3
+    assert all(len(row[0].lexical) == 10 for row in rs.rows)
+
+
+def test_a_huge_literal_does_not_come_back_whole() -> None:
+    kb = OxigraphKB(profile="generic")  # default limits
+    rs = kb.select('SELECT ?x WHERE { BIND(CONCAT(STRUUID(), "' + "y" * 100 + '") AS ?s) '
+                   'BIND(CONCAT(?s, ?s, ?s, ?s, ?s, ?s, ?s, ?s, ?s, ?s) AS ?t) '
+                   'BIND(CONCAT(?t, ?t, ?t, ?t, ?t, ?t, ?t, ?t, ?t, ?t) AS ?u) '
+                   'BIND(CONCAT(?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u) AS ?x) }')
+    assert rs.cells_cut == 1
+    assert len(rs.rows[0][0].lexical) == Limits().max_cell
