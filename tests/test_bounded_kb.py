@@ -144,3 +144,60 @@ def test_a_huge_literal_does_not_come_back_whole() -> None:
                    'BIND(CONCAT(?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u, ?u) AS ?x) }')
     assert rs.cells_cut == 1
     assert len(rs.rows[0][0].lexical) == Limits().max_cell
+
+
+# ---------------------------------------------------------------- SQL (item 2)
+
+def _blob_db(**options):
+    from pyql.db import SqlDB
+
+    return SqlDB.sqlite_memory(lambda c: c.executescript(
+        "CREATE TABLE t(id INT, b BLOB, s TEXT);"
+        "INSERT INTO t VALUES (1, zeroblob(10000000), 'x'), (2, NULL, 'y'), (3, NULL, 'z');"),
+        **options)
+
+
+def test_sql_zeroblob_is_refused_by_the_engine_not_built() -> None:
+    import resource
+
+    from pyql.errors import BackendQueryError
+
+    db = _blob_db()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(BackendQueryError) as caught:
+        db.execute("SELECT zeroblob(300000000)")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 100, grown_mb
+    assert "limit" in str(caught.value) and caught.value.backend == "sqlite"
+
+
+def test_sql_cells_and_rows_are_cut_and_stated() -> None:
+    db = _blob_db(max_rows=2, max_cell=20_000)  # the engine reads values up to 20 MB
+    rs = db.execute("SELECT b, s FROM t ORDER BY id")
+    assert len(rs.rows) == 2 and rs.truncated
+    assert rs.cells_cut == 1 and len(rs.rows[0][0]) == 20_000 and rs.rows[0][1] == "x"
+
+
+def test_sql_observation_states_the_cut() -> None:
+    from pyql.sql.session import SqlSession
+
+    db = _blob_db()  # the default limits
+    session = SqlSession(db, table="t")
+    session.run("set_answer(b)")
+    obs = session.run("execute()")
+    assert obs.feedback.backend.cells_cut == 1
+    assert "cut to the backend's cell limit" in obs.text
+    assert len(obs.text) < 4 * 65_536 + 1000  # a 10 MB blob does not print 40 MB
+
+
+def test_sparql_observation_states_the_cut() -> None:
+    from pyql import Session
+
+    kb = OxigraphKB(profile="generic", limits=Limits(max_cell=50))
+    kb.store.add(ox.Quad(ox.NamedNode("http://e/a"), ox.NamedNode("http://e/p"),
+                         ox.Literal("w" * 5000)))
+    session = Session(kb, entities={"a": "<http://e/a>"})
+    session.run("add_fact(a, <http://e/p>, ?o)")
+    obs = session.run("execute()")
+    assert obs.feedback.backend.cells_cut == 1
+    assert "cut to the backend's cell limit" in obs.text
