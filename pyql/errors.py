@@ -21,6 +21,7 @@ tests can decide on fields rather than on message text.
     │   ├── QueryError              the call is well-formed but invalid for the current query
     │   ├── UnknownEntityError      a mention/label not in the entity table
     │   ├── SchemaError             unknown table/column (SQL), with close matches
+    │   ├── ProgramTooLongError     a program or session past its cap on calls
     │   └── LocationError           a --kb/--db location that is not a URL nor an existing path
     ├── ReadOnlyError               a write (SPARQL Update, DML/DDL, PRAGMA, ...) was refused
     ├── ProfileError                a KB profile is misconfigured or cannot render a term
@@ -49,6 +50,7 @@ __all__ = [
     "UnknownEntityError",
     "SchemaError",
     "LocationError",
+    "ProgramTooLongError",
     "ReadOnlyError",
     "ProfileError",
     "DatasetFileError",
@@ -215,6 +217,20 @@ class LocationError(InputError):
         expected = ("an http(s) SPARQL endpoint URL, an Oxigraph store directory, an RDF file "
                     "or MetaQA's kb.txt") if kind == "kb" else "a database URL or a SQLite file"
         super().__init__(f"{location!r} is not {expected}")
+
+
+class ProgramTooLongError(InputError):
+    """A program (or a session's run of calls) longer than its cap: ``calls`` is how many
+    there were (or the step that went past), ``limit`` the cap.
+
+    >>> print(ProgramTooLongError(10_001, 10_000))
+    the program has 10,001 calls; at most 10,000 are allowed
+    """
+
+    def __init__(self, calls: int, limit: int) -> None:
+        self.calls = calls
+        self.limit = limit
+        super().__init__(f"the program has {calls:,} calls; at most {limit:,} are allowed")
 
 
 class ReadOnlyError(PyqlError):

@@ -357,7 +357,7 @@ class KBSession(Session):
         implied = getattr(outcome, "implied", ())
         if implied:  # recorded before the call, so that the program replays as it ran
             self.program = Program(calls=(*self.program.calls, *implied), tools=self.tools)
-            self.memory = self.memory.with_(calls=(*self.memory.calls, *implied),
+            self.memory = self.memory.with_(calls=self.memory.calls.extend(implied),
                                             answer=str(query.answer) if query else None)
 
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
