@@ -53,15 +53,19 @@ def _prctl_pdeathsig(sig: int) -> bool:
     return prctl is not None and prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
 
 
-def die_with_parent(parent: int | None = None, *, poll: float = 0.5) -> str:
+def die_with_parent(parent: int | None = None, *, poll: float = 0.5,
+                    watch_only: bool = False) -> str:
     """End this process when ``parent`` (default: the current parent) dies; returns how:
     ``"prctl"`` (the kernel kills it) or ``"poll"`` (a thread checks every ``poll`` seconds).
 
     Call it first thing in the child. If the parent is already gone when it is called (it died
-    between the fork and here), the process exits at once.
+    between the fork and here), the process exits at once. The kernel's death signal follows
+    the *thread* that started the child: a child started by a thread that may end before the
+    process (a pool's worker, started by whichever thread submitted first) asks for
+    ``watch_only=True``, the poll alone.
     """
     parent = os.getppid() if parent is None else parent
-    how = "prctl" if _prctl_pdeathsig(signal.SIGKILL) else "poll"
+    how = "prctl" if not watch_only and _prctl_pdeathsig(signal.SIGKILL) else "poll"
     if os.getppid() != parent:  # died before the death signal was armed
         os._exit(1)
     if how == "poll":

@@ -10,8 +10,8 @@ import select
 import signal
 import sys
 import time
-from pathlib import Path
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import pyoxigraph as ox
