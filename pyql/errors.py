@@ -101,12 +101,30 @@ class ParseError(InputError):
         self.col = self.position - (before.rfind("\n") + 1) + 1
         super().__init__(f"{message} (line {self.line}, col {self.col})" if text else message)
 
+    #: the most characters of the offending line :attr:`highlight` shows
+    HIGHLIGHT_WIDTH = 120
+
     @property
     def highlight(self) -> str:
-        """The offending line with a caret under the error position."""
+        """The offending line with a caret under the error position; a line longer than
+        :attr:`HIGHLIGHT_WIDTH` is shown as an excerpt around the position (``...`` where it is
+        cut), so a one-line program of a million characters does not come back whole.
+
+        >>> lines = ParseError("bad", "f(" + "x" * 500 + ")", 300).highlight.splitlines()
+        >>> len(lines[0]), lines[0][:4], lines[0][-3:], lines[1].index("^")
+        (126, '...x', '...', 63)
+        """
         lines = self.text.split("\n")
         line = lines[self.line - 1] if self.line - 1 < len(lines) else ""
-        return f"{line}\n{' ' * (self.col - 1)}^"
+        col = self.col - 1
+        width = self.HIGHLIGHT_WIDTH
+        if len(line) <= width:
+            return f"{line}\n{' ' * col}^"
+        start = max(0, min(col - width // 2, len(line) - width))
+        excerpt = line[start:start + width]
+        lead = "..." if start > 0 else ""
+        tail = "..." if start + width < len(line) else ""
+        return f"{lead}{excerpt}{tail}\n{' ' * (len(lead) + col - start)}^"
 
 
 class TermError(InputError):

@@ -37,6 +37,9 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
     if not path.exists():
         raise LocationError(location, kind="kb")
     if path.is_dir():
+        from pyql.kb.loader import check_complete
+
+        check_complete(path)  # a store a `pyql kb load` did not finish is not opened as is
         return OxigraphKB(path=path, profile=profile or "generic", read_only=True, timeout=timeout)
     if path.suffix == ".txt" and path.is_file():
         if profile not in (None, "metaqa"):
