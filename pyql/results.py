@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "ResultSet", "cut_cell"]
+__all__ = ["DEFAULT_LIMITS", "KB_LIMITS", "Limits", "ResultSet", "cut_cell"]
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one query may return: ``max_rows`` rows and ``max_cell`` characters (or bytes) a
-    cell. The defaults (:data:`DEFAULT_LIMITS`) are 10,000 rows and 65,536 characters.
+    cell. The defaults are 10,000 rows and 65,536 characters (:data:`DEFAULT_LIMITS`, what a
+    database applies); a KB applies :data:`KB_LIMITS` (1,000,000 rows).
 
     >>> Limits(max_rows=5).max_cell
     65536
@@ -46,8 +47,11 @@ class Limits:
                 raise ValueError(f"{name} must be at least 1, got {value!r}")
 
 
-#: the limits a backend applies unless given others
+#: the limits a database applies unless given others (10,000 rows, 65,536 characters a cell)
 DEFAULT_LIMITS = Limits()
+#: the limits a KB applies unless given others: 1,000,000 rows (pyql's own whole-KB scans, such
+#: as MetaQA's 43,000 labels for entity linking, are single queries), 65,536 characters a cell
+KB_LIMITS = Limits(max_rows=1_000_000)
 
 
 def cut_cell(value: Any, max_cell: int) -> Any:

@@ -201,3 +201,20 @@ def test_sparql_observation_states_the_cut() -> None:
     obs = session.run("execute()")
     assert obs.feedback.backend.cells_cut == 1
     assert "cut to the backend's cell limit" in obs.text
+
+
+def test_endpoint_results_are_bounded_and_stated() -> None:
+    from pyql.kb import SparqlEndpointKB
+    from tests.support.loopback import LoopbackEndpoint, send_results
+
+    class Long(LoopbackEndpoint):
+        def answer(self, handler, params) -> None:  # type: ignore[no-untyped-def]
+            rows = [{"o": {"type": "literal", "value": "v" * 1000 + str(i)}} for i in range(5)]
+            send_results(handler, json.dumps({"head": {"vars": ["o"]},
+                                              "results": {"bindings": rows}}).encode())
+
+    with Long() as server:
+        kb = SparqlEndpointKB(server.url, limits=Limits(max_rows=3, max_cell=10))
+        rs = kb.select("SELECT ?o WHERE { ?s ?p ?o }")
+    assert len(rs.rows) == 3 and rs.truncated and rs.cells_cut == 3
+    assert all(len(row[0].lexical) == 10 for row in rs.rows)

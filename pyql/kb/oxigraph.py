@@ -20,7 +20,7 @@ from pyql.errors import BackendError, BackendQueryError, BackendTimeoutError
 from pyql.kb.base import KB
 from pyql.orphans import die_with_parent, prepare
 from pyql.profiles import Profile
-from pyql.results import DEFAULT_LIMITS, Limits, ResultSet
+from pyql.results import KB_LIMITS, Limits, ResultSet
 from pyql.terms import BlankNode, Entity, Literal
 
 __all__ = ["OxigraphKB", "from_oxigraph_term"]
@@ -114,7 +114,7 @@ class OxigraphKB(KB):
         profile: str | Profile = "generic",
         read_only: bool = False,
         timeout: float | None = None,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits = KB_LIMITS,
     ) -> None:
         super().__init__(profile)
         if timeout is not None and not timeout > 0:
