@@ -70,3 +70,16 @@ def test_a_bom_is_not_part_of_question_0(tmp_path: Path) -> None:
     assert item.question == "who directed Kismet" and item.topic == "Kismet"
     evaluated = MetaQA1Hop(tmp_path).items("dev")[0]
     assert evaluated.question == "who directed [Kismet]"
+
+
+def test_trajectory_lines_are_read_bounded(tmp_path: Path) -> None:
+    from pyql.agent.jsonl import json_lines as run_lines
+
+    path = tmp_path / "trajectories.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": "' + b"x" * 5000 + b'"}\n{"c": 3}\n')
+    bad: list[tuple[int, str]] = []
+    rows = list(run_lines(path, malformed=lambda n, why: bad.append((n, why)), max_line=1000))
+    assert rows == [(1, {"a": 1}), (3, {"c": 3})]
+    assert bad[0][0] == 2 and "longer than 1,000 bytes" in bad[0][1]
+    with pytest.raises(ValueError, match=":2: a line longer"):
+        list(run_lines(path, max_line=1000))
