@@ -264,8 +264,7 @@ class OxigraphKB(KB):
         its answer through a pipe; kill the child when ``seconds`` are up."""
         if not hasattr(os, "fork"):  # pragma: no cover - Windows: no way to stop the engine
             log.warning("no fork() here: the query runs without its %gs timeout", seconds)
-            return self._child_answer(query, form)[1:] if form != "ask" else \
-                self._child_answer(query, form)[1]
+            return _answer(self._child_answer(query, form), query, form)
         deadline = time.monotonic() + seconds
         prepare()
         read_end, write_end = os.pipe()
@@ -292,7 +291,6 @@ class OxigraphKB(KB):
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                    _kill(pid)
                     raise BackendTimeoutError(
                         f"the embedded store did not answer within {seconds:g}s (query stopped)",
                         backend="oxigraph", query=query)
@@ -300,19 +298,16 @@ class OxigraphKB(KB):
                 if not chunk:
                     break
                 chunks.append(chunk)
+        except BaseException:  # the deadline, or the caller interrupted: stop the evaluation
+            _kill(pid)
+            raise
         finally:
             os.close(read_end)
         _, status = os.waitpid(pid, 0)
         if not chunks or status != 0:
             raise BackendError(f"the query process ended without an answer (status {status})",
                                backend="oxigraph", query=query)
-        answer = pickle.loads(b"".join(chunks))
-        kind = answer[0]
-        if kind == "syntax":
-            raise BackendQueryError(answer[1], backend="oxigraph", query=query)
-        if kind == "store":
-            raise BackendError(answer[1], backend="oxigraph", query=query)
-        return answer[1] if form == "ask" else answer[1:]
+        return _answer(pickle.loads(b"".join(chunks)), query, form)
 
     def _child_answer(self, query: str, form: str) -> tuple[Any, ...]:
         try:
@@ -353,6 +348,16 @@ def _cut_literals(raw: list[tuple[Any, ...]], max_cell: int) -> tuple[list[tuple
             cells.append(c)
         rows[i] = tuple(cells)
     return rows, cut
+
+
+def _answer(answer: tuple[Any, ...], query: str, form: str) -> Any:
+    """What a query's evaluation answered (:meth:`OxigraphKB._child_answer`), or its error."""
+    kind = answer[0]
+    if kind == "syntax":
+        raise BackendQueryError(answer[1], backend="oxigraph", query=query)
+    if kind == "store":
+        raise BackendError(answer[1], backend="oxigraph", query=query)
+    return answer[1] if form == "ask" else answer[1:]
 
 
 def _kill(pid: int) -> None:
