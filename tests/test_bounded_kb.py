@@ -218,3 +218,37 @@ def test_endpoint_results_are_bounded_and_stated() -> None:
         rs = kb.select("SELECT ?o WHERE { ?s ?p ?o }")
     assert len(rs.rows) == 3 and rs.truncated and rs.cells_cut == 3
     assert all(len(row[0].lexical) == 10 for row in rs.rows)
+
+
+def test_pyql_run_prints_a_10_mb_blob_bounded(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "blob.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t(id INT, b BLOB)")
+    conn.execute("INSERT INTO t VALUES (1, zeroblob(10000000))")
+    conn.commit()
+    conn.close()
+    for extra in ([], ["--json"]):
+        done = subprocess.run([sys.executable, "-m", "pyql", "run", "--db", str(db), "--table",
+                               "t", *extra, "set_answer(b)"], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert len(done.stdout) < 1_000_000, len(done.stdout)  # was 40 MB (120 MB with --json)
+        assert "cut to the backend's cell limit" in done.stdout
+
+
+def test_vanilla_zeroblob_is_a_query_error_not_gigabytes() -> None:
+    import resource
+
+    import pyql
+    from pyql.agent.llm import ScriptedLLM
+    from pyql.agent.vanilla import Vanilla
+    from pyql.db import SqlDB
+
+    db = SqlDB.sqlite(Path(pyql.__file__).parent / "data" / "demo.sqlite")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = Vanilla(ScriptedLLM(["```sql\nSELECT zeroblob(300000000)\n```"]), db).run(
+        "q", table="players")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert result.stop_reason == "query_error" and grown_mb < 100, grown_mb
