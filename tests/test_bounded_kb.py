@@ -252,3 +252,23 @@ def test_vanilla_zeroblob_is_a_query_error_not_gigabytes() -> None:
         "q", table="players")
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert result.stop_reason == "query_error" and grown_mb < 100, grown_mb
+
+
+def test_a_store_directory_keeps_its_query_workers(kb_txt: Path) -> None:
+    kb = open_kb(str(kb_txt), timeout=3)  # MetaQA's kb.txt: a cached store, read-only
+    assert isinstance(kb, OxigraphKB) and kb.read_only
+    movie = kb.profile.entity("Movie 1").iri
+    simple = f"SELECT ?y WHERE {{ <{movie}> <{R}release_year> ?y }}"
+    try:
+        first = kb.select(simple).rows
+        for _ in range(20):
+            assert kb.select(simple).rows == first
+        assert kb._workers is not None and kb._workers.started == 1  # one worker, reused
+        with pytest.raises(BackendTimeoutError):
+            kb.select(_chain_sparql(kb), timeout=1)
+        assert kb.select(simple).rows == first  # a new worker replaces the killed one
+        assert kb._workers.started == 2
+        assert kb.ask(f"ASK {{ <{movie}> ?p ?o }}") is True
+    finally:
+        kb.close()
+    assert _children() == []

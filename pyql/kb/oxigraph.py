@@ -18,6 +18,7 @@ import pyoxigraph as ox
 
 from pyql.errors import BackendError, BackendQueryError, BackendTimeoutError
 from pyql.kb.base import KB
+from pyql.kb.workers import QueryWorkers
 from pyql.orphans import die_with_parent, prepare
 from pyql.profiles import Profile
 from pyql.results import KB_LIMITS, Limits, ResultSet
@@ -94,11 +95,14 @@ class OxigraphKB(KB):
     N-Triples/Turtle/... file into a fresh in-memory store. Queries are read-only: SPARQL
     Update is refused before reaching the store.
 
-    A query with a timeout (``select(..., timeout=)`` or the KB's ``timeout``) runs in a forked
-    child process that is killed when the time is up (:class:`~pyql.errors.BackendTimeoutError`):
+    A query with a timeout (``select(..., timeout=)`` or the KB's ``timeout``) runs in another
+    process that is killed when the time is up (:class:`~pyql.errors.BackendTimeoutError`):
     pyoxigraph cannot stop an evaluation, and one ``next()`` of its solutions can run for minutes
     (a ``DISTINCT`` or an aggregate over a long join), so checking the clock between rows would
-    not bound it. Without a timeout the query runs in this process. Results are bounded by
+    not bound it. A store in memory forks a child per timed query (it shares the store
+    copy-on-write); a store directory opened read-only hands them to long-lived worker processes
+    (:class:`~pyql.kb.workers.QueryWorkers`), a pipe round trip a query. Without a timeout the
+    query runs in this process. Results are bounded by
     ``limits`` (:class:`~pyql.results.Limits`: rows, characters per cell) either way.
 
     >>> kb = OxigraphKB(profile="generic")
@@ -131,6 +135,7 @@ class OxigraphKB(KB):
             self.store = ox.Store()
         self.path = Path(path) if path is not None else None
         self.read_only = read_only
+        self._workers: QueryWorkers | None = None  # timed queries of a read-only directory
         self._terms = _TermCache(self.profile, self.limits.max_cell)
 
     @classmethod
@@ -265,6 +270,10 @@ class OxigraphKB(KB):
         if not hasattr(os, "fork"):  # pragma: no cover - Windows: no way to stop the engine
             log.warning("no fork() here: the query runs without its %gs timeout", seconds)
             return _answer(self._child_answer(query, form), query, form)
+        if self.path is not None and self.read_only:  # a store no one changes: long-lived workers
+            if self._workers is None:
+                self._workers = QueryWorkers(self.path, self.limits)
+            return _answer(self._workers.ask(query, form, seconds), query, form)
         deadline = time.monotonic() + seconds
         prepare()
         read_end, write_end = os.pipe()
@@ -325,6 +334,8 @@ class OxigraphKB(KB):
             return ("store", str(exc))
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
         if self.path is not None and not self.read_only:  # flush() raises on read-only stores
             self.store.flush()
 
