@@ -7,8 +7,8 @@ the calling process ``SIGKILL`` when its parent dies (Linux ``prctl(PR_SET_PDEAT
 that does not exist it starts a daemon thread that polls the parent's pid and exits when the
 process has been re-parented.
 
->>> die_with_parent.__name__
-'die_with_parent'
+``tests/test_bounded_kb.py`` kills a process in the middle of a timed query and sees its query
+process go.
 """
 
 from __future__ import annotations

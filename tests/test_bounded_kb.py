@@ -272,3 +272,56 @@ def test_a_store_directory_keeps_its_query_workers(kb_txt: Path) -> None:
     finally:
         kb.close()
     assert _children() == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("where", ["memory", "directory"])
+def test_the_query_process_dies_with_a_killed_parent(kb_txt: Path, tmp_path: Path,
+                                                     where: str) -> None:
+    import signal
+
+    script = (
+        "import sys\n"
+        "from pyql.datasets import metaqa\n"
+        "from pyql.kb import open_kb\n"
+        f"kb = metaqa.load_kb({str(kb_txt)!r}) if {where == 'memory'} else "
+        f"open_kb({str(kb_txt)!r})\n"
+        f"print('ready', flush=True)\n"
+        f"kb.select({_chain_sparql(metaqa.load_kb(kb_txt))!r}, timeout=120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              env={**os.environ, "PYQL_CACHE": str(tmp_path / "cache")},
+                              start_new_session=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().startswith(b"ready")
+        until = time.monotonic() + 60
+        children: list[int] = []
+        while time.monotonic() < until and not children:
+            children = [pid for pid in _pids() if _ppid(pid) == parent.pid]
+            time.sleep(0.1)
+        assert children, "no query process"
+        time.sleep(1.0)  # evaluating
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        until = time.monotonic() + 5
+        while time.monotonic() < until and any(_ppid(pid) is not None for pid in children):
+            time.sleep(0.1)
+        assert all(_ppid(pid) is None for pid in children), "the query process outlived it"
+    finally:
+        try:
+            os.killpg(parent.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _ppid(pid: int) -> int | None:
+    """The parent of a live process (None: gone or a zombie)."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] == "Z" else int(fields[1])
