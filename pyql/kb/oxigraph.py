@@ -135,7 +135,9 @@ class OxigraphKB(KB):
             self.store = ox.Store()
         self.path = Path(path) if path is not None else None
         self.read_only = read_only
-        self._workers: QueryWorkers | None = None  # timed queries of a read-only directory
+        # timed queries of a read-only directory (no process starts before the first one)
+        self._workers = (QueryWorkers(self.path, self.limits)
+                         if self.path is not None and read_only else None)
         self._terms = _TermCache(self.profile, self.limits.max_cell)
 
     @classmethod
@@ -270,9 +272,7 @@ class OxigraphKB(KB):
         if not hasattr(os, "fork"):  # pragma: no cover - Windows: no way to stop the engine
             log.warning("no fork() here: the query runs without its %gs timeout", seconds)
             return _answer(self._child_answer(query, form), query, form)
-        if self.path is not None and self.read_only:  # a store no one changes: long-lived workers
-            if self._workers is None:
-                self._workers = QueryWorkers(self.path, self.limits)
+        if self._workers is not None:  # a store no one changes: long-lived workers
             return _answer(self._workers.ask(query, form, seconds), query, form)
         deadline = time.monotonic() + seconds
         prepare()
