@@ -16,6 +16,32 @@ from typing import Any
 
 __all__ = ["json_lines", "Malformed"]
 
+#: the longest line read (trajectories and results are far shorter: observations and answers are
+#: bounded); a longer one is malformed
+MAX_LINE = 64 << 20
+_CHUNK = 1 << 20
+
+
+def _lines(handle: Any, max_line: int) -> Iterator[tuple[int, bytes | None]]:
+    """``(number, line)`` of a binary file; a line over ``max_line`` bytes is read in chunks,
+    dropped, and given as None."""
+    number = 0
+    while True:
+        line = handle.readline(max_line + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > max_line and not line.endswith(b"\n"):
+            while True:  # skip the rest of the line
+                rest = handle.readline(_CHUNK)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            # a last line without its newline stays incomplete (``complete`` stops there)
+            yield number, (None if rest else line)
+            continue
+        yield number, line
+
+
 #: told of a line that cannot be read: its number and why (it may raise to stop the reading)
 Malformed = Callable[[int, str], None]
 
@@ -23,7 +49,8 @@ Malformed = Callable[[int, str], None]
 def json_lines(path: str | os.PathLike[str], *, complete: bool = False,
                error: Callable[[str], Exception] = ValueError,
                malformed: Malformed | None = None, numbers: Container[int] | None = None,
-               skip: Callable[[bytes], bool] | None = None) -> Iterator[tuple[int, Any]]:
+               skip: Callable[[bytes], bool] | None = None,
+               max_line: int = MAX_LINE) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` of every non-blank line of ``path``, in order.
 
     ``complete=True`` stops at a last line without its newline (a writer is appending it, or
@@ -31,9 +58,16 @@ def json_lines(path: str | os.PathLike[str], *, complete: bool = False,
     given), and those ``skip(line)`` is true of (the raw bytes; it is asked as the lines come,
     so it may depend on the values read before). A line that is not JSON is passed to
     ``malformed`` and skipped, or without it raises ``error(message)``, the message naming the
-    file and the line."""
+    file and the line; so is a line longer than ``max_line`` bytes, which is skipped without
+    being read into memory whole."""
     with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
+        for number, line in _lines(handle, max_line):
+            if line is None:
+                why = f"a line longer than {max_line:,} bytes (not read)"
+                if malformed is None:
+                    raise error(f"{path}:{number}: {why}")
+                malformed(number, why)
+                continue
             if complete and not line.endswith(b"\n"):
                 return
             if (not line.strip() or (numbers is not None and number not in numbers)

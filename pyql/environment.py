@@ -49,6 +49,7 @@ from pyql.errors import (
     BackendTimeoutError,
     InputError,
     ParseError,
+    ProgramTooLongError,
     QueryError,
     ReadOnlyError,
     SchemaError,
@@ -57,7 +58,7 @@ from pyql.errors import (
 )
 from pyql.feedback import DBFeedback, Feedback, Hint, KBFeedback, PythonFeedback
 from pyql.memory import Memory, Relations, VariableValues
-from pyql.program import TOOLSETS, Alias, Call, Program, Toolset, parse_call
+from pyql.program import MAX_PROGRAM_CALLS, TOOLSETS, Alias, Call, Program, Toolset, parse_call
 
 if TYPE_CHECKING:
     from pyql.db.base import DB
@@ -373,8 +374,17 @@ class Environment(ABC):
         """The canonical call a contextual alias stands for here (InputError if none)."""
         raise UnknownFunctionError(call.name, list(self.toolset))
 
+    #: the most steps one question may take (:data:`~pyql.program.MAX_PROGRAM_CALLS`); the
+    #: step past it is a :class:`~pyql.errors.ProgramTooLongError`
+    max_calls: int = MAX_PROGRAM_CALLS
+
     def run(self, action: str | Call) -> Observation:
-        """Run one action; never raises for bad input or backend failure (see Observation)."""
+        """Run one action; never raises for bad input or backend failure (see Observation).
+
+        Raises :class:`~pyql.errors.ProgramTooLongError` when the session has already run
+        :attr:`max_calls` steps (call :meth:`reset` to start again)."""
+        if self.step >= self.max_calls:
+            raise ProgramTooLongError(self.step + 1, self.max_calls)
         start = time.perf_counter()
         self.step += 1
         text = action if isinstance(action, str) else str(action)
@@ -431,7 +441,7 @@ class Environment(ABC):
             kept = getattr(outcome, "recorded", None) or call  # what replays the step
             self.program = self.program.append(kept)
             memory = outcome.memory or self.memory
-            self.memory = memory.with_(calls=(*self.memory.calls, kept))
+            self.memory = memory.with_(calls=self.memory.calls.append(kept))
         summary = self._summary(feedback, outcome) if python.status == "ok" else ""
         obs = Observation(
             step=self.step, action=text, feedback=feedback, hint=hint,

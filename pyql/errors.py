@@ -21,6 +21,7 @@ tests can decide on fields rather than on message text.
     │   ├── QueryError              the call is well-formed but invalid for the current query
     │   ├── UnknownEntityError      a mention/label not in the entity table
     │   ├── SchemaError             unknown table/column (SQL), with close matches
+    │   ├── ProgramTooLongError     a program or session past its cap on calls
     │   └── LocationError           a --kb/--db location that is not a URL nor an existing path
     ├── ReadOnlyError               a write (SPARQL Update, DML/DDL, PRAGMA, ...) was refused
     ├── ProfileError                a KB profile is misconfigured or cannot render a term
@@ -49,6 +50,7 @@ __all__ = [
     "UnknownEntityError",
     "SchemaError",
     "LocationError",
+    "ProgramTooLongError",
     "ReadOnlyError",
     "ProfileError",
     "DatasetFileError",
@@ -99,12 +101,30 @@ class ParseError(InputError):
         self.col = self.position - (before.rfind("\n") + 1) + 1
         super().__init__(f"{message} (line {self.line}, col {self.col})" if text else message)
 
+    #: the most characters of the offending line :attr:`highlight` shows
+    HIGHLIGHT_WIDTH = 120
+
     @property
     def highlight(self) -> str:
-        """The offending line with a caret under the error position."""
+        """The offending line with a caret under the error position; a line longer than
+        :attr:`HIGHLIGHT_WIDTH` is shown as an excerpt around the position (``...`` where it is
+        cut), so a one-line program of a million characters does not come back whole.
+
+        >>> lines = ParseError("bad", "f(" + "x" * 500 + ")", 300).highlight.splitlines()
+        >>> len(lines[0]), lines[0][:4], lines[0][-3:], lines[1].index("^")
+        (126, '...x', '...', 63)
+        """
         lines = self.text.split("\n")
         line = lines[self.line - 1] if self.line - 1 < len(lines) else ""
-        return f"{line}\n{' ' * (self.col - 1)}^"
+        col = self.col - 1
+        width = self.HIGHLIGHT_WIDTH
+        if len(line) <= width:
+            return f"{line}\n{' ' * col}^"
+        start = max(0, min(col - width // 2, len(line) - width))
+        excerpt = line[start:start + width]
+        lead = "..." if start > 0 else ""
+        tail = "..." if start + width < len(line) else ""
+        return f"{lead}{excerpt}{tail}\n{' ' * (len(lead) + col - start)}^"
 
 
 class TermError(InputError):
@@ -215,6 +235,20 @@ class LocationError(InputError):
         expected = ("an http(s) SPARQL endpoint URL, an Oxigraph store directory, an RDF file "
                     "or MetaQA's kb.txt") if kind == "kb" else "a database URL or a SQLite file"
         super().__init__(f"{location!r} is not {expected}")
+
+
+class ProgramTooLongError(InputError):
+    """A program (or a session's run of calls) longer than its cap: ``calls`` is how many
+    there were (or the step that went past), ``limit`` the cap.
+
+    >>> print(ProgramTooLongError(10_001, 10_000))
+    the program has 10,001 calls; at most 10,000 are allowed
+    """
+
+    def __init__(self, calls: int, limit: int) -> None:
+        self.calls = calls
+        self.limit = limit
+        super().__init__(f"the program has {calls:,} calls; at most {limit:,} are allowed")
 
 
 class ReadOnlyError(PyqlError):

@@ -107,9 +107,23 @@ class BackendFeedback:
     #: backend_error: the engine rejected the query the step built (a query error, the engine's
     #: words in ``message``), as opposed to a server that failed
     rejected: bool = False
+    #: the backend stopped at its row limit (:class:`~pyql.results.Limits`): more rows exist
+    truncated: bool = False
+    #: how many values the backend cut to its cell limit (:class:`~pyql.results.Limits`)
+    cells_cut: int = 0
 
     def __post_init__(self) -> None:
         _check_status(self.status, _BACKEND_STATUSES, self)
+
+    @property
+    def bound_note(self) -> str:
+        """The sentence that states a result the backend bounded ("" when it did not)."""
+        parts = []
+        if self.truncated:
+            parts.append(f"only the first {self.row_count} rows were fetched")
+        if self.cells_cut:
+            parts.append(f"{self.cells_cut} value(s) were cut to the backend's cell limit")
+        return f" [{'; '.join(parts)}]" if parts else ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,7 @@ showed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyql.program import Call
 
-__all__ = ["Memory", "Relations", "VariableValues"]
+__all__ = ["History", "Memory", "Relations", "VariableValues"]
 
 
 def _as_tuple(value: Any, owner: object, name: str) -> None:
@@ -65,6 +65,80 @@ class VariableValues:
         return self.total > 0 and self.unnamed == self.total
 
 
+class History(Sequence["Call"]):
+    """The accepted calls of a session, oldest first: an immutable sequence whose
+    :meth:`append` shares everything before the new call (a persistent list). Every step's
+    :class:`Memory` keeps its own history, and each observation keeps the memory of its step:
+    with shared histories that is one cell a step, not a copy of all calls so far (which grew
+    with the square of the calls). It compares equal to a tuple or list of the same calls.
+
+    >>> h = History(["a", "b"]).append("c")
+    >>> len(h), h[-1], list(h), h == ("a", "b", "c"), list(reversed(h))[:1]
+    (3, 'c', ['a', 'b', 'c'], True, ['c'])
+    """
+
+    __slots__ = ("_before", "_last", "_len")
+
+    def __init__(self, items: Iterable[Call] = ()) -> None:
+        self._before: History | None = None
+        self._last: Any = None
+        self._len = 0
+        items = list(items)
+        if items:
+            before = History()
+            for item in items[:-1]:
+                before = before.append(item)
+            self._before, self._last, self._len = before, items[-1], len(items)
+
+    def append(self, call: Call) -> History:
+        """This history and ``call``, sharing this one."""
+        new = History.__new__(History)
+        new._before, new._last, new._len = self, call, self._len + 1
+        return new
+
+    def extend(self, calls: Iterable[Call]) -> History:
+        out = self
+        for call in calls:
+            out = out.append(call)
+        return out
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __reversed__(self) -> Iterator[Call]:
+        node: History | None = self
+        while node is not None and node._len:
+            yield node._last
+            node = node._before
+
+    def __iter__(self) -> Iterator[Call]:
+        return iter(self._tuple())
+
+    def _tuple(self) -> tuple[Call, ...]:
+        out = list(reversed(self))
+        out.reverse()
+        return tuple(out)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+        if isinstance(index, int) and (index == -1 or index == self._len - 1) and self._len:
+            return self._last
+        return self._tuple()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (History, tuple, list)):
+            return len(self) == len(other) and self._tuple() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._tuple())
+
+    def __repr__(self) -> str:
+        return f"History({list(self._tuple())!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # flat, not one nested object a call
+        return (History, (self._tuple(),))
+
+
 def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
@@ -73,8 +147,8 @@ def _frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 class Memory:
     """What happened so far in a Session."""
 
-    #: accepted calls, in order
-    calls: tuple[Call, ...] = ()
+    #: accepted calls, in order (a :class:`History`: steps share it)
+    calls: History = field(default_factory=History)
     #: variables of the current query (``?x`` form), in order of appearance
     variables: tuple[str, ...] = ()
     #: variables that have values (occur in a triple/type pattern)
@@ -89,6 +163,10 @@ class Memory:
     answer: str | None = None
     #: the SQL tables/columns known to the session (empty for KBs)
     columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if type(self.calls) is not History:
+            object.__setattr__(self, "calls", History(self.calls))
 
     def called(self, function: str) -> bool:
         return any(c.name == function for c in self.calls)
@@ -120,6 +198,8 @@ class Memory:
         for key in _MAPPINGS.intersection(changes):
             if changes[key] is not getattr(self, key):
                 changes[key] = _frozen(changes[key])
+        if "calls" in changes and type(changes["calls"]) is not History:
+            changes["calls"] = History(changes["calls"])
         new = object.__new__(Memory)
         new.__dict__.update(self.__dict__)  # every field is an immutable value: share them
         new.__dict__.update(changes)

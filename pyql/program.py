@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from pyql.errors import ArityError, ParseError, ToolsetError, UnknownFunctionError
+from pyql.errors import (
+    ArityError,
+    ParseError,
+    ProgramTooLongError,
+    ToolsetError,
+    UnknownFunctionError,
+)
 from pyql.registry import lookup
 from pyql.resolve import Slot
 from pyql.syntax import (
@@ -51,6 +57,7 @@ if TYPE_CHECKING:
     from pyql.sparql import Sparql
 
 __all__ = [
+    "MAX_PROGRAM_CALLS",
     "ParamKind",
     "Param",
     "Signature",
@@ -739,6 +746,9 @@ def parse_call(text: str, tools: str | Toolset = "sparql", *, contextual: bool =
 #: calls a toolset remembers by their text, of at most _PARSED_TEXT_MAX characters (emptied
 #: when full)
 _PARSED_MAX = 4096
+#: the most calls a program may have (:meth:`Program.parse`, ``pyql run``) and a session may
+#: run (:attr:`pyql.environment.Environment.max_calls`)
+MAX_PROGRAM_CALLS = 10_000
 _PARSED_TEXT_MAX = 500
 
 
@@ -754,9 +764,16 @@ class Program(BaseModel):
     tools: str = "sparql"
 
     @classmethod
-    def parse(cls, text: str, tools: str | Toolset = "sparql") -> Program:
+    def parse(cls, text: str, tools: str | Toolset = "sparql", *,
+              max_calls: int | None = None) -> Program:
+        """The program ``text`` writes; more than ``max_calls`` calls (default
+        :data:`MAX_PROGRAM_CALLS`) is a :class:`~pyql.errors.ProgramTooLongError`."""
+        limit = MAX_PROGRAM_CALLS if max_calls is None else max_calls
         toolset = _toolset(tools)
-        return cls(calls=tuple(_parse_calls(text, toolset)), tools=toolset.name)
+        calls = _parse_calls(text, toolset)
+        if len(calls) > limit:
+            raise ProgramTooLongError(len(calls), limit)
+        return cls(calls=tuple(calls), tools=toolset.name)
 
     @classmethod
     def of(cls, calls: Sequence[Call | str], tools: str = "sparql") -> Program:
@@ -778,7 +795,8 @@ class Program(BaseModel):
         return self.calls[index]
 
     def append(self, call: Call) -> Program:
-        return Program(calls=(*self.calls, call), tools=self.tools)
+        # the calls are validated already: no model validation of the whole tuple a step
+        return Program.model_construct(calls=(*self.calls, call), tools=self.tools)
 
     def to_query(
         self, profile: str | Profile = "freebase", entities: Mapping[str, str] | None = None,

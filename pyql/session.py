@@ -357,7 +357,7 @@ class KBSession(Session):
         implied = getattr(outcome, "implied", ())
         if implied:  # recorded before the call, so that the program replays as it ran
             self.program = Program(calls=(*self.program.calls, *implied), tools=self.tools)
-            self.memory = self.memory.with_(calls=(*self.memory.calls, *implied),
+            self.memory = self.memory.with_(calls=self.memory.calls.extend(implied),
                                             answer=str(query.answer) if query else None)
 
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
@@ -366,10 +366,10 @@ class KBSession(Session):
             return str({"forward": list(kb.relations.forward),
                         "backward": list(kb.relations.backward)})
         if kb.answers is not None and not kb.values:
-            return f"The answer is {list(kb.answers)}"
+            return f"The answer is {list(kb.answers)}{kb.bound_note}"
         if kb.status == "empty":
             return "The query result is empty."
-        text = render_values(kb.values) if kb.values else "Done."
+        text = (render_values(kb.values) if kb.values else "Done.") + kb.bound_note
         if self.cvt_note and len(kb.values) == 1:
             var, values = next(iter(kb.values.items()))
             if values.unnamed:
@@ -469,7 +469,7 @@ class KBSession(Session):
             total = totals.get(var, len(distinct)) if totals else len(distinct)
             values[f"?{var}"] = VariableValues(values=tuple(labelled), total=total, unnamed=unnamed)
         return KBFeedback(status="ok", row_count=min(len(rs.rows), self.row_cap), values=values,
-                          unconstrained=unconstrained)
+                          unconstrained=unconstrained, cells_cut=rs.cells_cut)
 
     def _totals(self, query: Sparql, shown: tuple[Var, ...]) -> dict[str, int]:
         rs = self.kb.select(compile_counts(query, shown), timeout=self.timeout)
@@ -500,7 +500,8 @@ class KBSession(Session):
         values = {str(answer): VariableValues(values=labels, total=len(cells),
                                               unnamed=self._count_unnamed(cells, kinds))}
         return KBFeedback(status="ok" if answers else "empty", row_count=len(rs.rows),
-                          answers=answers, values=values if answers else {})
+                          answers=answers, values=values if answers else {},
+                          truncated=rs.truncated, cells_cut=rs.cells_cut)
 
     # -- labels ---------------------------------------------------------------------------------
     @staticmethod

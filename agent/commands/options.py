@@ -98,7 +98,8 @@ TemperatureOpt = Annotated[
 KbTimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", "--kb-timeout", min=0.001, metavar="SECONDS",
-                 help="Wall-clock seconds one KB query may take (default 30); a query that "
-                 "runs out is the KB's failure, not an answer. The --timeout of pyql run and "
-                 "pyql mcp; --kb-timeout is an alias."),
+                 help="Wall-clock seconds one KB query may take (default 30 on a SPARQL "
+                 "endpoint, none on the embedded store, whose timed queries run in a child "
+                 "process); a query that runs out is the KB's failure, not an answer. The "
+                 "--timeout of pyql run and pyql mcp; --kb-timeout is an alias."),
 ]

@@ -342,7 +342,7 @@ class MetaQADataset(EvalDataset):
         self._require(qa, f"{split} questions")
         self._require(qtype, f"{split} question types")
         questions = list(metaqa.load_questions(qa, qtype))
-        with qa.open(encoding="utf-8") as handle:
+        with qa.open(encoding="utf-8-sig") as handle:  # a BOM is not part of question 0
             raw = [line.rstrip("\r\n").partition("\t")[0] for line in handle]
         out = []
         for index in select_indices(len(questions), limit, sample, seed):

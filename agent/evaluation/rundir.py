@@ -33,6 +33,7 @@ A trajectory cut short (no result record) loads with ``finished=False``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -88,16 +89,21 @@ def _sync(fd: int) -> None:
 
 def write_json_atomic(path: Path, value: Any) -> None:
     """``value`` as indented JSON in ``path``: written whole or not at all (a crash leaves the
-    old file)."""
+    old file; a failed write — a full disk — removes its temporary file and raises)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     data = json.dumps(value, indent=2, ensure_ascii=False, default=str).encode() + b"\n"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class ResultsLog:

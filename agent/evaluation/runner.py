@@ -137,6 +137,7 @@ from pyql.agent.strategy import (
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import Budget, within
 from pyql.errors import BackendError, PyqlError
+from pyql.orphans import die_with_parent
 
 __all__ = [
     "evaluate",
@@ -590,8 +591,13 @@ def _frozen_heap() -> Iterator[None]:
 _WORKER: _Session | None = None
 
 
-def _worker_init(config: RunConfig, out_dir: Path) -> None:
+def _worker_init(config: RunConfig, out_dir: Path, parent: int | None = None) -> None:
     global _WORKER
+    # a worker (and, once every worker is gone, the resource tracker) must not outlive a run
+    # whose process was killed: it would answer for nobody, re-parented to PID 1. ``parent``
+    # is the run's pid, given: a worker still starting when the run died has another parent
+    # already, and leaves at once.
+    die_with_parent(parent, watch_only=True)
     logging.getLogger("pyql").setLevel(logging.WARNING)
     _WORKER = _open(config, out_dir, provider=None, gate=None, concurrency=1,
                     with_items=False)[0]
@@ -661,7 +667,7 @@ async def _drive(session: _Session, todo: list[EvalItem], progress: RunProgress,
         pool = ProcessPoolExecutor(max_workers=processes,
                                    mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_worker_init,
-                                   initargs=(session.config, session.out_dir))
+                                   initargs=(session.config, session.out_dir, os.getpid()))
         # a second batch queued per process keeps every core busy while one is handed over
         workers_n = max(1, min(processes * 2, len(todo)))
     else:

@@ -28,6 +28,7 @@ from pyql.cli.options import (
     TableOpt,
 )
 from pyql.cli.output import print_json, printable
+from pyql.echo import clip
 from pyql.errors import InputError
 from pyql.profiles import Profile
 from pyql.program import Program
@@ -85,7 +86,7 @@ def compile_sparql(
         try:
             query = apply_call(query, call, ctx)
         except InputError as exc:
-            raise as_cli_error(exc, profile, where=f"call {index} {call}") from None
+            raise as_cli_error(exc, profile, where=f"call {index} {clip(str(call))}") from None
     if query.is_empty:
         raise CliError(
             "the program builds no query (no add_fact or add_type call)",

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - typer < 0.22
     from click.exceptions import NoArgsIsHelpError, UsageError
 
 from pyql.cli.output import print_json, stderr
+from pyql.echo import TEXT_LIMIT, clip, clip_echoes
 from pyql.errors import (
     BackendTimeoutError,
     BackendUnavailableError,
@@ -182,9 +183,16 @@ def as_cli_error(exc: Exception, profile: Profile | None = None, where: str = ""
     if isinstance(exc, CliError):
         return exc
     lead = f"{where}: " if where else ""
-    if isinstance(exc, ParseError):
-        return CliError(lead + str(exc), detail=exc.highlight if exc.text else None)
-    return CliError(lead + str(exc), hint=hint_for(exc, profile))
+    if isinstance(exc, ParseError):  # the highlight is an excerpt of the line, never all of it
+        return CliError(clip(lead + str(exc), TEXT_LIMIT),
+                        detail=exc.highlight if exc.text else None)
+    return CliError(clip_echoes(lead + str(exc), _echoes(exc)), hint=hint_for(exc, profile))
+
+
+def _echoes(exc: Exception) -> list[str]:
+    """What an error's message may quote of its input (clipped when long)."""
+    text = getattr(exc, "text", None)
+    return [text] if isinstance(text, str) else []
 
 
 @contextmanager

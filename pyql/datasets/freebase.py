@@ -54,6 +54,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pyql.datasets.files import question
 from pyql.datasets.paths import default_data_dir
 from pyql.registry import UnknownNameError
 
@@ -181,7 +182,7 @@ def load_grailqa(
         answers = tuple(str(a["answer_argument"]) for a in raw.get("answer") or ())
         names = tuple(str(a.get("entity_name") or a["answer_argument"]) for a in raw.get("answer") or ())
         out.append(FreebaseQuestion(
-            dataset="grailqa", id=qid, question=raw["question"], answers=answers,
+            dataset="grailqa", id=qid, question=question(raw["question"], FILES["grailqa"], None), answers=answers,
             answer_names=names, entities=linked,
             sparql=raw.get("sparql_query") or "", s_expression=raw.get("s_expression"),
             group=raw.get("level") or "",
@@ -207,7 +208,7 @@ def load_graphq(
         names = tuple(str(a.get("entity_name") or a["answer_argument"])
                       for a in raw.get("answer") or ())
         out.append(FreebaseQuestion(
-            dataset="graphq", id=qid, question=raw["question"], answers=answers,
+            dataset="graphq", id=qid, question=question(raw["question"], FILES["graphq"], None), answers=answers,
             answer_names=names, entities=linked, sparql=raw.get("sparql_query") or "",
             s_expression=raw.get("s_expression"),
             meta={"function": raw.get("function"), "num_edge": raw.get("num_edge")},
@@ -229,7 +230,7 @@ def load_cwq(data_dir: str | Path | None = None) -> list[FreebaseQuestion]:
     for raw in _json(_folder(data_dir) / FILES["cwq"]):
         label = raw.get("answer")
         out.append(FreebaseQuestion(
-            dataset="cwq", id=str(raw["ID"]), question=raw["question"],
+            dataset="cwq", id=str(raw["ID"]), question=question(raw["question"], FILES["cwq"], None),
             answer_names=(str(label),) if label not in (None, "") else (),
             entities=_topic(raw.get("topic_entity")), sparql=raw.get("sparql") or "",
             group=raw.get("compositionality_type") or "",
@@ -245,7 +246,7 @@ def load_webqsp(
     out = []
     for raw, qid, linked in _linked_records("webqsp", data_dir, entity_links, _webqsp_topic):
         out.append(FreebaseQuestion(
-            dataset="webqsp", id=qid, question=raw["question"],
+            dataset="webqsp", id=qid, question=question(raw["question"], FILES["webqsp"], None),
             answers=tuple(str(a) for a in raw.get("answer") or ()),
             answer_sets=tuple(tuple(str(a) for a in s) for s in raw.get("different_answer") or ()),
             entities=linked,

@@ -37,6 +37,7 @@ from typing import Literal, NamedTuple
 import pyoxigraph as ox
 from pydantic import BaseModel, ConfigDict
 
+from pyql.datasets.files import lines, question
 from pyql.datasets.paths import cache_dir, default_data_dir
 from pyql.errors import DatasetFileError, ParseError
 from pyql.kb.oxigraph import OxigraphKB
@@ -129,7 +130,7 @@ def read_triples(kb_txt: str | Path) -> list[tuple[str, str, str]]:
     kb_txt = Path(kb_txt)
     triples = []
     with kb_txt.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+        for number, raw in lines(handle, kb_txt):
             line = _decoded(raw, kb_txt, number).rstrip("\r\n")
             if not line:
                 continue
@@ -299,7 +300,10 @@ def load_questions(
     """
     qa_path, qtype_path = Path(qa_file), Path(qtype_file)
     with qa_path.open("rb") as qa, qtype_path.open("rb") as qt:
-        for index, (raw, raw_type) in enumerate(_zip_strict(qa, qt, qa_path, qtype_path)):
+        qa_lines = (raw for _, raw in lines(qa, qa_path))
+        qt_lines = (raw for _, raw in lines(qt, qtype_path))
+        for index, (raw, raw_type) in enumerate(_zip_strict(qa_lines, qt_lines, qa_path,
+                                                            qtype_path)):
             number = index + 1
             fields = _decoded(raw, qa_path, number).rstrip("\r\n").split("\t")
             qtype = _decoded(raw_type, qtype_path, number).strip()
@@ -308,6 +312,7 @@ def load_questions(
                 raise DatasetFileError(qa_path, number, "expected 'question with [topic]<TAB>"
                                        f"answer|answer|...', found {found}")
             text, answers = fields
+            question(text, qa_path, number)
             m = _TOPIC.search(text)
             if m is None or text.count("[") != 1 or text.count("]") != 1:
                 raise DatasetFileError(qa_path, number, "expected one [topic] in the question, "

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyql.datasets.files import field, json_file
+from pyql.datasets.files import field, json_file, question
 from pyql.datasets.paths import default_data_dir
 from pyql.db import SqlDB
 from pyql.errors import DatasetFileError
@@ -168,7 +168,7 @@ def load_items(
         yield SpiderItem(
             id=f"{split}-{index}",
             db_id=db_id,
-            question=field(raw, "question", source, None, what),
+            question=question(field(raw, "question", source, None, what), source, None),
             query=field(raw, "query", source, None, what),
             db_schema=schema,
         )

@@ -84,7 +84,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlglot import exp
 
-from pyql.datasets.files import field, json_lines
+from pyql.datasets.files import field, json_lines, question
 from pyql.db import SqlDB
 from pyql.errors import DatasetFileError
 from pyql.program import Call, Program
@@ -359,7 +359,7 @@ def load_questions(
         try:
             item = WikiSQLItem(
                 id=f"{split}-{index}",
-                question=raw["question"],
+                question=question(raw["question"], source, number),
                 table_id=table.id,
                 table=table.name,
                 header=table.header,

@@ -71,7 +71,7 @@ from pyql.errors import (
     ReadOnlyError,
     SchemaError,
 )
-from pyql.results import ResultSet
+from pyql.results import DEFAULT_LIMITS, Limits, ResultSet, cut_cell
 from pyql.sql.schema import ColumnInfo, ForeignKey, Schema, TableInfo, close_matches, normalise_type
 
 __all__ = ["SqlDB", "sqlglot_dialect"]
@@ -194,6 +194,27 @@ def _sqlite_path(database: str | None) -> str | None:
     return database
 
 
+#: SQLite refuses to build a string or blob longer than this many times ``max_cell``
+SQLITE_VALUE_FACTOR = 1024
+
+
+def _bounded_rows(result: Any, limit: int, max_cell: int) -> tuple[list[Any], int]:
+    """At most ``limit`` rows of ``result``, read one at a time, each cell cut to ``max_cell``
+    characters or bytes, and how many cells were cut."""
+    rows: list[Any] = []
+    cut = 0
+    for row in result:
+        if any(isinstance(c, (str, bytes, bytearray, memoryview)) and len(c) > max_cell
+               for c in row):
+            cells = tuple(cut_cell(c, max_cell) for c in row)
+            cut += sum(a is not b for a, b in zip(cells, row))
+            row = cells
+        rows.append(row)
+        if len(rows) >= limit:
+            break
+    return rows, cut
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -207,7 +228,13 @@ class SqlDB(DB):
     :class:`pathlib.Path` of a SQLite file (what :meth:`sqlite` passes). The sqlglot guard is
     always on; ``read_only=True`` (the default) also makes every connection read-only at the
     engine level (see the module doc). ``statement_timeout`` is in seconds (``None``: none);
-    ``max_rows`` caps the rows fetched per query (``ResultSet.truncated`` tells when more existed);
+    ``max_rows`` caps the rows fetched per query (``ResultSet.truncated`` tells when more existed)
+    and ``max_cell`` the characters (bytes for a blob) of one cell (``ResultSet.cells_cut`` counts
+    the cells cut); both default to :data:`~pyql.results.DEFAULT_LIMITS` (10,000 rows, 65,536
+    characters). On SQLite the engine itself refuses to build a value longer than
+    :data:`SQLITE_VALUE_FACTOR` times ``max_cell`` (64 MiB by default; ``SELECT
+    zeroblob(300000000)`` is a :class:`~pyql.errors.BackendQueryError`, not 300 MB); the rows are
+    read one at a time and cut as they come, so a result never holds more than that.
     ``sample_values`` is how many distinct values per column :meth:`schema` collects (the most
     frequent ones; 0 for none).
     """
@@ -218,15 +245,18 @@ class SqlDB(DB):
         *,
         read_only: bool = True,
         statement_timeout: float | None = 30.0,
-        max_rows: int = 10000,
+        max_rows: int = DEFAULT_LIMITS.max_rows,
+        max_cell: int = DEFAULT_LIMITS.max_cell,
         sample_values: int = 3,
     ) -> None:
-        if max_rows < 1:
-            raise ValueError("max_rows must be at least 1")
+        self.limits = Limits(max_rows=max_rows, max_cell=max_cell)  # ValueError when < 1
         super().__init__()
         self.read_only = read_only
         self.statement_timeout = statement_timeout
         self.max_rows = max_rows
+        self.max_cell = max_cell
+        #: SQLite: the longest string or blob the engine may build or read, in bytes
+        self.value_limit = SQLITE_VALUE_FACTOR * max_cell
         self.sample_values = sample_values
         self._tables_cache: dict[str, TableInfo] = {}
         self._names_cache: tuple[str, ...] | None = None
@@ -341,6 +371,9 @@ class SqlDB(DB):
         ):
             # An Engine the caller made: harden its connections too (idempotent).
             _harden_sqlite(dbapi_conn)
+        if isinstance(dbapi_conn, sqlite3.Connection) and hasattr(dbapi_conn, "setlimit"):
+            # the longest string or blob the engine may build (Python >= 3.11)
+            dbapi_conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.value_limit)
         if statements:
             cursor = dbapi_conn.cursor()
             try:
@@ -419,7 +452,8 @@ class SqlDB(DB):
                 try:
                     result = conn.exec_driver_sql(self._driver_text(text))
                     columns = tuple(str(k) for k in result.keys()) if result.returns_rows else ()
-                    rows = result.fetchmany(limit + 1) if result.returns_rows else []
+                    rows, cut = (_bounded_rows(result, limit + 1, self.max_cell)
+                                 if result.returns_rows else ([], 0))
                     result.close()
                 except sa_exc.DBAPIError as exc:
                     raise self._translate(exc, text, timed_out()) from exc
@@ -437,12 +471,13 @@ class SqlDB(DB):
             truncated=truncated,
             elapsed=elapsed,
             query=text,
+            cells_cut=cut,
         )
         log.debug(
             "%s: %d row(s)%s in %.3fs: %s",
             self.backend,
             len(out),
-            " (truncated)" if truncated else "",
+            " (truncated)" if truncated else f" ({cut} cell(s) cut)" if cut else "",
             elapsed,
             text,
         )
@@ -514,6 +549,10 @@ class SqlDB(DB):
             )
         if kind == "read_only":
             return ReadOnlyError(f"{backend} refused a write: {message}")
+        if backend == "sqlite" and "too big" in message:
+            return BackendQueryError(
+                f"sqlite rejected the query: {message} (a string or blob longer than "
+                f"{self.value_limit:,} bytes, this database's limit)", backend=backend, query=query)
         return BackendQueryError(
             f"{backend} rejected the query: {message}", backend=backend, query=query
         )

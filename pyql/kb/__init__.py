@@ -22,8 +22,9 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
 
     ``profile`` defaults to ``metaqa`` for a kb.txt and ``generic`` for anything else; a kb.txt
     takes no other profile (:class:`~pyql.errors.ProfileError`). Anything else is a
-    :class:`~pyql.errors.LocationError`. ``timeout`` is an endpoint's wall-clock seconds per
-    query (None: its default; the embedded store has no time limit). Every ``--kb`` goes
+    :class:`~pyql.errors.LocationError`. ``timeout`` is the wall-clock seconds a query gets
+    (None: an endpoint's default; the embedded store's queries then have no time limit, and with
+    one each runs in a child process that is stopped when the time is up). Every ``--kb`` goes
     through here (``pyql run``, ``pyql ask``, ``pyql eval``, ``pyql mcp``)."""
     from pathlib import Path
 
@@ -36,7 +37,10 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
     if not path.exists():
         raise LocationError(location, kind="kb")
     if path.is_dir():
-        return OxigraphKB(path=path, profile=profile or "generic", read_only=True)
+        from pyql.kb.loader import check_complete
+
+        check_complete(path)  # a store a `pyql kb load` did not finish is not opened as is
+        return OxigraphKB(path=path, profile=profile or "generic", read_only=True, timeout=timeout)
     if path.suffix == ".txt" and path.is_file():
         if profile not in (None, "metaqa"):
             raise ProfileError(
@@ -45,5 +49,8 @@ def open_kb(location: str, *, profile: str | None = None, timeout: float | None 
         from pyql.datasets.metaqa import cache_store_dir, load_kb
 
         # parsed once into a cached store, then reopened (pyql.datasets.metaqa.cache_store_dir)
-        return load_kb(path, store_dir=cache_store_dir(path))
-    return OxigraphKB.from_file(path, profile=profile or "generic")
+        kb = load_kb(path, store_dir=cache_store_dir(path))
+    else:
+        kb = OxigraphKB.from_file(path, profile=profile or "generic")
+    kb.timeout = timeout
+    return kb

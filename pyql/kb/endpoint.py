@@ -59,7 +59,7 @@ from pyql.errors import (
 )
 from pyql.kb.base import KB, _strip_literals
 from pyql.profiles import Profile
-from pyql.results import ResultSet
+from pyql.results import KB_LIMITS, Limits, ResultSet
 from pyql.retrying import RetryPolicy, Transient, retry_call
 from pyql.terms import RDF_LANG_STRING, XSD, BlankNode, Entity, Literal
 
@@ -126,8 +126,12 @@ class SparqlEndpointKB(KB):
         method: LiteralType["auto", "GET", "POST"] = "auto",
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        limits: Limits = KB_LIMITS,
     ) -> None:
         super().__init__(profile)
+        #: rows and literal lengths one query returns (more rows: ``truncated``; a longer
+        #: literal is cut and counted in ``cells_cut``)
+        self.limits = limits
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"SPARQL endpoint URL must be http(s): {url!r}")
         if timeout <= 0:
@@ -187,18 +191,31 @@ class SparqlEndpointKB(KB):
                 BackendQueryError, "the endpoint did not return SPARQL SELECT results", query
             ) from None
         columns = self._columns(head, query)
+        cap, max_cell = self.limits.max_rows, self.limits.max_cell
+        truncated = isinstance(bindings, list) and len(bindings) > cap
         try:
             rows = tuple(
                 tuple(self._term(binding.get(name), query) for name in columns)
-                for binding in bindings
+                for binding in (bindings[:cap] if truncated else bindings)
             )
         except (AttributeError, TypeError):  # bindings that are not objects
             raise self._error(
                 BackendQueryError, "the endpoint returned malformed SPARQL JSON bindings", query
             ) from None
+        cut = 0
+        if any(isinstance(c, Literal) and len(c.lexical) > max_cell for row in rows for c in row):
+            bounded = []
+            for row in rows:
+                cells = tuple(Literal(c.lexical[:max_cell], c.datatype, c.lang)
+                              if isinstance(c, Literal) and len(c.lexical) > max_cell else c
+                              for c in row)
+                cut += sum(a is not b for a, b in zip(cells, row))
+                bounded.append(cells)
+            rows = tuple(bounded)
         elapsed = deadline.elapsed()
         logger.debug("%s: %d rows in %.3fs", self.url, len(rows), elapsed)
-        return ResultSet(columns=columns, rows=rows, elapsed=elapsed, query=query)
+        return ResultSet(columns=columns, rows=rows, elapsed=elapsed, query=query,
+                         truncated=truncated, cells_cut=cut)
 
     def _ask(self, query: str, *, timeout: float | None) -> bool:
         data = self._run(query, self._deadline(query, timeout))

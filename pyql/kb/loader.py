@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import io
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -48,9 +49,12 @@ from pyql.kb.oxigraph import OxigraphKB
 from pyql.profiles import Profile
 
 __all__ = [
+    "INCOMPLETE",
     "MANIFEST",
     "Manifest",
+    "check_complete",
     "SourceInfo",
+    "IncompleteStoreError",
     "SourceAlreadyLoadedError",
     "StoreError",
     "rdf_format",
@@ -61,6 +65,9 @@ __all__ = [
 
 #: the manifest's file name inside a store directory
 MANIFEST = "pyql-manifest.json"
+#: a file in a store directory while a load into it runs; left behind, it marks the store as
+#: incomplete (the load failed or was killed) and the store is not opened
+INCOMPLETE = "pyql-incomplete"
 
 _FORMATS = {
     ".nt": ox.RdfFormat.N_TRIPLES,
@@ -80,6 +87,10 @@ class StoreError(InputError):
     def __init__(self, message: str, *, path: str = "") -> None:
         self.path = path
         super().__init__(message)
+
+
+class IncompleteStoreError(StoreError):
+    """A store directory a load into did not finish (it holds part of its sources, or none)."""
 
 
 class SourceAlreadyLoadedError(StoreError):
@@ -205,13 +216,51 @@ def load_store(
         if not path.is_file():
             raise StoreError(f"no such file: {path}", path=str(path))
         plan.append((path, *rdf_format(path), path.stat().st_size))
-    total = sum(size for *_, size in plan)
     target = Path(store_dir)
+    check_complete(target)
     previous = store_info(target) if (target / MANIFEST).exists() else Manifest()
     if not force:
         _check_new(plan, previous)
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    store = ox.Store(str(target))
+    marker = target / INCOMPLETE
+    try:
+        store = ox.Store(str(target))  # fails (locked, not a store) before anything changes
+        try:
+            marker.write_text("a `pyql kb load` into this store has not finished\n")
+            count = _load(store, plan, previous, progress, base_iri)
+        finally:
+            del store  # release the directory lock before anyone reopens it
+    except BaseException:
+        if created:  # a new store that failed half-way: nothing of it is kept
+            shutil.rmtree(target, ignore_errors=True)
+        raise  # an existing store keeps the marker once loading began: it holds part of it
+    manifest = Manifest(
+        sources=tuple(count[1]), triples=count[0],
+        seconds=round(previous.seconds + count[2], 3),
+        pyoxigraph=ox.__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    (target / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    marker.unlink()
+    return manifest
+
+
+def check_complete(store_dir: str | Path) -> None:
+    """Raise :class:`IncompleteStoreError` when a load into ``store_dir`` did not finish."""
+    path = Path(store_dir)
+    if (path / INCOMPLETE).exists():
+        raise IncompleteStoreError(
+            f"{path}: the store is incomplete (a `pyql kb load` into it failed or was stopped); "
+            "remove the directory and load it again", path=str(path))
+
+
+def _load(store: ox.Store, plan: list[tuple[Path, Any, bool, int]], previous: Manifest,
+          progress: Progress | None, base_iri: str | None
+          ) -> tuple[int, list[SourceInfo], float]:
+    """Load ``plan`` into ``store``: the store's triple count, every source's info (the
+    previous ones first) and the seconds taken."""
+    total = sum(size for *_, size in plan)
     done = 0
 
     def advance(n: int) -> None:
@@ -223,40 +272,34 @@ def load_store(
     started = time.perf_counter()
     infos = list(previous.sources)
     count = len(store)
-    try:
-        for path, fmt, compressed, size in plan:
-            t0 = time.perf_counter()
-            digest = hashlib.sha256()
+    for path, fmt, compressed, size in plan:
+        t0 = time.perf_counter()
+        digest = hashlib.sha256()
 
-            def read(n: int, chunk: memoryview, digest: Any = digest) -> None:
-                digest.update(chunk)
-                advance(n)
+        def read(n: int, chunk: memoryview, digest: Any = digest) -> None:
+            digest.update(chunk)
+            advance(n)
 
-            with open(path, "rb") as raw:
-                counted = io.BufferedReader(_Counting(raw, read), buffer_size=1 << 20)
-                stream = gzip.GzipFile(fileobj=counted) if compressed else counted
-                try:
-                    store.bulk_load(stream, fmt, base_iri=base_iri)
-                except SyntaxError as exc:
-                    raise StoreError(f"{path}: {exc}", path=str(path)) from None
-            store.flush()
-            after = len(store)
-            infos.append(SourceInfo(path=str(path.resolve()), bytes=size,
-                                    sha256=digest.hexdigest(), format=fmt.name,
-                                    compressed=compressed, triples=after - count,
-                                    seconds=round(time.perf_counter() - t0, 3)))
-            count = after
-        store.optimize()
-    finally:
-        del store  # release the directory lock before anyone reopens it
-    manifest = Manifest(
-        sources=tuple(infos), triples=count,
-        seconds=round(previous.seconds + time.perf_counter() - started, 3),
-        pyoxigraph=ox.__version__,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    )
-    (target / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
-    return manifest
+        with open(path, "rb") as raw:
+            counted = io.BufferedReader(_Counting(raw, read), buffer_size=1 << 20)
+            stream = gzip.GzipFile(fileobj=counted) if compressed else counted
+            try:
+                store.bulk_load(stream, fmt, base_iri=base_iri)
+            except SyntaxError as exc:
+                raise StoreError(f"{path}: {exc}", path=str(path)) from None
+            except MemoryError as exc:  # pyoxigraph: a term over its 16 MiB parse buffer
+                raise StoreError(
+                    f"{path}: too large to load ({exc}): a literal, IRI or line longer "
+                    "than the parser's buffer, or out of memory", path=str(path)) from None
+        store.flush()
+        after = len(store)
+        infos.append(SourceInfo(path=str(path.resolve()), bytes=size,
+                                sha256=digest.hexdigest(), format=fmt.name,
+                                compressed=compressed, triples=after - count,
+                                seconds=round(time.perf_counter() - t0, 3)))
+        count = after
+    store.optimize()
+    return count, infos, time.perf_counter() - started
 
 
 def store_info(store_dir: str | Path) -> Manifest:
@@ -276,6 +319,7 @@ def open_store(store_dir: str | Path, *, profile: str | Profile = "generic") -> 
     path = Path(store_dir)
     if not path.is_dir():
         raise StoreError(f"no store directory at {path}", path=str(path))
+    check_complete(path)
     try:
         return OxigraphKB(path=path, profile=profile, read_only=True)
     except OSError as exc:

@@ -494,12 +494,13 @@ class SqlSession(Session):
         if truncated and len(labels) == 1:
             total = self._count(query, distinct=True)
             values = {k: replace(v, total=total) for k, v in values.items()}
-        fb = DBFeedback(status="ok", row_count=row_count, values=values)
+        fb = DBFeedback(status="ok", row_count=row_count, values=values, cells_cut=rs.cells_cut)
         if len(query.answers) == 1:
             summary = _render_values(values, self.max_values)
         else:
             summary = _render_rows(labels, rows, row_count, self.max_rows,
                                    "group" if built is not query else "row")
+        summary += fb.bound_note
         return _Step(query=built, backend=fb, summary=summary, result=rs)
 
     def _bounded(self, query: Sql, limit: int) -> str:
@@ -677,7 +678,8 @@ class SqlSession(Session):
         )
         values = self._values(labels, rs.rows) if rs.rows else {}
         status = "empty" if _is_empty(rs) else "ok"
-        fb = DBFeedback(status=status, row_count=len(rs.rows), values=values, answers=answers)
+        fb = DBFeedback(status=status, row_count=len(rs.rows), values=values, answers=answers,
+                        truncated=rs.truncated, cells_cut=rs.cells_cut)
         if status == "empty" and not rs.rows:
             summary = "The query result is empty."
         elif width == 1:
@@ -688,8 +690,7 @@ class SqlSession(Session):
             shown = [tuple(_cell(c) for c in row) for row in answers[: self.max_values]]
             more = f" ({len(answers)} rows in total)" if len(answers) > len(shown) else ""
             summary = f"The answer ({', '.join(labels)}) is {shown}{more}"
-        if rs.truncated:
-            summary += f" [only the first {len(rs.rows)} rows were fetched]"
+        summary += fb.bound_note
         return _Step(query=query, backend=fb, summary=summary, result=rs)
 
 

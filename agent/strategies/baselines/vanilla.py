@@ -298,6 +298,7 @@ class Vanilla:
         error: str | None = None
         env_status = "ok"
         text = query
+        bounded: dict[str, Any] = {}
         try:
             if ctx.kb is not None:
                 text = _with_prefixes(query, ctx.prefixes)
@@ -307,6 +308,8 @@ class Vanilla:
             else:
                 rs = ctx.db.execute(query)  # type: ignore[union-attr]
                 answers = tuple(row[0] if len(row) == 1 else tuple(row) for row in rs.rows)
+            if rs.truncated or rs.cells_cut:  # the backend bounded the result: say so
+                bounded = {"truncated": rs.truncated, "cells_cut": rs.cells_cut}
             outcome: Outcome = "ok" if answers else "empty"
         except ReadOnlyError as exc:
             outcome, error, env_status = "refused", str(exc), ""
@@ -325,7 +328,7 @@ class Vanilla:
                     env_latency=time.perf_counter() - start,
                     kb_queries=backend.query_count - before,
                     data={"outcome": outcome, "answers": [str(a) for a in answers[:50]],
-                          "answer_count": len(answers)})
+                          "answer_count": len(answers), **bounded})
         return answers, step
 
 
