@@ -15,8 +15,10 @@
     options[kind].add(value);
     const select = $("f-" + kind);
     const sorted = [...options[kind]].sort((a, b) => String(a).localeCompare(String(b), undefined, {numeric: true}));
+    const chosen = select.value;
     const keep = [...select.options].filter((o) => o.value === "" || o.value === "-");
     select.replaceChildren(...keep, ...sorted.map((v) => el("option", {value: v, text: v})));
+    select.value = chosen;
   }
 
   function makeRow(row, index) {

@@ -1,0 +1,278 @@
+"""``pyql serve`` in a real browser: the system Chromium driven by Playwright (its Python driver,
+launched with ``executable_path``: no browser is downloaded), against the real app served by
+uvicorn on 127.0.0.1, the bundled movie KB and real run directories.
+
+Skipped only when no Chromium binary is found (Debian: ``apt-get install -y chromium``; or set
+``PYQL_CHROMIUM``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pyql.agent.evaluation.rundir import RunDir
+from pyql.apps.web.workspace import Workspace
+from tests.web.support import (
+    FIXTURE_RUN,
+    big_run,
+    chromium,
+    copy_run,
+    movies_workspace,
+    results,
+    serve,
+)
+
+CHROMIUM = chromium()
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium binary (apt-get install -y chromium, or set PYQL_CHROMIUM)")
+
+#: the demo's second tour: seven calls, one answer
+NOLAN = "Which film by Christopher Nolan released before 2015 is the longest?"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture()
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield opened
+    context.close()
+    assert errors == [], f"script errors on the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def movies() -> Workspace:
+    return movies_workspace()
+
+
+def _steps(page: object) -> list[dict[str, object]]:
+    return page.eval_on_selector_all(  # type: ignore[attr-defined]
+        "#steps > li", """items => items.map(li => ({n: Number(li.dataset.n),
+            server: Number(li.dataset.serverMs), shown: Number(li.dataset.shownMs),
+            hint: li.dataset.hint || null, call: li.querySelector('.call .value')?.textContent,
+            text: li.textContent}))""")
+
+
+# -- Ask ------------------------------------------------------------------------------------------
+def test_a_gold_run_streams_its_steps_in_order_and_ends_with_the_answer(
+        page: object, movies: Workspace, tmp_path: Path) -> None:
+    with serve(movies, tmp_path / "out") as served:
+        page.goto(served.url + "/")  # type: ignore[attr-defined]
+        page.select_option("#example", "1")  # type: ignore[attr-defined]
+        assert page.input_value("#question") == NOLAN  # type: ignore[attr-defined]
+        page.click("#ask-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#live[data-state=done]")  # type: ignore[attr-defined]
+        steps = _steps(page)
+        calls = [s["call"] for s in steps]
+        assert [s["n"] for s in steps] == list(range(1, 8))
+        assert calls[0] == "add_fact(?film, ex:directed_by, Christopher Nolan)"
+        assert calls[-1] == "execute()"
+        # each step on screen within 200 ms of the Session finishing it (the Recorder's
+        # callback stamps server_ms; the page stamps shown_ms when it has drawn the step)
+        lags = [s["shown"] - s["server"] for s in steps]
+        assert all(0 <= lag < 200 for lag in lags), lags
+        assert page.inner_text("#answers").strip() == "ex:Interstellar"  # type: ignore[attr-defined]
+        assert "add_max(?minutes)" in page.inner_text("#program-so-far")  # type: ignore[attr-defined]
+        assert "MAX(?minutes)" in page.inner_text("#query-so-far")  # type: ignore[attr-defined]
+        # the permalink is the saved run directory's question page
+        page.click("#permalink")  # type: ignore[attr-defined]
+        page.wait_for_selector("#question-steps")  # type: ignore[attr-defined]
+        assert page.inner_text("#question-text") == NOLAN  # type: ignore[attr-defined]
+        assert page.locator("#question-steps > li").count() == 7  # type: ignore[attr-defined]
+    [run_dir] = list((tmp_path / "out").iterdir())
+    [record] = results(run_dir)
+    assert record["predicted"] == ["ex:Interstellar"] and record["status"] == "ok"
+    assert list(RunDir(run_dir).trajectories()) == [record["id"]]
+
+
+def test_a_hint_appears_with_its_code_and_its_guideline(
+        page: object, movies: Workspace, tmp_path: Path) -> None:
+    with serve(movies, tmp_path / "out") as served:
+        page.goto(served.url + "/")  # type: ignore[attr-defined]
+        page.fill("#question", "Which films did Christopher Nolan direct?")  # type: ignore[attr-defined]
+        page.fill("#entities", "Christopher Nolan=ex:Christopher_Nolan")  # type: ignore[attr-defined]
+        page.fill("#program", "add_fact(?film, ex:directed_by)\n"  # type: ignore[attr-defined]
+                  "add_fact(?film, ex:directed_by, Christopher Nolan)\nset_answer(?film)")
+        page.click("#ask-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#live[data-state=done]")  # type: ignore[attr-defined]
+        hinted = page.locator("#steps > li[data-hint]").first  # type: ignore[attr-defined]
+        assert hinted.get_attribute("data-hint") == "PY104"
+        assert hinted.locator(".hint-code").inner_text() == "PY104"
+        assert "rolled back" in hinted.inner_text()
+        # the wrong call never made it into the program
+        assert "add_fact(?film, ex:directed_by)\n" not in page.inner_text("#program-so-far") + "\n"  # type: ignore[attr-defined]
+        link = hinted.locator(".hint-code").get_attribute("href")
+        assert link == "/guidelines/PY104"
+        page.goto(served.url + link)  # type: ignore[attr-defined]
+        assert page.inner_text("h1").startswith("PY104")  # type: ignore[attr-defined]
+
+
+def test_cancel_stops_the_run(page: object, movies: Workspace, tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYQL_EVAL_TEST_DELAY", "0.4")  # the gold stand-in: 0.4 s a reply
+    with serve(movies, tmp_path / "out") as served:
+        page.goto(served.url + "/")  # type: ignore[attr-defined]
+        page.select_option("#example", "1")  # type: ignore[attr-defined]
+        page.click("#ask-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#steps > li[data-n='1']")  # type: ignore[attr-defined]
+        page.click("#cancel-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#live[data-state=cancelled]")  # type: ignore[attr-defined]
+        shown = len(_steps(page))
+        assert 1 <= shown < 7
+        time.sleep(1.0)  # the run thread is done: no step comes after the cancel
+        assert len(_steps(page)) == shown
+        [run] = served.app.state.asks.runs.values()
+        assert run.state == "cancelled" and len(run.steps) == shown
+    [run_dir] = list((tmp_path / "out").iterdir())
+    [record] = results(run_dir)
+    assert record["stop_reason"] == "cancelled" and record["finished"] is False
+
+
+def test_a_script_in_a_kb_label_renders_as_text(page: object, tmp_path: Path) -> None:
+    evil = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+    kb = tmp_path / "evil.ttl"
+    kb.write_text(
+        "@prefix ex: <http://example.org/> .\n"
+        "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        'ex:Nolan rdfs:label "Nolan" .\n'
+        f"ex:Nolan ex:directed ex:Evil .\nex:Evil rdfs:label {json.dumps(evil)} .\n",
+        encoding="utf-8")
+    with serve(Workspace(kb=str(kb)), tmp_path / "out") as served:
+        page.goto(served.url + "/")  # type: ignore[attr-defined]
+        page.fill("#question", "What did Nolan direct?")  # type: ignore[attr-defined]
+        page.fill("#entities", "Nolan=ex:Nolan")  # type: ignore[attr-defined]
+        page.fill("#program", "add_fact(Nolan, ex:directed, ?film)\nset_answer(?film)")  # type: ignore[attr-defined]
+        page.click("#ask-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#live[data-state=done]")  # type: ignore[attr-defined]
+        first = page.locator("#steps > li").first  # type: ignore[attr-defined]
+        assert "<script>window.__pwned = 1</script>" in first.inner_text()
+        assert page.locator("#steps script, #steps img").count() == 0  # type: ignore[attr-defined]
+        # the Playground shows the same label as text too
+        page.goto(served.url + "/playground")  # type: ignore[attr-defined]
+        page.fill("#pad-entities", "Nolan=ex:Nolan")  # type: ignore[attr-defined]
+        page.click("#pad-new")  # type: ignore[attr-defined]
+        page.wait_for_selector("body[data-pad]")  # type: ignore[attr-defined]
+        page.fill("#pad-input", "add_fact(Nolan, ex:directed, ?film)")  # type: ignore[attr-defined]
+        page.click("#pad-run")  # type: ignore[attr-defined]
+        page.wait_for_selector("#pad-log > li")  # type: ignore[attr-defined]
+        assert "<img src=x" in page.inner_text("#pad-log")  # type: ignore[attr-defined]
+        assert page.locator("#pad-log script, #pad-log img").count() == 0  # type: ignore[attr-defined]
+        assert page.evaluate("window.__pwned === undefined")  # type: ignore[attr-defined]
+
+
+# -- Runs -----------------------------------------------------------------------------------------
+def test_the_runs_page_filters_by_outcome_hint_and_hops(
+        page: object, movies: Workspace, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    copy_run(runs / "small")
+    with serve(movies, tmp_path / "out", [runs]) as served:
+        page.goto(served.url + "/runs")  # type: ignore[attr-defined]
+        page.click("#runs-table a:text('small')")  # type: ignore[attr-defined]
+        page.wait_for_selector("body[data-ready='1']")  # type: ignore[attr-defined]
+        shown = page.locator("#q-shown")  # type: ignore[attr-defined]
+        assert shown.get_attribute("data-total") == "12"
+        page.select_option("#f-status", "incorrect")  # type: ignore[attr-defined]
+        assert shown.get_attribute("data-shown") == "3"
+        page.select_option("#f-status", "")  # type: ignore[attr-defined]
+        page.select_option("#f-hint", "KB201")  # type: ignore[attr-defined]
+        visible = page.eval_on_selector_all(  # type: ignore[attr-defined]
+            "#q-body tr:not([hidden])", "rows => rows.map(r => r.dataset.id)")
+        assert sorted(visible) == ["1hop-dev-5", "3hop-dev-1"]
+        page.select_option("#f-hops", "3")  # type: ignore[attr-defined]
+        assert shown.get_attribute("data-shown") == "1"
+        # the question page: gold vs predicted, the query, every step
+        page.click("#q-body tr:not([hidden]) a")  # type: ignore[attr-defined]
+        page.wait_for_selector("#question-steps")  # type: ignore[attr-defined]
+        assert page.locator("#question-steps > li[data-hint='KB201']").count() == 11  # type: ignore[attr-defined]
+        assert page.locator("#gold-answers li").count() >= 1  # type: ignore[attr-defined]
+
+
+def test_a_thousand_question_run_opens_and_filters_in_under_a_second(
+        page: object, movies: Workspace, tmp_path: Path) -> None:
+    big_run(tmp_path / "runs" / "big", 1000)
+    with serve(movies, tmp_path / "out", [tmp_path / "runs"]) as served:
+        start = time.perf_counter()
+        page.goto(served.url + "/run?key=1/big")  # type: ignore[attr-defined]
+        page.wait_for_selector("body[data-ready='1']")  # type: ignore[attr-defined]
+        opened = time.perf_counter() - start
+        assert page.locator("#q-shown").get_attribute("data-total") == "1000"  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        page.select_option("#f-status", "correct")  # type: ignore[attr-defined]
+        page.select_option("#f-hint", "PY104")  # type: ignore[attr-defined]
+        count = page.locator("#q-shown").get_attribute("data-shown")  # type: ignore[attr-defined]
+        filtered = time.perf_counter() - start
+    # 1hop-dev-7 is the one correct PY104 question among the 12 records cycled
+    assert count == str(len(range(1, 1000, 12)))
+    assert opened < 1.0, f"opened in {opened:.3f}s"
+    assert filtered < 1.0, f"filtered in {filtered:.3f}s"
+
+
+def test_a_running_run_is_followed(page: object, movies: Workspace, tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "live"
+    run_dir.mkdir(parents=True)
+    shutil.copy(FIXTURE_RUN / "config.json", run_dir / "config.json")
+    lines = (FIXTURE_RUN / "results.jsonl").read_text(encoding="utf-8").splitlines(True)
+    (run_dir / "results.jsonl").write_text("".join(lines[:4]), encoding="utf-8")
+    with serve(movies, tmp_path / "out", [tmp_path / "runs"]) as served, \
+            RunDir(run_dir).lock():  # as pyql eval holds it while it writes
+        page.goto(served.url + "/run?key=1/live")  # type: ignore[attr-defined]
+        page.wait_for_selector("body[data-following='1']")  # type: ignore[attr-defined]
+        assert page.locator("#q-shown").get_attribute("data-total") == "4"  # type: ignore[attr-defined]
+        with (run_dir / "results.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write("".join(lines[4:9]))
+        page.wait_for_selector("#q-shown[data-total='9']")  # type: ignore[attr-defined]
+    assert page.locator("#q-body tr").count() == 9  # type: ignore[attr-defined]
+
+
+def test_the_compare_page_shows_a_flipped_question_and_where_it_diverged(
+        page: object, movies: Workspace, tmp_path: Path) -> None:
+    a = copy_run(tmp_path / "runs" / "a")
+    b = copy_run(tmp_path / "runs" / "b")
+    # in B, 1hop-dev-0 went wrong: another relation at step 2, a wrong answer
+    rows = results(b)
+    for row in rows:
+        if row["id"] == "1hop-dev-0":
+            row["metrics"] = {k: 0.0 for k in row["metrics"]}
+            row["predicted"] = ["Whale Rider"]
+    (b / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    records = [json.loads(line) for line in (b / "trajectories.jsonl").read_text("utf-8").splitlines()]
+    current = None
+    for record in records:
+        if record["record"] == "question":
+            current = record["meta"]["id"]
+        elif record["record"] == "step" and current == "1hop-dev-0" and record["n"] == 2:
+            record["action"] = "add_fact(?x1, directed_by, Temuera Morrison)"
+    (b / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), "utf-8")
+    with serve(movies, tmp_path / "out", [tmp_path / "runs"]) as served:
+        page.goto(served.url + "/runs")  # type: ignore[attr-defined]
+        page.select_option("#compare-form select[name=a]", "1/a")  # type: ignore[attr-defined]
+        page.select_option("#compare-form select[name=b]", "1/b")  # type: ignore[attr-defined]
+        page.click("#compare-form button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#compare-table")  # type: ignore[attr-defined]
+        visible = page.locator("#compare-table tr.pair:not([hidden])")  # type: ignore[attr-defined]
+        assert visible.count() == 1
+        assert visible.get_attribute("data-id") == "1hop-dev-0"
+        assert "worse" in (visible.get_attribute("class") or "")
+        assert visible.locator(".divergence").inner_text() == "step 2"
+        assert "directed_by" in visible.inner_text()
+        page.uncheck("#only-flipped")  # type: ignore[attr-defined]
+        assert page.locator("#compare-table tr.pair:not([hidden])").count() == 12  # type: ignore[attr-defined]
+    assert a.is_dir()
