@@ -91,6 +91,7 @@ class AskRun:
         self._lock = threading.Lock()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._thread: threading.Thread | None = None
+        self._closed = False
         self.steps: list[Step] = []
 
     @property
@@ -102,17 +103,27 @@ class AskRun:
         return self._cancel.is_set()
 
     def cancel(self) -> bool:
-        """Ask the run to stop at its next step boundary; False when it has ended already."""
+        """Stop the run: it ends ``cancelled`` now (its page is told at once), and its thread
+        stops at its next step boundary (a step in progress, e.g. a model reply being waited
+        for, is dropped when it ends); False when the run has ended already."""
         if self.finished:
             return False
         self._cancel.set()
-        if self.state == "pending":  # never started: nothing to stop
-            self._finish("cancelled", {"reason": "cancelled before it started"})
+        started = self.state != "pending"
+        self._finish("cancelled", {
+            "reason": "cancelled" if started else "cancelled before it started",
+            "run_dir": self.out.name, "question_id": f"ask-{self.id}",
+            "steps": len(self.steps)})
         return True
 
     # -- events ---------------------------------------------------------------------------------
-    def emit(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    def emit(self, kind: str, data: dict[str, Any], *, final: bool = False
+             ) -> dict[str, Any] | None:
+        """Publish an event (None: dropped, the run has ended: nothing follows its last)."""
         with self._lock:
+            if self._closed:
+                return None
+            self._closed = final
             event = {"seq": len(self.events), "type": kind, "server_ms": time.time() * 1000,
                      **data}
             self.events.append(event)
@@ -165,7 +176,7 @@ class AskRun:
             if self.finished:
                 return
             self.state = state
-        self.emit(state, data)
+        self.emit(state, data, final=True)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -297,14 +308,15 @@ class AskManager:
 
         def on_step(step: Step) -> None:
             # the Recorder's callback: the step is final here; its event is stamped now
-            run.steps.append(step)
+            if run.cancel_requested:  # the page was told: no step after the cancel
+                raise RunCancelled(f"cancelled after step {step.n - 1}")
             tally["tokens"] += step.prompt_tokens + step.completion_tokens
             tally["calls"] += 1 if (step.reply_text or step.tool_calls or step.llm_latency) else 0
             tally["kb_queries"] += step.kb_queries
             rolled_back = step.hint is not None
             if step.accepted and step.action and not rolled_back:
                 program.append(step.action)
-            run.emit("step", {
+            shown = run.emit("step", {
                 "step": _step_json(step, workspace.language),
                 "rolled_back": rolled_back,
                 "hint": hint_info(step.hint) if step.hint else None,
@@ -312,6 +324,9 @@ class AskManager:
                 "query_html": highlight(step.query, workspace.language) if step.query else "",
                 "usage": {**tally, "seconds": round(time.perf_counter() - start, 3)},
             })
+            if shown is None:  # cancelled meanwhile: the page never saw this step
+                raise RunCancelled(f"cancelled after step {step.n - 1}")
+            run.steps.append(step)  # what the page saw is what a cancelled run saves
             if run.cancel_requested:
                 raise RunCancelled(f"cancelled after step {step.n}")
 
@@ -324,6 +339,7 @@ class AskManager:
                                     mode=request.mode, table=request.table,
                                     options=dict(request.options))
             agent = build_strategy(request.strategy, llm, workspace.backend, config)
+            run.emit("ready", {"model": str(getattr(llm, "model", "") or request.llm)})
             if run.cancel_requested:
                 raise RunCancelled("cancelled before the first step")
             result = agent.run(request.question, dict(request.entities), table=request.table,

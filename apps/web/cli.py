@@ -23,7 +23,7 @@ import typer
 from pyql.cli import CliError, open_kb, pairs, reported
 from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
 
-__all__ = ["register", "serve_command", "DEFAULT_PORT", "check_bind"]
+__all__ = ["register", "serve_command", "DEFAULT_PORT", "BindError", "check_bind"]
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,18 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_command)
 
 
+class BindError(CliError):
+    """A non-loopback ``--host`` without what it needs: ``missing`` is ``allow_remote`` or
+    ``token`` (exit code 2)."""
+
+    def __init__(self, message: str, *, missing: str, hint: str) -> None:
+        super().__init__(message, hint=hint, code=2)
+        self.missing = missing
+
+
 def check_bind(host: str, allow_remote: bool, token: str | None) -> bool:
-    """Whether ``host`` is the loopback; :class:`~pyql.cli.CliError` when it is not and
-    ``--allow-remote`` or ``--token`` is missing."""
+    """Whether ``host`` is the loopback; :class:`BindError` when it is not and
+    ``--allow-remote`` or a ``--token`` (16 characters at least) is missing."""
     try:
         local = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -45,11 +54,11 @@ def check_bind(host: str, allow_remote: bool, token: str | None) -> bool:
     if local:
         return True
     if not allow_remote:
-        raise CliError(f"--host {host} would serve other machines",
-                       hint="add --allow-remote and --token TOKEN to do so", code=2)
+        raise BindError(f"--host {host} would serve other machines", missing="allow_remote",
+                        hint="add --allow-remote and --token TOKEN to do so")
     if not token or len(token) < 16:
-        raise CliError("a remote bind needs --token of at least 16 characters",
-                       hint="e.g. --token \"$(openssl rand -hex 16)\"", code=2)
+        raise BindError("a remote bind needs --token of at least 16 characters",
+                        missing="token", hint="e.g. --token \"$(openssl rand -hex 16)\"")
     return False
 
 

@@ -129,6 +129,8 @@
       const names = Object.entries(event.entities).map(([m, i]) => `${m} → ${i}`).join(", ");
       $("entities-used").textContent = names ? `Entities${event.linked ? " (linked)" : ""}: ${names}` : "";
       setState("running");
+    } else if (event.type === "ready") {
+      $("model-used").textContent = `model: ${event.model}`;
     } else if (event.type === "step") {
       renderStep(event);
     } else {
@@ -143,6 +145,7 @@
     $("form-error").textContent = "";
     if (source) source.close();
     $("steps").replaceChildren();
+    $("model-used").textContent = "";
     $("answers-box").hidden = true;
     $("run-error").hidden = true;
     $("program-so-far").textContent = "";
@@ -163,7 +166,7 @@
     $("permalink").hidden = false;
     $("live").dataset.runId = current.id;
     source = new EventSource(current.events);
-    for (const kind of ["start", "step", "done", "error", "cancelled"]) {
+    for (const kind of ["start", "ready", "step", "done", "error", "cancelled"]) {
       source.addEventListener(kind, handle);
     }
   });
