@@ -3,7 +3,7 @@ entry point ``serve``).
 
 ::
 
-    pyql serve --kb "$(pyql demo --kb-path)"                 # http://127.0.0.1:8765
+    pyql serve --kb "$(pyql demo --kb-path)"                 # http://127.0.0.1:8780
     pyql serve --db "$(pyql demo --db-path)" --runs runs/    # and the run directories in runs/
     pyql serve --kb kb.ttl --host 0.0.0.0 --allow-remote --token "$(openssl rand -hex 16)"
 
@@ -27,7 +27,7 @@ __all__ = ["register", "serve_command", "DEFAULT_PORT", "BindError", "check_bind
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 8765
+DEFAULT_PORT = 8780
 
 
 def register(app: typer.Typer) -> None:

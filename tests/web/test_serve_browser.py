@@ -87,8 +87,10 @@ def test_a_gold_run_streams_its_steps_in_order_and_ends_with_the_answer(
         assert calls[-1] == "execute()"
         # each step on screen within 200 ms of the Session finishing it (the Recorder's
         # callback stamps server_ms; the page stamps shown_ms when it has drawn the step)
+        # (the same wall clock on both sides; a few ms of slack below 0 for the browser's clock,
+        # kept from its monotonic one, drifting from the system's)
         lags = [s["shown"] - s["server"] for s in steps]
-        assert all(0 <= lag < 200 for lag in lags), lags
+        assert all(-5 < lag < 200 for lag in lags), lags
         assert page.inner_text("#answers").strip() == "ex:Interstellar"  # type: ignore[attr-defined]
         assert "add_max(?minutes)" in page.inner_text("#program-so-far")  # type: ignore[attr-defined]
         assert "MAX(?minutes)" in page.inner_text("#query-so-far")  # type: ignore[attr-defined]

@@ -94,7 +94,7 @@
       field(hint ? "Feedback" : "Observation", s.observation, "observation"),
       s.error ? field("Error", s.error, "error-text") : null);
     $("steps").append(item);
-    item.dataset.shownMs = String(Date.now());
+    item.dataset.shownMs = String(performance.timeOrigin + performance.now());  // wall clock, sub-ms
     $("n-steps").textContent = String(s.n);
     $("program-so-far").textContent = event.program;
     if (event.query_html) setHighlighted($("query-so-far"), event.query_html);

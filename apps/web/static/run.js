@@ -1,31 +1,35 @@
 // A run's question table: rows from the page's JSON, filtered by outcome, hint code, hops and
-// text; a live run (pyql eval still writing it) is followed: new rows are fetched as they come.
+// text, drawn a page at a time (so a run of any size opens and filters at once); a live run
+// (pyql eval still writing it) is followed: new rows are fetched as they come.
 "use strict";
 (() => {
   const {el, get, json} = pyql;
   const data = json("run-data");
   const $ = (id) => document.getElementById(id);
+  const PAGE = 100;
   const body = $("q-body");
-  const rows = [];  // {row, tr}
+  const rows = [];  // in file order; a question run again keeps its place
   const byId = new Map();
   const options = {status: new Set(), hint: new Set(), hops: new Set()};
+  let matches = [];
+  let drawn = PAGE;
 
   function addOption(kind, value) {
     if (value === "" || options[kind].has(value)) return;
     options[kind].add(value);
     const select = $("f-" + kind);
-    const sorted = [...options[kind]].sort((a, b) => String(a).localeCompare(String(b), undefined, {numeric: true}));
     const chosen = select.value;
+    const sorted = [...options[kind]].sort((a, b) => String(a).localeCompare(String(b), undefined, {numeric: true}));
     const keep = [...select.options].filter((o) => o.value === "" || o.value === "-");
     select.replaceChildren(...keep, ...sorted.map((v) => el("option", {value: v, text: v})));
     select.value = chosen;
   }
 
-  function makeRow(row, index) {
+  function makeRow(row) {
     const link = `/question?key=${encodeURIComponent(data.key)}&id=${encodeURIComponent(row.id)}`;
     return el("tr", {"data-id": row.id, "data-status": row.status, "data-hops": row.hops,
                      "data-hints": row.hints.join(" ")},
-      el("td", {class: "num", text: index + 1}),
+      el("td", {class: "num", text: row.index + 1}),
       el("td", {}, el("a", {href: link, text: row.question || row.id}),
         el("div", {class: "muted small", text: row.id})),
       el("td", {}, el("span", {class: "pill " + row.status, text: row.status})),
@@ -37,26 +41,25 @@
   }
 
   function add(list) {
-    const fragment = document.createDocumentFragment();
     for (const row of list) {
-      const old = byId.get(row.id);
-      const tr = makeRow(row, old ? old.index : rows.length);
       row.search = [row.id, row.question, ...row.predicted, ...row.hints].join(" ").toLowerCase();
-      if (old) {  // a question run again: its row is replaced
-        old.tr.replaceWith(tr);
-        old.row = row;
-        old.tr = tr;
-      } else {
-        const entry = {row, tr, index: rows.length};
-        rows.push(entry);
-        byId.set(row.id, entry);
-        fragment.append(tr);
-      }
+      const old = byId.get(row.id);
+      row.index = old ? old.index : rows.length;
+      if (old) rows[old.index] = row;
+      else rows.push(row);
+      byId.set(row.id, row);
       addOption("status", row.status);
       row.hints.forEach((h) => addOption("hint", h));
       addOption("hops", row.hops);
     }
-    body.append(fragment);
+  }
+
+  function draw() {
+    const shown = matches.slice(0, drawn);
+    body.replaceChildren(...shown.map(makeRow));
+    const more = $("q-more");
+    more.hidden = matches.length <= drawn;
+    more.textContent = `Show ${Math.min(PAGE * 5, matches.length - drawn)} more`;
   }
 
   function filter() {
@@ -64,23 +67,21 @@
     const hint = $("f-hint").value;
     const hops = $("f-hops").value;
     const text = $("f-text").value.trim().toLowerCase();
-    let shown = 0;
-    for (const {row, tr} of rows) {
-      const ok = (!status || row.status === status)
-        && (!hint || (hint === "-" ? row.hints.length === 0 : row.hints.includes(hint)))
-        && (!hops || row.hops === hops)
-        && (!text || row.search.includes(text));
-      tr.hidden = !ok;
-      if (ok) shown += 1;
-    }
+    matches = rows.filter((row) => (!status || row.status === status)
+      && (!hint || (hint === "-" ? row.hints.length === 0 : row.hints.includes(hint)))
+      && (!hops || row.hops === hops)
+      && (!text || row.search.includes(text)));
+    drawn = PAGE;
+    draw();
     const counter = $("q-shown");
-    counter.textContent = `${shown} of ${rows.length}`;
-    counter.dataset.shown = String(shown);
+    counter.textContent = `${matches.length} of ${rows.length}`;
+    counter.dataset.shown = String(matches.length);
     counter.dataset.total = String(rows.length);
   }
 
   for (const id of ["f-status", "f-hint", "f-hops"]) $(id).addEventListener("change", filter);
   $("f-text").addEventListener("input", filter);
+  $("q-more").addEventListener("click", () => { drawn += PAGE * 5; draw(); });
   add(data.rows);
   filter();
   document.body.dataset.ready = "1";
@@ -92,7 +93,10 @@
       const update = await get(`/api/run/rows?key=${encodeURIComponent(data.key)}&after=${last}`);
       if (update.rows.length) {
         add(update.rows);
+        const keep = drawn;
         filter();
+        drawn = Math.max(keep, PAGE);
+        draw();
         const response = await fetch(`/api/run/summary?key=${encodeURIComponent(data.key)}`);
         if (response.ok) {
           const template = document.createElement("template");
