@@ -249,6 +249,16 @@ def create_app(config: ServeConfig) -> Starlette:
                            "live": run_pages.is_live(ref.path)})
         return page("runs.html.j2", request, title="Runs", runs=listed, roots=index.roots)
 
+    async def runs_open(request: Request) -> JSONResponse:
+        try:
+            body = await _body(request)
+            ref = index.add(str(body.get("path") or "").strip() or ".")
+        except run_pages.RunNotFound as exc:
+            return _error(400, "RunNotFound", str(exc), "path")
+        except PyqlError as exc:
+            return _problem(exc)
+        return JSONResponse({"key": ref.key, "url": f"/run?key={ref.key}"})
+
     def run_page(request: Request) -> HTMLResponse:
         try:
             ref = index.get(request.query_params.get("key", ""))
@@ -389,6 +399,7 @@ def create_app(config: ServeConfig) -> Starlette:
         Route("/api/ask/{run_id}/events", ask_events),
         Route("/api/ask/{run_id}/cancel", ask_cancel, methods=["POST"]),
         Route("/runs", runs_page),
+        Route("/api/runs/open", runs_open, methods=["POST"]),
         Route("/run", run_page),
         Route("/api/run/rows", run_rows),
         Route("/api/run/summary", run_summary),

@@ -120,6 +120,12 @@ def serve_command(
         config = ServeConfig(workspace=workspace, out=out, runs=list(runs or ()), token=token,
                              allowed_hosts=LOCAL_HOSTS if local else None)
         app = create_app(config)
+    if port == 0:  # a free port, chosen here so the address printed is the one served
+        import socket
+
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     suffix = f"/?token={token}" if token else "/"
     typer.echo(f"pyql serve: {workspace.describe()} on http://{shown}:{port}{suffix}  "

@@ -79,6 +79,20 @@ class RunIndex:
                 found.append(RunRef(f"{i}/{'' if rel == '.' else rel}", path))
         return found
 
+    def add(self, path: str | os.PathLike[str]) -> RunRef:
+        """Serve ``path`` too (a run directory or a folder of them: the Runs page's "open"); its
+        first run. :class:`RunNotFound` when it holds none."""
+        root = Path(path).expanduser().resolve()
+        if root in self.roots:
+            index = self.roots.index(root)
+        else:
+            if not root.is_dir() or next(_walk(root, depth=2), None) is None:
+                raise RunNotFound(str(path), "not a run directory, nor a folder of them")
+            self.roots.append(root)
+            index = len(self.roots) - 1
+        first = next(ref for ref in self.runs() if ref.key.partition("/")[0] == str(index))
+        return first
+
     def get(self, key: str) -> RunRef:
         head, _, rest = key.partition("/")
         if not head.isdigit() or int(head) >= len(self.roots):

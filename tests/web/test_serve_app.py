@@ -250,3 +250,19 @@ def test_the_server_keeps_serving_while_a_run_streams(movies: Workspace, tmp_pat
             assert request(served.url + "/playground")[0] == 200
         reader.join(30)
     assert got[-1] == "done"
+
+
+def test_a_run_directory_is_opened_by_its_path(movies: Workspace, tmp_path: Path) -> None:
+    copy_run(tmp_path / "elsewhere" / "small")
+    (tmp_path / "empty").mkdir()
+    with serve(movies, tmp_path / "out") as served:
+        status, opened, _ = post(served, "/api/runs/open", {"path": str(tmp_path / "elsewhere")})
+        assert status == 200 and opened["key"] == "1/small"
+        assert request(served.url + opened["url"])[0] == 200
+        status, body, _ = post(served, "/api/runs/open", {"path": str(tmp_path / "empty")})
+        assert status == 400
+        assert (body["error"]["type"], body["error"]["field"]) == ("RunNotFound", "path")
+        status, _, _ = request(served.url + "/api/runs/open", method="POST",
+                               body={"path": str(tmp_path / "elsewhere")},
+                               headers={"Origin": "http://evil.example"})
+        assert status == 403
