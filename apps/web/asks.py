@@ -317,7 +317,7 @@ class AskManager:
             if step.accepted and step.action and not rolled_back:
                 program.append(step.action)
             shown = run.emit("step", {
-                "step": _step_json(step, workspace.language),
+                "step": _step_json(step),
                 "rolled_back": rolled_back,
                 "hint": hint_info(step.hint) if step.hint else None,
                 "program": "\n".join(program),
@@ -440,7 +440,7 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-def _step_json(step: Step, language: str) -> dict[str, Any]:
+def _step_json(step: Step) -> dict[str, Any]:
     return step.model_dump(mode="json", include={
         "n", "kind", "thought", "action", "observation", "hint", "suggestions", "status",
         "env_status", "error", "accepted", "format_issue", "query", "prompt_tokens",
