@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -199,8 +200,6 @@ def create_app(config: ServeConfig) -> Starlette:
             return _error(400, "BadRequest", "the body is not JSON")
         if not isinstance(form, dict):
             return _error(400, "BadRequest", "the body is a JSON object")
-        from starlette.concurrency import run_in_threadpool
-
         try:  # linking may read the KB's labels: off the event loop
             ask = await run_in_threadpool(asks.check, form)
         except (PyqlError, LLMSpecError, ValueError) as exc:
@@ -329,8 +328,6 @@ def create_app(config: ServeConfig) -> Starlette:
         return body
 
     async def pad_open(request: Request) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
         try:
             body = await _body(request)
             entities = parse_entities(str(body.get("entities") or ""))
@@ -342,8 +339,6 @@ def create_app(config: ServeConfig) -> Starlette:
             return _problem(exc)
 
     async def pad_run(request: Request) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
         try:
             body = await _body(request)
             one = pad.get(request.path_params["pad_id"])
@@ -357,8 +352,6 @@ def create_app(config: ServeConfig) -> Starlette:
             return _problem(exc)
 
     async def pad_undo(request: Request) -> JSONResponse:
-        from starlette.concurrency import run_in_threadpool
-
         try:
             one = pad.get(request.path_params["pad_id"])
         except PadNotFound as exc:

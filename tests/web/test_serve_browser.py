@@ -278,3 +278,32 @@ def test_the_compare_page_shows_a_flipped_question_and_where_it_diverged(
         page.uncheck("#only-flipped")  # type: ignore[attr-defined]
         assert page.locator("#compare-table tr.pair:not([hidden])").count() == 12  # type: ignore[attr-defined]
     assert a.is_dir()
+
+
+# -- Playground -----------------------------------------------------------------------------------
+def test_the_playground_completes_runs_and_undoes(page: object, movies: Workspace,
+                                                  tmp_path: Path) -> None:
+    with serve(movies, tmp_path / "out") as served:
+        page.goto(served.url + "/playground")  # type: ignore[attr-defined]
+        page.fill("#pad-entities", "Christopher Nolan=ex:Christopher_Nolan")  # type: ignore[attr-defined]
+        page.click("#pad-new")  # type: ignore[attr-defined]
+        page.wait_for_selector("body[data-pad]")  # type: ignore[attr-defined]
+        box = page.locator("#pad-input")  # type: ignore[attr-defined]
+        box.type("add_f")
+        box.press("Tab")  # the function
+        assert box.input_value() == "add_fact("
+        box.type("?film, ex:dir")
+        box.press("Tab")  # a relation at the linked entity
+        assert box.input_value() == "add_fact(?film, ex:directed_by"
+        box.type(", Christopher Nolan)")
+        page.click("#pad-run")  # type: ignore[attr-defined]
+        page.wait_for_selector("#pad-log > li[data-status=ok]")  # type: ignore[attr-defined]
+        assert "ex:directed_by ex:Christopher_Nolan" in page.inner_text("#pad-query")  # type: ignore[attr-defined]
+        box.fill("set_answer(?film)")
+        page.click("#pad-run")  # type: ignore[attr-defined]
+        page.wait_for_selector("#pad-log > li:nth-child(2)")  # type: ignore[attr-defined]
+        assert page.inner_text("#pad-program").count("\n") == 1  # type: ignore[attr-defined]
+        page.click("#pad-undo")  # type: ignore[attr-defined]
+        page.wait_for_selector("#pad-log > li.undo")  # type: ignore[attr-defined]
+        assert page.inner_text("#pad-program").strip() == (  # type: ignore[attr-defined]
+            "add_fact(?film, ex:directed_by, Christopher Nolan)")
