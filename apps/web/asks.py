@@ -19,6 +19,7 @@ page read it; its question page is the run's permalink.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -224,7 +225,8 @@ class AskManager:
         raw_options = form.get("options") or {}
         if not isinstance(raw_options, Mapping):
             raise WorkspaceError("options is an object of NAME: VALUE", field="options")
-        options = check_options(kind, {k: v for k, v in raw_options.items() if v != ""})
+        options = check_options(kind, {str(k): _option_value(v) for k, v in raw_options.items()
+                                       if v != ""})
         spec = parse_llm_spec(str(form.get("llm") or "gold"))
         program = str(form.get("program") or "").strip()
         if spec.is_stand_in:
@@ -432,6 +434,17 @@ class AskManager:
         finally:
             results.close()
         directory.recompute_metrics()
+
+
+def _option_value(value: Any) -> Any:
+    """A form's option value as ``pyql ask --option`` reads one: text that parses as JSON is
+    that value (``3``, ``true``, ``{"a": 1}``), else the text."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def _flag(value: Any) -> bool:

@@ -266,3 +266,20 @@ def test_a_run_directory_is_opened_by_its_path(movies: Workspace, tmp_path: Path
                                body={"path": str(tmp_path / "elsewhere")},
                                headers={"Origin": "http://evil.example"})
         assert status == 403
+
+
+def test_the_strategy_its_options_and_the_mode_reach_the_run(
+        movies: Workspace, tmp_path: Path) -> None:
+    with serve(movies, tmp_path / "out") as served:
+        _, readi, _ = post(served, "/api/ask", {**NOLAN, "strategy": "readi",
+                                                "options": {"max_edits": "1"}})
+        readi_end = list(sse(served.url + readi["events"]))[-1]
+        _, tools, _ = post(served, "/api/ask", {**NOLAN, "mode": "tools"})
+        tools_events = list(sse(served.url + tools["events"]))
+    assert readi_end["type"] == "done"
+    config = json.loads((tmp_path / "out" / readi_end["run_dir"] / "config.json").read_text())
+    assert (config["strategy"], config["options"]) == ("readi", {"max_edits": 1})
+    assert tools_events[-1]["type"] == "done" and "ex:Interstellar" in tools_events[-1]["answers"]
+    config = json.loads((tmp_path / "out" / tools_events[-1]["run_dir"] / "config.json"
+                         ).read_text())
+    assert config["mode"] == "tools"

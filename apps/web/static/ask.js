@@ -42,7 +42,7 @@
     }
     return {
       question: $("question").value, strategy: $("strategy").value, llm: $("llm").value,
-      program: $("program").value, max_steps: $("max_steps").value,
+      program: $("program").value, max_steps: $("max_steps").value, mode: $("mode").value,
       guidelines: $("guidelines").checked, options,
       entities: $("entities") ? $("entities").value : "",
       table: $("table") ? $("table").value : "",
