@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyql.agent.evaluation.records import CONFIG, RESULTS, QuestionResult
+from pyql.agent.evaluation.records import RESULTS, QuestionResult
 from pyql.agent.evaluation.report import RunView, question_status, read_run
 from pyql.agent.evaluation.rundir import LOCK, RunDir, RunDirError
 from pyql.agent.trajectory import Step, Trajectory
@@ -62,7 +62,9 @@ class RunRef:
 
 
 def _is_run(path: Path) -> bool:
-    return (path / RESULTS).is_file() or (path / CONFIG).is_file()
+    """A run directory with results to show (a run that has written none yet is listed with
+    its first; an ablation's folder, whose results are in its sub-runs, is not a run)."""
+    return (path / RESULTS).is_file()
 
 
 class RunIndex:

@@ -283,3 +283,16 @@ def test_the_strategy_its_options_and_the_mode_reach_the_run(
     config = json.loads((tmp_path / "out" / tools_events[-1]["run_dir"] / "config.json"
                          ).read_text())
     assert config["mode"] == "tools"
+
+
+def test_an_ablation_folder_lists_its_two_runs(tmp_path: Path) -> None:
+    from pyql.apps.web.runs import RunIndex
+
+    root = tmp_path / "runs"
+    for side in ("eraser_on", "eraser_off"):
+        copy_run(root / "abl" / side)
+    (root / "abl" / "metrics.json").write_text("{}", encoding="utf-8")
+    copy_run(root / "plain")
+    keys = [ref.key for ref in RunIndex([root]).runs()]
+    assert keys == ["0/abl/eraser_off", "0/abl/eraser_on", "0/plain"]
+    assert RunIndex([root / "plain"]).runs()[0].key == "0/"
