@@ -398,7 +398,9 @@ class AskManager:
             guidelines=request.guidelines, max_steps=request.max_steps,
             mode=request.mode if request.mode in ("text", "tools") else "text",  # type: ignore[arg-type]
             strategy=request.strategy, options=dict(request.options),
-            pyql_version=__version__, extra={"source": "pyql serve", "ask_id": run.id})
+            pyql_version=__version__, extra={"source": "pyql serve", "ask_id": run.id,
+                                             "gold_program": request.program or None,
+                                             "entities": dict(request.entities)})
         directory.write_config(config)
         if result is not None:
             trajectory = result.trajectory

@@ -210,8 +210,10 @@ def gold_program(view: RunView, qid: str) -> tuple[str | None, str]:
     config = view.config
     if config is None:
         return None, "the run has no readable config.json"
-    if config.dataset == "ask":
-        return None, "an Ask run: the gold program, if any, is the one given to the stand-in"
+    if config.dataset == "ask":  # the program the Ask page gave the stand-in, if any
+        program = config.extra.get("gold_program")
+        return ((program, "") if isinstance(program, str) and program
+                else (None, "an Ask run without a gold program"))
     data_dir = config.data_dir
     if data_dir and not Path(data_dir).is_absolute():
         data_dir = str((view.run_dir / data_dir).resolve()) if (

@@ -143,6 +143,7 @@ def test_an_ask_run_is_a_run_directory_the_report_reads(
                                            "ex:The_Dark_Knight"]
         status, page, _ = request(served.url + created["permalink"])
         assert status == 200 and "Which films did Christopher Nolan direct?" in page
+        assert 'id="gold-program"' in page  # the program the stand-in was given
     run_dir = tmp_path / "out" / done["run_dir"]
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["dataset"], config["llm"], config["strategy"]) == ("ask", "gold", "queryagent")
