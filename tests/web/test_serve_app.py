@@ -297,3 +297,23 @@ def test_an_ablation_folder_lists_its_two_runs(tmp_path: Path) -> None:
     keys = [ref.key for ref in RunIndex([root]).runs()]
     assert keys == ["0/abl/eraser_off", "0/abl/eraser_on", "0/plain"]
     assert RunIndex([root / "plain"]).runs()[0].key == "0/"
+
+
+def test_a_sql_question_streams_its_sql(tmp_path: Path) -> None:
+    from importlib import resources
+
+    from pyql.demo import get_tour_set
+
+    workspace = Workspace(db=str(resources.files("pyql").joinpath("data/demo.sqlite")))
+    tour = get_tour_set("sql").tours[0]
+    [example] = [e for e in workspace.examples if e.question == tour.question]
+    with serve(workspace, tmp_path / "out") as served:
+        _, created, _ = post(served, "/api/ask", {"question": example.question, "llm": "gold",
+                                                  "program": example.program,
+                                                  "table": example.table or ""})
+        events = list(sse(served.url + created["events"]))
+    assert events[0]["language"] == "sql"
+    steps = [e for e in events if e["type"] == "step"]
+    assert steps and all("SELECT" in e["step"]["query"] for e in steps if e["step"]["query"])
+    assert steps[-1]["query_html"].startswith('<pre class="code hl">')  # Pygments' SQL
+    assert set(events[-1]["answers"]) == set(tour.expected)
