@@ -8,6 +8,7 @@
   let source = null;
   let current = null;
   let seen = -1;
+  let ticker = null;  // the time so far, ticking while the model thinks
 
   // -- the form ---------------------------------------------------------------------------------
   function showOptions() {
@@ -50,7 +51,15 @@
   }
 
   // -- the live view -----------------------------------------------------------------------------
+  function tick(startMs) {
+    clearInterval(ticker);
+    ticker = setInterval(() => {
+      $("n-seconds").textContent = ((Date.now() - startMs) / 1000).toFixed(1);
+    }, 100);
+  }
+
   function setState(state) {
+    if (state !== "running" && state !== "starting") clearInterval(ticker);
     $("live").dataset.state = state;
     const pill = $("run-state");
     pill.textContent = state;
@@ -129,6 +138,7 @@
       const names = Object.entries(event.entities).map(([m, i]) => `${m} → ${i}`).join(", ");
       $("entities-used").textContent = names ? `Entities${event.linked ? " (linked)" : ""}: ${names}` : "";
       setState("running");
+      tick(event.server_ms);
     } else if (event.type === "ready") {
       $("model-used").textContent = `model: ${event.model}`;
     } else if (event.type === "step") {
