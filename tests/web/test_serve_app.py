@@ -317,3 +317,14 @@ def test_a_sql_question_streams_its_sql(tmp_path: Path) -> None:
     assert steps and all("SELECT" in e["step"]["query"] for e in steps if e["step"]["query"])
     assert steps[-1]["query_html"].startswith('<pre class="code hl">')  # Pygments' SQL
     assert set(events[-1]["answers"]) == set(tour.expected)
+
+
+def test_the_web_app_sits_at_the_top_of_the_import_graph() -> None:
+    from tests.test_import_graph import GRAPH, _layer_violations
+
+    assert {"pyql.apps.web.app", "pyql.apps.web.cli", "pyql.apps.web.asks"} <= set(GRAPH)
+    assert "pyql.agent.evaluation.report" in GRAPH["pyql.apps.web.runs"]
+    assert not [edge for edge in _layer_violations() if "pyql.apps" in edge[0] + edge[1]]
+    assert not [name for name, targets in GRAPH.items()
+                if not name.startswith("pyql.apps") and any(t.startswith("pyql.apps")
+                                                            for t in targets)]
