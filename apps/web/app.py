@@ -245,7 +245,8 @@ def create_app(config: ServeConfig) -> Starlette:
             except (OSError, ValueError):
                 cfg = {}
             listed.append({"ref": ref, "config": cfg if isinstance(cfg, dict) else {},
-                           "live": run_pages.is_live(ref.path)})
+                           "live": run_pages.is_live(ref.path),
+                           "headline": run_pages.headline(ref.path)})
         return page("runs.html.j2", request, title="Runs", runs=listed, roots=index.roots)
 
     async def runs_open(request: Request) -> JSONResponse:

@@ -35,7 +35,8 @@ from pyql.agent.evaluation.rundir import LOCK, RunDir, RunDirError
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.errors import PyqlError
 
-__all__ = ["RunNotFound", "RunRef", "RunIndex", "compare_runs", "first_divergence", "is_live",
+__all__ = ["RunNotFound", "RunRef", "RunIndex", "compare_runs", "first_divergence", "headline",
+           "is_live",
            "question_page", "row_json", "rows_after", "hops_of"]
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,19 @@ def is_live(path: Path) -> bool:
     finally:
         os.close(fd)  # closing releases a lock taken here
     return False
+
+
+def headline(path: Path) -> dict[str, Any]:
+    """What the runs list shows of a run from its ``metrics.json`` (the questions and the
+    headline metric; empty when there is none yet or it cannot be read)."""
+    try:
+        metrics = RunDir(path).read_metrics() or {}
+    except RunDirError:
+        return {}
+    primary = metrics.get("primary")
+    value = metrics.get(primary) if isinstance(primary, str) else None
+    return {"n": metrics.get("n"), "metric": primary if value is not None else None,
+            "value": value if isinstance(value, (int, float)) else None}
 
 
 _HOPS = re.compile(r"(\d+)\s*-?hop")
@@ -296,9 +310,14 @@ def compare_runs(a: RunRef, b: RunRef) -> dict[str, Any]:
     for pair in pairs:
         if pair["flipped"]:
             pair["divergence"] = first_divergence(ta.get(pair["id"]), tb.get(pair["id"]))
+    shown = [k for k in ("n", "hit@1", "f1", "accuracy", "em", "tpq", "llm_calls", "steps")
+             if isinstance(va.metrics.get(k), (int, float))
+             or isinstance(vb.metrics.get(k), (int, float))]
+    metrics = [{"name": k, "a": va.metrics.get(k), "b": vb.metrics.get(k)} for k in shown]
     counts = {"shared": len(pairs), "flipped": len(flipped_ids),
               "better": sum(p["change"] == "better" for p in pairs),
               "worse": sum(p["change"] == "worse" for p in pairs),
               "only_a": len(va.rows) - len(pairs),
               "only_b": len(vb.rows) - len(pairs)}
-    return {"a": a, "b": b, "va": va, "vb": vb, "pairs": pairs, "counts": counts}
+    return {"a": a, "b": b, "va": va, "vb": vb, "pairs": pairs, "counts": counts,
+            "metrics": metrics}

@@ -275,6 +275,8 @@ def test_the_compare_page_shows_a_flipped_question_and_where_it_diverged(
         assert "worse" in (visible.get_attribute("class") or "")
         assert visible.locator(".divergence").inner_text() == "step 2"
         assert "directed_by" in visible.inner_text()
+        headline = page.locator("#compare-metrics tr", has_text="Hit@1 (any answer)")  # type: ignore[attr-defined]
+        assert headline.locator("td").all_inner_texts()[1:] == ["0.67", "0.67"]
         page.uncheck("#only-flipped")  # type: ignore[attr-defined]
         assert page.locator("#compare-table tr.pair:not([hidden])").count() == 12  # type: ignore[attr-defined]
     assert a.is_dir()
