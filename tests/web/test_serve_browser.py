@@ -72,6 +72,16 @@ def _steps(page: object) -> list[dict[str, object]]:
 
 
 # -- Ask ------------------------------------------------------------------------------------------
+def test_one_click_answers_the_first_demo_question(page: object, movies: Workspace,
+                                                    tmp_path: Path) -> None:
+    with serve(movies, tmp_path / "out") as served:
+        page.goto(served.url + "/")  # type: ignore[attr-defined]
+        page.click("#ask-button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#live[data-state=done]")  # type: ignore[attr-defined]
+        answers = page.locator("#answers li").all_inner_texts()  # type: ignore[attr-defined]
+    assert sorted(answers) == ["ex:Christopher_Nolan", "ex:James_Cameron", "ex:Martin_Scorsese"]
+
+
 def test_a_gold_run_streams_its_steps_in_order_and_ends_with_the_answer(
         page: object, movies: Workspace, tmp_path: Path) -> None:
     with serve(movies, tmp_path / "out") as served:

@@ -23,17 +23,20 @@
   $("strategy").addEventListener("change", showOptions);
   showOptions();
   const example = $("example");
+  function fill() {
+    const chosen = data.examples[Number(example.value)];
+    if (!chosen) return;
+    $("question").value = chosen.question;
+    $("program").value = chosen.program;
+    if ($("entities")) {
+      $("entities").value = Object.entries(chosen.entities).map(([m, i]) => `${m}=${i}`).join("\n");
+    }
+    if ($("table") && chosen.table) $("table").value = chosen.table;
+  }
   if (example) {
-    example.addEventListener("change", () => {
-      const chosen = data.examples[Number(example.value)];
-      if (!chosen) return;
-      $("question").value = chosen.question;
-      $("program").value = chosen.program;
-      if ($("entities")) {
-        $("entities").value = Object.entries(chosen.entities).map(([m, i]) => `${m}=${i}`).join("\n");
-      }
-      if ($("table") && chosen.table) $("table").value = chosen.table;
-    });
+    example.addEventListener("change", fill);
+    example.value = "0";  // the first example is filled in: one click answers it
+    fill();
   }
 
   function request() {
