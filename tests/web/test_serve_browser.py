@@ -158,6 +158,24 @@ def test_cancel_stops_the_run(page: object, movies: Workspace, tmp_path: Path,
     assert record["stop_reason"] == "cancelled" and record["finished"] is False
 
 
+def test_a_closed_tab_cancels_its_run(browser: object, movies: Workspace, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYQL_EVAL_TEST_DELAY", "0.4")
+    with serve(movies, tmp_path / "out") as served:
+        context = browser.new_context()  # type: ignore[attr-defined]
+        tab = context.new_page()
+        tab.goto(served.url + "/")
+        tab.select_option("#example", "1")
+        tab.click("#ask-button")
+        tab.wait_for_selector("#steps > li[data-n='1']")
+        [run] = served.app.state.asks.runs.values()
+        context.close()  # the tab goes away mid-run
+        deadline = time.monotonic() + 10
+        while not run.finished and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.state == "cancelled" and len(run.steps) < 7
+
+
 def test_a_script_in_a_kb_label_renders_as_text(page: object, tmp_path: Path) -> None:
     evil = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     kb = tmp_path / "evil.ttl"
