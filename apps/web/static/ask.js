@@ -35,6 +35,10 @@
   }
   if (example) {
     example.addEventListener("change", fill);
+    $("question").addEventListener("input", () => {  // one's own question: no example chosen
+      const chosen = data.examples[Number(example.value)];
+      if (chosen && $("question").value !== chosen.question) example.value = "";
+    });
     example.value = "0";  // the first example is filled in: one click answers it
     fill();
   }
