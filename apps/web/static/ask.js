@@ -24,6 +24,7 @@
   showOptions();
   const example = $("example");
   function fill() {
+    if (example.value === "") return;  // "(type your own)"
     const chosen = data.examples[Number(example.value)];
     if (!chosen) return;
     $("question").value = chosen.question;
@@ -36,7 +37,7 @@
   if (example) {
     example.addEventListener("change", fill);
     $("question").addEventListener("input", () => {  // one's own question: no example chosen
-      const chosen = data.examples[Number(example.value)];
+      const chosen = example.value === "" ? null : data.examples[Number(example.value)];
       if (chosen && $("question").value !== chosen.question) example.value = "";
     });
     example.value = "0";  // the first example is filled in: one click answers it
