@@ -107,6 +107,7 @@ __all__ = [
     "is_stand_in",
     "RunView",
     "read_run",
+    "report_templates",
 ]
 
 log = logging.getLogger(__name__)
@@ -876,6 +877,12 @@ def _render(run: _Run, out: TextIO, max_trajectories: int) -> None:
     }
     for chunk in page.generate(**context):
         out.write(chunk)
+
+
+def report_templates() -> jinja2.Environment:
+    """The report's Jinja2 environment (templates ``report/*.html.j2``, autoescaped, with the
+    report's filters and globals), for views that show the report's sections elsewhere."""
+    return _templates()
 
 
 @dataclass(frozen=True)

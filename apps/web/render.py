@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 def templates() -> jinja2.Environment:
     """The app's templates, over the report's (``report/*.html.j2``: its summary and guideline
     tables), with the report's filters and globals."""
-    from pyql.agent.evaluation import report
+    from pyql.agent.evaluation.report import report_templates
 
-    base = report._templates()
+    base = report_templates()
     env = base.overlay(loader=jinja2.ChoiceLoader([
         jinja2.PackageLoader("pyql.apps.web", "templates"), base.loader]))
     env.filters["highlight"] = highlight
