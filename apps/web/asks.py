@@ -396,7 +396,7 @@ class AskManager:
             kb=workspace.location if workspace.language == "sparql" else None,
             db=workspace.location if workspace.language == "sql" else None,
             guidelines=request.guidelines, max_steps=request.max_steps,
-            mode=request.mode if request.mode in ("text", "tools") else "text",  # type: ignore[arg-type]
+            mode="tools" if request.mode == "tools" else "text",
             strategy=request.strategy, options=dict(request.options),
             pyql_version=__version__, extra={"source": "pyql serve", "ask_id": run.id,
                                              "gold_program": request.program or None,

@@ -1,15 +1,16 @@
 """The Runs pages' data: the run directories the server may open, one run's rows, a question,
 and two runs compared question by question.
 
-**Which directories.** Only those under the roots ``pyql serve`` was given (``--runs DIR``,
-repeatable, and the folder the Ask page saves to): a root is a run directory itself or a folder
-of them (two levels deep: an ablation's ``eraser_on/``, ``eraser_off/``). A run is named in
-URLs by its key, ``ROOT_INDEX/RELATIVE_PATH``; a key that leaves its root is refused
-(:class:`RunNotFound`), so no URL reads a file the server was not given.
+**Which directories.** Only those under the roots: the ones ``pyql serve`` was given
+(``--runs DIR``, repeatable, and the folder the Ask page saves to) and those opened by path on
+the Runs page (:meth:`RunIndex.add`, a CSRF-checked ``POST``). A root is a run directory itself
+or a folder of them (two levels deep: an ablation's ``eraser_on/``, ``eraser_off/``). A run is
+named in URLs by its key, ``ROOT_INDEX/RELATIVE_PATH``; a key that leaves its root is refused
+(:class:`RunNotFound`), so no ``GET`` reads a file outside the roots.
 
-**Reading.** A run is read by the static report's reader (:func:`~pyql.agent.evaluation.report.read_run`:
-the same statuses, summary and guideline sections); the rows a page filters carry the outcome,
-the guideline codes that fired and the hop count (``meta.hops``, else ``meta.qtype``'s
+**Reading.** A run is read by the static report's reader
+(:func:`~pyql.agent.evaluation.report.read_run`: the same statuses, summary and guideline
+sections); the rows a page filters carry the outcome, the guideline codes that fired and the hop count (``meta.hops``, else ``meta.qtype``'s
 ``Nhop``). A run being written (its ``.lock`` held by ``pyql eval``) is *live*: the page asks
 for the rows after the last line it has (:func:`rows_after`).
 
