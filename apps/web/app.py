@@ -299,6 +299,12 @@ def create_app(config: ServeConfig) -> Starlette:
             ref = index.get(request.query_params.get("key", ""))
             data = run_pages.question_page(ref, request.query_params.get("id", ""))
         except run_pages.RunNotFound as exc:
+            qid = request.query_params.get("id", "")
+            live = asks.get(qid.removeprefix("ask-")) if qid.startswith("ask-") else None
+            if live is not None and not live.finished:  # an Ask run's permalink, too early
+                return page("error.html.j2", request, 404, title="Still running",
+                            message=f"{live.request.question!r} is still being answered: its "
+                            "run directory is written when it ends; reload this page then.")
             return not_found(request, exc)
         return page("question.html.j2", request, title=f"Question {data['result'].id}",
                     hint_names={k: v["name"] for k, v in guideline_info().items()}, **data)

@@ -328,3 +328,16 @@ def test_the_web_app_sits_at_the_top_of_the_import_graph() -> None:
     assert not [name for name, targets in GRAPH.items()
                 if not name.startswith("pyql.apps") and any(t.startswith("pyql.apps")
                                                             for t in targets)]
+
+
+def test_a_permalink_followed_before_the_run_ends_says_so(
+        movies: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYQL_EVAL_TEST_DELAY", "0.5")
+    with serve(movies, tmp_path / "out") as served:
+        _, created, _ = post(served, "/api/ask", NOLAN)
+        events = sse(served.url + created["events"])
+        assert next(events)["type"] == "start"
+        status, page, _ = request(served.url + created["permalink"])
+        assert status == 404 and "<title>Still running" in page
+        assert [e["type"] for e in events][-1] == "done"
+        assert request(served.url + created["permalink"])[0] == 200
