@@ -21,7 +21,14 @@ from typing import Annotated
 import typer
 
 from pyql.cli import CliError, open_kb, pairs, reported
-from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, TableOpt
+from pyql.cli.options import (
+    DbOpt,
+    KbOpt,
+    PrefixOpt,
+    ProfileOpt,
+    QueryTimeoutOpt,
+    TableOpt,
+)
 
 __all__ = ["register", "serve_command", "DEFAULT_PORT", "BindError", "check_bind"]
 
@@ -77,8 +84,9 @@ def serve_command(
         Path,
         typer.Option("--out", metavar="DIR", help="Where the Ask page saves its runs."),
     ] = Path("pyql-serve-runs"),
-    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535,
+    host: Annotated[str, typer.Option("--host", metavar="HOST",
+                                      help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="N", min=0, max=65535,
                                       help="Port (0: any free one).")] = DEFAULT_PORT,
     allow_remote: Annotated[
         bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (needs --token).")
@@ -88,9 +96,7 @@ def serve_command(
         typer.Option("--token", metavar="TOKEN", envvar="PYQL_SERVE_TOKEN",
                      help="Every request must carry it (needed with --allow-remote)."),
     ] = None,
-    kb_timeout: Annotated[
-        float | None, typer.Option("--kb-timeout", min=0.001, help="Seconds per KB query.")
-    ] = None,
+    timeout: QueryTimeoutOpt = None,
 ) -> None:
     """A local web app: ask questions and watch each step live, browse and compare evaluation
     runs, and type DSL calls by hand (the Playground)."""
@@ -109,10 +115,10 @@ def serve_command(
                            hint="pip install 'pyql-kbqa[web]'") from None
         prefixes = pairs(prefix, "--prefix", "NAME=IRI")
         if kb is not None:
-            backend = open_kb(kb, profile, prefixes, kb_timeout)
+            backend = open_kb(kb, profile, prefixes, timeout)
             workspace = Workspace(kb=kb, backend=backend, language="sparql", table=table)
         else:
-            workspace = Workspace(db=db, table=table, timeout=kb_timeout)
+            workspace = Workspace(db=db, table=table, timeout=timeout)
         for path in runs or ():
             if not path.is_dir():
                 raise CliError(f"--runs {path}: no such folder")
