@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pyql.agent.local import LocalModelError, local_server
+from pyql.agent.evaluation.llm_spec import LLMSpecError
+from pyql.agent.evaluation.specs import build_provider
 from tests.web.support import movies_workspace, post, results, serve
 
 pytestmark = pytest.mark.llm
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.llm
 
 def test_the_local_model_answers_on_the_ask_page(tmp_path: Path) -> None:
     try:
-        local_server()  # the server --llm local uses: one per test worker
-    except LocalModelError as exc:
-        pytest.skip(f"{exc} ({exc.hint})")
+        build_provider("local")  # starts the server --llm local uses: one per test worker
+    except LLMSpecError as exc:  # the local extra or the model package is not installed
+        pytest.skip(str(exc))
     with serve(movies_workspace(), tmp_path / "out") as served:
         status, created, _ = post(served, "/api/ask", {
             "question": "Which films did Christopher Nolan direct?", "llm": "local",
