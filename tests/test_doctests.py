@@ -1,7 +1,7 @@
 """Docstring examples of every pyql module run as tests.
 
 Modules are found with :func:`pkgutil.walk_packages` over ``pyql`` and the packages installed
-under it from other directories (``pyql.guidelines``, ``pyql.agent``). A module that cannot be
+under it from other directories (``pyql.guidelines``, ``pyql.agent``, ``pyql.apps``). A module that cannot be
 imported because an optional dependency is missing is skipped, not failed.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 import pyql
 
-PACKAGES = ("pyql", "pyql.guidelines", "pyql.agent")
+PACKAGES = ("pyql", "pyql.guidelines", "pyql.agent", "pyql.apps")
 
 
 def _module_names() -> list[str]:
@@ -53,6 +53,7 @@ def test_the_core_modules_are_found() -> None:
         "pyql.kb.base",
         "pyql.session",
         "pyql.profiles",
+        "pyql.apps.web.workspace",
     ):
         assert name in MODULES
 

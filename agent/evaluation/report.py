@@ -105,6 +105,9 @@ __all__ = [
     "write_report",
     "question_status",
     "is_stand_in",
+    "RunView",
+    "read_run",
+    "report_templates",
 ]
 
 log = logging.getLogger(__name__)
@@ -874,6 +877,39 @@ def _render(run: _Run, out: TextIO, max_trajectories: int) -> None:
     }
     for chunk in page.generate(**context):
         out.write(chunk)
+
+
+def report_templates() -> jinja2.Environment:
+    """The report's Jinja2 environment (templates ``report/*.html.j2``, autoescaped, with the
+    report's filters and globals), for views that show the report's sections elsewhere."""
+    return _templates()
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What the report shows of a run, for other views of it (``pyql serve``'s run page): the
+    rows of its questions (``rows``: each with ``result`` — without query and program —,
+    ``status``, ``n_steps``, ``hint_codes`` and ``line``), its aggregate (``metrics``), and the
+    report's summary and guideline sections as the report's templates take them
+    (``report/summary.html.j2`` and ``report/guidelines.html.j2``)."""
+
+    run_dir: Path
+    config: RunConfig | None
+    rows: list[_Row]
+    metrics: dict[str, Any]
+    summary: dict[str, Any]
+    guidelines: dict[str, Any]
+    notes: list[str]
+    bad_lines: int
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> RunView:
+    """The report's reading of ``run_dir`` (one pass over ``results.jsonl``; no trajectory is
+    read). Raises :class:`RunDirError` when it is not a directory with a ``results.jsonl``."""
+    run = _load(Path(run_dir))
+    info = _guideline_info() if run.guideline_stats().get("by_code") else {}
+    return RunView(run.run_dir, run.config, run.rows, run.metrics, _summary(run),
+                   _guidelines(run, info), run.notes, run.bad_lines)
 
 
 def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
