@@ -132,7 +132,7 @@ class Workspace:
             return {}
         with self._lock:
             if self._linker is None:
-                from pyql.agent.linking import LabelIndex, LabelLinker
+                from pyql.agent.grounding.linking import LabelIndex, LabelLinker
                 from pyql.kb.oxigraph import OxigraphKB
 
                 limit = None if isinstance(self.backend, OxigraphKB) else 200_000
