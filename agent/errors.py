@@ -16,7 +16,8 @@ with structured fields, so callers decide on fields, not on message text:
     ├── LLMBadRequestError         any other 4xx (an invalid parameter, ...)
     ├── LLMResponseError           a malformed response (bad JSON, no choices, ...)
     │   └── LLMReplayMismatchError a replayed trajectory does not match the prompt it is given
-    └── LLMScriptExhaustedError    a scripted/replay client has no reply left
+    ├── LLMScriptExhaustedError    a scripted/replay client has no reply left
+    └── ScoringUnsupportedError    the client cannot score candidates (choose mode; ``reason``)
 
 Errors of the *model's output* (an action that does not parse, a malformed tool-call argument
 string) are not errors here: the agent turns them into observations for the model.
@@ -43,6 +44,7 @@ __all__ = [
     "LLMResponseError",
     "LLMReplayMismatchError",
     "LLMScriptExhaustedError",
+    "ScoringUnsupportedError",
 ]
 
 
@@ -127,3 +129,13 @@ class LLMReplayMismatchError(LLMResponseError):
 
 class LLMScriptExhaustedError(LLMError):
     """A scripted or replay client was asked for more replies than it holds."""
+
+
+class ScoringUnsupportedError(LLMError):
+    """The client cannot score candidates (choose mode): ``reason`` says why (a server that
+    returns no log-probabilities, a client without ``score``)."""
+
+    def __init__(self, message: str, *, reason: str = "",
+                 **fields: Unpack[_LLMErrorFields]) -> None:
+        self.reason = reason
+        super().__init__(message, **fields)

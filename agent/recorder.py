@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyql.agent.accounting import PriceTable, TokenCounter, TokenUsage, Usage, UsageTally
@@ -37,13 +38,39 @@ from pyql.agent.llm import (
     prompt_fingerprint,
     sampling_kwargs,
 )
-from pyql.agent.structured import ReplyFormat, resolve_constrain
+from pyql.agent.structured import (
+    ConstrainLevel,
+    ConstrainRefusedError,
+    ReplyFormat,
+    constrain_level,
+)
 from pyql.agent.trajectory import Step
 
-__all__ = ["Recorder", "StepCallback"]
+__all__ = ["Choice", "Recorder", "StepCallback"]
 
 StepCallback = Callable[[Step], None]
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a choose-mode call picked: ``index`` and ``text`` of the best candidate, every
+    candidate with its model score and combined score, and the accounted call (its reply is
+    the chosen text)."""
+
+    index: int
+    text: str
+    candidates: tuple[str, ...]
+    scores: tuple[float, ...]
+    combined: tuple[float, ...]
+    call: AccountedCall
+
+    def data(self) -> dict[str, Any]:
+        """The step's record of the choice (kept short: the ten best)."""
+        order = sorted(range(len(self.candidates)), key=lambda i: -self.combined[i])[:10]
+        return {"chosen": self.text, "candidates": len(self.candidates),
+                "best": [[self.candidates[i], round(self.scores[i], 4),
+                          round(self.combined[i], 4)] for i in order]}
 
 
 class Recorder:
@@ -67,7 +94,7 @@ class Recorder:
         *,
         counter: TokenCounter,
         price_table: PriceTable,
-        constrain: str | bool = "auto",
+        constrain: str | bool | ConstrainLevel = "auto",
         on_step: StepCallback | None = None,
     ) -> None:
         self.model = llm
@@ -75,7 +102,10 @@ class Recorder:
         #: the counter that estimates unreported usage, None when it does not estimate
         self.counter: TokenCounter | None = counter if counter.estimates else None
         self.price_table = price_table
-        self.constrained = resolve_constrain(constrain, llm)
+        #: the ``--constrain`` level in force (:class:`~pyql.agent.structured.ConstrainLevel`)
+        self.level = (constrain_level(constrain, llm) if not isinstance(constrain, bool)
+                      else ConstrainLevel("format" if constrain else "off"))
+        self.constrained = bool(self.level)
         self.fingerprint = bool(getattr(llm, "prompts_matter", True))
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
@@ -120,8 +150,20 @@ class Recorder:
         if constrained:
             assert format is not None
             extra["response_format"] = format.response_format()
+            # the reply cap holds the longest reply the schema admits: the JSON always closes
+            cap = max_tokens if max_tokens is not None else getattr(model_client, "max_tokens",
+                                                                    None)
+            if isinstance(cap, int) and cap < format.token_bound():
+                extra.update(sampling_kwargs(model_client, max_tokens=format.token_bound()))
         reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
                                       **extra)
+        if constrained and self.level.required and not getattr(model_client,
+                                                               "structured_output", True):
+            model = str(getattr(model_client, "model", ""))
+            raise ConstrainRefusedError(
+                f"--constrain {self.level.level}: {model or 'the server'} refused "
+                "response_format (JSON schema); use --constrain auto to run unconstrained",
+                mode=self.level.level, model=model)
         raw = reply.text
         if constrained:
             assert format is not None
@@ -147,6 +189,40 @@ class Recorder:
         fingerprint = prompt_fingerprint(messages, tools) if self.fingerprint else ""
         return AccountedCall(reply, tokens, cost, fingerprint, model, constrained=constrained,
                              raw_text=raw)
+
+    def choose(self, messages: Sequence[Message], candidates: Sequence[str], *,
+               prior: Sequence[float] | None = None, prior_weight: float = 0.0,
+               max_tokens: int | None = None) -> Choice:
+        """Choose mode: one accounted scoring call, ``llm.score(messages, candidates)`` (the
+        total log-likelihood of each candidate as the whole reply), and the best candidate by
+        the rule of :func:`pyql.agent.grounded.combine` (``prior``: the ranker's scores,
+        weighted by ``prior_weight``; ties go to the earlier candidate). The call counts as any
+        call: its prompt tokens (the server's cannot be had from ``score``, so estimated when
+        the counter estimates), no completion tokens, its seconds."""
+        from pyql.agent.grounded import combine
+
+        start = time.perf_counter()
+        scores = [float(s) for s in self.model.score(  # type: ignore[attr-defined]
+            messages, list(candidates), max_tokens=max_tokens)]
+        seconds = time.perf_counter() - start
+        if len(scores) != len(candidates):
+            raise ValueError(f"score() returned {len(scores)} scores for {len(candidates)} "
+                             "candidates")
+        counter = self.counter
+        tokens = (TokenUsage(prompt_tokens=counter.count_messages(messages, None),
+                             estimated=True) if counter is not None else _NOT_COUNTED)
+        model = str(getattr(self.model, "model", ""))
+        cost = self.price_table.cost(model, tokens.prompt_tokens, 0, tokens.cached_tokens)
+        self._tally.add_call(tokens, cost=cost, seconds=seconds)
+        self._usage = None
+        combined = combine(scores, prior, prior_weight)
+        best = max(range(len(combined)), key=lambda i: (combined[i], -i))
+        reply = LLMReply(text=candidates[best], model=model, latency=seconds,
+                         finish_reason="stop")
+        fingerprint = prompt_fingerprint(messages, None) if self.fingerprint else ""
+        call = AccountedCall(reply, tokens, cost, fingerprint, model)
+        return Choice(best, candidates[best], tuple(candidates), tuple(scores),
+                      tuple(combined), call)
 
     # -- the environment --------------------------------------------------------------------------
     def env(self, work: Callable[[], _T], *, backend: Any = None) -> tuple[_T, float, int]:
