@@ -151,8 +151,7 @@ def ground_step(session: Any, question: str = "", *, ranker: RelationRanker | No
                 functions: Sequence[str] | None = None) -> Grounding:
     """The grounding of ``session``'s next step (a KB or SQL session; see the module
     docstring). ``functions``: the functions the strategy offers (default: the session's)."""
-    offered = tuple(functions or getattr(session, "functions", ()) or
-                    session.toolset.signatures)
+    offered = tuple(functions or getattr(session, "functions", ()) or session.toolset)
     if session.tools == "sql":
         return _ground_sql(session, offered, limit)
     return _ground_kb(session, question, offered, ranker, limit, seed)
@@ -244,7 +243,7 @@ def _ground_sql(session: Any, offered: Sequence[str], limit: int) -> Grounding:
     legal = [n for n in offered
              if not (n == "execute" and not session.memory.answer and not _answered(session))]
     slots: dict[tuple[str, str], Candidates] = {}
-    for sig in session.toolset.signatures:
+    for sig in session.toolset.values():
         for param in sig.params:
             if param.kind.value == "column" and columns:
                 slots[sig.name, param.name] = columns

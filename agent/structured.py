@@ -168,6 +168,21 @@ def _string(limit: int = VALUE_CHARS, *, min_length: int = 0) -> dict[str, Any]:
     return out
 
 
+def _bounded(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool parameter's schema with its free strings bounded and never empty (an empty
+    argument is no argument); ``type: [string, number]`` as an ``anyOf`` of the two."""
+    spec = dict(spec)
+    kind = spec.get("type")
+    if "enum" in spec or "const" in spec:
+        return spec
+    if kind == "string":
+        return {**spec, **_string(min_length=1)}
+    if isinstance(kind, list):
+        return {"anyOf": [_string(min_length=1) if k == "string" else {"type": k}
+                          for k in kind]}
+    return spec
+
+
 def _enum(items: Sequence[str]) -> dict[str, Any]:
     return {"type": "string", "enum": list(items)}
 
@@ -282,9 +297,7 @@ def action_format(tools: Sequence[Mapping[str, Any]]) -> ReplyFormat:
         parameters = dict(fn["parameters"])
         properties = {name: {k: v for k, v in spec.items() if k != "description"}
                       for name, spec in parameters.get("properties", {}).items()}
-        for spec in properties.values():
-            if spec.get("type") == "string" and "enum" not in spec:
-                spec.update(_string(min_length=1))  # an empty argument is no argument
+        properties = {name: _bounded(spec) for name, spec in properties.items()}
         choices.append(_object({"name": {"const": fn["name"]},
                                 "arguments": _object(properties, parameters.get("required"))}))
     schema = _object({"thought": _string(THOUGHT_CHARS), "action": {"anyOf": choices}})
@@ -312,11 +325,7 @@ def grounded_action_format(tools: Sequence[Mapping[str, Any]], grounding: Ground
         for param, spec in parameters.get("properties", {}).items():
             spec = {k: v for k, v in spec.items() if k != "description"}
             found = grounding.slot(name, param)
-            if found:
-                spec = _enum(found.items)
-            elif spec.get("type") == "string" and "enum" not in spec:
-                spec.update(_string(min_length=1))
-            properties[param] = spec
+            properties[param] = _enum(found.items) if found else _bounded(spec)
         if name == "add_fact" and grounding.facts:
             for fact in grounding.facts:
                 end, other = _enum([fact.node]), _enum(fact.others.items)
