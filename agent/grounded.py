@@ -314,3 +314,67 @@ def combine(scores: Sequence[float], prior: Sequence[float] | None = None,
     if prior is None or not weight:
         return [float(s) for s in scores]
     return [float(s) + weight * float(p) for s, p in zip(scores, prior, strict=True)]
+
+
+# -- paths (Readi, SRP) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PathOptions:
+    """The relation paths the KB has from one topic entity, hop by hop: ``first`` the relations
+    at the entity, ``second`` per first relation the relations at the nodes it reaches (for the
+    ``expand`` best first relations), ``vocabulary`` all of them (ranked, bounded)."""
+
+    mention: str
+    first: Candidates
+    second: Mapping[str, Candidates]
+    vocabulary: Candidates
+
+    def paths(self, limit: int = TOP_K) -> list[tuple[str, ...]]:
+        """The 1-hop and 2-hop paths, best first relation first (each followed by its
+        extensions), at most ``limit``."""
+        out: list[tuple[str, ...]] = []
+        for first in self.first.items:
+            out.append((first,))
+            out += [(first, second) for second in self.second.get(first, Candidates("relation"))
+                    .items]
+        return out[:limit]
+
+
+def kb_path_options(session: Any, mention: str, question: str = "", *,
+                    ranker: RelationRanker | None = None, hops: int = 2, expand: int = 5,
+                    limit: int = TOP_K) -> PathOptions:
+    """The KB's vocabulary around ``mention`` (a linked entity of ``session``, a fresh KB
+    session): ``get_relation`` at the entity, then, for the ``expand`` best relations, at the
+    nodes one hop along them (``hops`` 2), each node's relations fetched once."""
+    from pyql.program import Call
+    from pyql.syntax import Atom, AtomKind
+
+    topic = Atom(AtomKind.STRING, mention)
+    obs = session.run(Call.of("get_relation", topic))
+    found = obs.relations if obs.ok and obs.relations is not None else None
+    first_all = rank_candidates(question, found.all if found else (), ranker)
+    first = Candidates.of("relation", first_all, limit=limit)
+    second: dict[str, Candidates] = {}
+    vocabulary = list(first.items)
+    if hops >= 2 and found is not None:
+        for relation in first.items[:expand]:
+            session.reset()
+            session.run(Call.of("get_relation", topic))
+            var = Atom(AtomKind.VAR, "x")
+            step = session.run(Call.of(
+                "add_fact", *((topic, Atom(AtomKind.NAME, relation), var)
+                              if relation in found.forward
+                              else (var, Atom(AtomKind.NAME, relation), topic))))
+            if not step.ok:
+                continue
+            at = session.run(Call.of("get_relation", var))
+            if not at.ok or at.relations is None:
+                continue
+            ranked = rank_candidates(question, [r for r in at.relations.all], ranker)
+            second[relation] = Candidates.of("relation", ranked, limit=limit)
+            vocabulary += ranked
+    session.reset()
+    return PathOptions(mention, first, second,
+                       Candidates.of("relation", rank_candidates(question, vocabulary, ranker),
+                                     limit=limit))

@@ -69,6 +69,7 @@ __all__ = [
     "action_format",
     "constrain_level",
     "grounded_action_format",
+    "answer_text",
     "answers_format",
     "edit_chains_format",
     "judge_format",
@@ -367,13 +368,20 @@ def _path_relation(relation: Any) -> str:
     return " ".join(_PATH_SYNTAX.sub(" ", str(relation)).split())
 
 
-def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
+def kb_path_format(mentions: Sequence[str],
+                   relations: Mapping[str, Sequence[str]] | None = None) -> ReplyFormat:
     """Readi's reasoning path over a KB: per topic entity, the relations towards the answer
-    (read back as ``Path: { "m": [ m → r1 → r2 ] }``)."""
+    (read back as ``Path: { "m": [ m → r1 → r2 ] }``). ``relations`` (grounded): per topic
+    entity the KB's vocabulary around it (:func:`pyql.agent.grounded.kb_path_options`), its
+    path's only relations."""
     from pyql.agent.paths.path import ReasoningPath
 
-    relations = {"type": "array", "items": _string(), "maxItems": 4}
-    path = _object({m: relations for m in mentions})
+    def chain(mention: str) -> dict[str, Any]:
+        offered = (relations or {}).get(mention)
+        return {"type": "array", "items": _enum(offered) if offered else _string(),
+                "maxItems": 4}
+
+    path = _object({m: chain(m) for m in mentions})
 
     def render(value: Mapping[str, Any]) -> str:
         # a relation of nothing but syntax is no relation
@@ -408,18 +416,26 @@ def table_path_format(columns: Sequence[str]) -> ReplyFormat:
                        render)
 
 
-def answers_format() -> ReplyFormat:
+def answer_text(*answers: Any, thought: str = "") -> str:
+    """The reader's reply text of ``answers`` (``So, the answer is {a}, {b}.``), as the
+    papers' parser reads it: what a constrained reply reads back as, and what choose mode
+    scores per retrieved value."""
+    cleaned = [str(a).replace("{", "(").replace("}", ")").strip() for a in answers]
+    braced = ", ".join(f"{{{a}}}" for a in cleaned if a) or "{}"
+    return f"{thought.strip()} So, the answer is {braced}.".strip()
+
+
+def answers_format(values: Sequence[str] | None = None) -> ReplyFormat:
     """A reader's answers (Readi and SRP), read back in the papers' ``{answer}`` form; an empty
-    list is ``{}`` (no answer)."""
+    list is ``{}`` (no answer). ``values`` (grounded): the retrieved values, the only answers
+    admitted."""
 
     def render(value: Mapping[str, Any]) -> str:
-        answers = [str(a).replace("{", "(").replace("}", ")").strip() for a in value["answers"]]
-        braced = ", ".join(f"{{{a}}}" for a in answers if a) or "{}"
-        thought = str(value.get("thought", "")).strip()
-        return f"{thought} So, the answer is {braced}.".strip()
+        return answer_text(*value["answers"], thought=str(value.get("thought", "")))
 
+    item = _enum(values) if values else _string()
     schema = _object({"thought": _string(THOUGHT_CHARS),
-                      "answers": {"type": "array", "items": _string(), "maxItems": 10}})
+                      "answers": {"type": "array", "items": item, "maxItems": 10}})
     return ReplyFormat("answers", schema, render)
 
 
@@ -445,11 +461,18 @@ def _chains(topic: str, relations: Any) -> str:
     return " -> ".join([topic, *(str(r) for r in relations)])
 
 
-def plan_format(topics: Sequence[str]) -> ReplyFormat:
+def plan_format(topics: Sequence[str],
+                relations: Mapping[str, Sequence[str]] | None = None) -> ReplyFormat:
     """SRP's plan: per topic entity one or more relation paths (read back as ``Path: {"t":
-    ["t -> r1 -> r2", ...]}``)."""
-    chain = {"type": "array", "items": _string(), "minItems": 1, "maxItems": 4}
-    paths = _object({t: {"type": "array", "items": chain, "minItems": 1, "maxItems": 3}
+    ["t -> r1 -> r2", ...]}``). ``relations`` (grounded): per topic the relations its paths may
+    use (the checked relations and the KB's vocabulary around it)."""
+
+    def chain(topic: str) -> dict[str, Any]:
+        offered = (relations or {}).get(topic)
+        return {"type": "array", "items": _enum(offered) if offered else _string(),
+                "minItems": 1, "maxItems": 4}
+
+    paths = _object({t: {"type": "array", "items": chain(t), "minItems": 1, "maxItems": 3}
                      for t in topics})
 
     def render(value: Mapping[str, Any]) -> str:
