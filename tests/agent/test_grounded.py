@@ -318,3 +318,101 @@ def test_every_schema_valid_reply_reads_back_as_text(fmt: ReplyFormat, data: Any
     text = json.dumps(value, ensure_ascii=False)
     assert len(text.encode()) <= fmt.token_bound()
     assert fmt.read_text(text) is not None
+
+
+# -- Readi and SRP ---------------------------------------------------------------------------------
+
+GODEY_Q = "which person directed the movies written by [John Godey]"
+GODEY = {"John Godey": "John Godey"}
+GODEY_GOLD = {"Walter Hill", "Joseph Sargent", "Jerry Paris"}
+
+
+def _schema(call: Mapping[str, Any]) -> dict[str, Any]:
+    return call["response_format"]["json_schema"]["schema"]
+
+
+def test_a_grounded_readi_path_only_admits_the_kbs_relations_around_the_topic(kb) -> None:
+    from pyql.agent.readi import Readi
+
+    path = {"thought": "his films, their directors",
+            "path": {"John Godey": ["written_by", "directed_by"]}}
+    llm = ScriptedLLM([json.dumps(path)], structured_output=True)
+    result = Readi(llm, kb, constrain="grounded").run(GODEY_Q, GODEY)
+    assert set(result.answers) == GODEY_GOLD and result.usage.parse_failures == 0
+    schema = _schema(llm.calls[0])
+    offered = schema["properties"]["path"]["properties"]["John Godey"]["items"]["enum"]
+    # hop 1: written_by (backward); hop 2: at the films
+    assert {"written_by", "directed_by", "has_genre"} <= set(offered)
+    assert "in_language" not in offered  # only Kismet has it: not around John Godey
+    bad = {"thought": "", "path": {"John Godey": ["director_of"]}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_readi_choose_mode_scores_the_kbs_paths(kb) -> None:
+    from pyql.agent.readi import Readi
+
+    llm = ScriptedScorer(lambda c: ("written_by → directed_by" in c) - 0.001 * len(c))
+    result = Readi(llm, kb, choose=True).run(GODEY_Q, GODEY)
+    assert set(result.answers) == GODEY_GOLD
+    generate = result.steps[0]
+    assert generate.data["path"] == {"John Godey": ["written_by", "directed_by"]}
+    assert generate.data["choose"]["candidates"] >= 4 and llm.calls == []
+
+
+def test_readis_reader_answers_from_the_retrieved_values(kb) -> None:
+    from pyql.agent.readi import Readi
+
+    path = {"thought": "", "path": {"John Godey": ["written_by", "directed_by"]}}
+    answer = {"thought": "", "answers": ["Walter Hill"]}
+    llm = ScriptedLLM([json.dumps(path), json.dumps(answer)], structured_output=True)
+    result = Readi(llm, kb, constrain="grounded", answer="llm").run(GODEY_Q, GODEY)
+    assert result.answers == ("Walter Hill",)
+    offered = _schema(llm.calls[1])["properties"]["answers"]["items"]["enum"]
+    assert GODEY_GOLD <= set(offered) and "John Godey" not in offered
+
+
+def test_srp_grounded_plan_and_answer(kb) -> None:
+    from pyql.agent.srp.strategy import SRP
+
+    check = {"relations": [{"relation": "written_by", "score": 1.0}]}
+    plan = {"thought": "", "paths": {"John Godey": [["written_by", "directed_by"]]}}
+    judge = {"thinking": "there", "verdict": "HAVE_ANSWER", "retained": []}
+    answer = {"thought": "", "answers": ["Walter Hill"]}
+    llm = ScriptedLLM([json.dumps(r) for r in (check, plan, judge, answer)],
+                      structured_output=True)
+    result = SRP(llm, kb, constrain="grounded").run(GODEY_Q, GODEY)
+    assert result.answers[0] == "Walter Hill" and result.usage.parse_failures == 0
+    chain = _schema(llm.calls[1])["properties"]["paths"]["properties"]["John Godey"]["items"]
+    assert {"written_by", "directed_by"} <= set(chain["items"]["enum"])
+    assert "in_language" not in chain["items"]["enum"]
+    answers = _schema(llm.calls[3])["properties"]["answers"]["items"]["enum"]
+    assert "Walter Hill" in answers and "John Godey" not in answers
+
+
+def test_srp_choose_mode_checks_plans_and_answers_by_score(kb) -> None:
+    from pyql.agent.srp.strategy import SRP
+
+    def rule(text: str) -> float:
+        return (("written_by" in text) + ("directed_by" in text) + ("Walter Hill" in text)
+                + ("HAVE_ANSWER" in text) - 0.001 * len(text))
+
+    judge = ("Thinking Process: the directors are there. <HAVE_ANSWER>\nRetained sequences:\n"
+             '1. [("Johnny Handsome", "written_by", "John Godey"), '
+             '("Johnny Handsome", "directed_by", "Walter Hill")]')
+    llm = ScriptedScorer(rule, [judge])  # the judge's reply is not enumerable: generated
+    result = SRP(llm, kb, choose=True).run(GODEY_Q, GODEY)
+    kinds = {s.kind: s for s in result.steps}
+    assert kinds["relation_check"].data["checked"] == ["written_by"]
+    assert kinds["plan"].data["constraints"] == {"John Godey": ["written_by", "directed_by"]}
+    assert result.answers[0] == "Walter Hill" and set(result.answers) == GODEY_GOLD
+    assert len(llm.calls) == 1 and len(llm.scored) == 3  # check, plan, answer scored
+
+
+def test_readi_and_srp_refuse_choose_mode_without_scores(kb) -> None:
+    from pyql.agent.readi import Readi
+    from pyql.agent.srp.strategy import SRP
+
+    for strategy in (Readi, SRP):
+        with pytest.raises(ScoringUnsupportedError):
+            strategy(ScriptedLLM([]), kb, choose=True)
