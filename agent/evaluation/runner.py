@@ -89,6 +89,7 @@ from pyql.agent.errors import (
     LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
+    ScoringUnsupportedError,
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import (
@@ -134,6 +135,7 @@ from pyql.agent.strategy import (
     get_strategy,
     max_reply_tokens,
 )
+from pyql.agent.structured import ConstrainRefusedError
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.deadline import Budget, within
 from pyql.errors import BackendError, PyqlError
@@ -367,7 +369,8 @@ class _Session:
         lines: list[str] = []
         try:
             result, lines = self._answer(item, steps)
-        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
+        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError, ConstrainRefusedError,
+                ScoringUnsupportedError) as exc:
             raise EvalAbort(f"{type(exc).__name__}: {exc}") from exc
         except LLMRateLimitError as exc:
             if exc.code == "insufficient_quota":
@@ -412,7 +415,7 @@ class _Session:
             mode=self.config.mode, profile=self.dataset.profile, seed=self.config.seed,
             table=item.table, token_counter=self.counter, price_table=self.prices,
             dataset=self.config.dataset, preset=self.config.preset, ranker=self.config.ranker,
-            constrain=self.config.constrain, options=options,
+            constrain=self.config.constrain, choose=self.config.choose, options=options,
         )
 
     def _measures(self, steps: Sequence[Step], item: EvalItem) -> dict[str, float]:
