@@ -49,6 +49,9 @@ from pyql.agent.trajectory import Step
 __all__ = ["Choice", "Recorder", "StepCallback"]
 
 StepCallback = Callable[[Step], None]
+#: the most a constrained call's ``max_tokens`` is raised to, to hold its schema's longest reply
+#: (:meth:`~pyql.agent.structured.ReplyFormat.token_bound`)
+BOUND_CEILING = 4096
 _T = TypeVar("_T")
 
 
@@ -150,11 +153,13 @@ class Recorder:
         if constrained:
             assert format is not None
             extra["response_format"] = format.response_format()
-            # the reply cap holds the longest reply the schema admits: the JSON always closes
+            # the reply cap holds the longest reply the schema admits: the JSON closes (up to
+            # BOUND_CEILING tokens: SRP's judge, whose bound is larger, keeps its cap)
             cap = max_tokens if max_tokens is not None else getattr(model_client, "max_tokens",
                                                                     None)
-            if isinstance(cap, int) and cap < format.token_bound():
-                extra.update(sampling_kwargs(model_client, max_tokens=format.token_bound()))
+            bound = format.token_bound()
+            if isinstance(cap, int) and cap < bound <= BOUND_CEILING:
+                extra.update(sampling_kwargs(model_client, max_tokens=bound))
         reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
                                       **extra)
         if constrained and self.level.required and not getattr(model_client,

@@ -37,8 +37,10 @@ a refusal is :class:`ConstrainRefusedError` on the first call, not a silent unco
 ``minLength`` 1, and a constrained argument is one JSON string, so a value that does not lex as
 a term is read as a quoted literal (:func:`pyql.agent.prompting.call_from_arguments`,
 ``literal_fallback``) instead of being refused; and :meth:`ReplyFormat.token_bound` is the
-longest reply the grammar admits, so the recorder raises a call's ``max_tokens`` to it and a
-constrained reply always closes its JSON.
+longest reply the grammar admits (every string at its ``maxLength``, llama.cpp's whitespace at
+its most), so the recorder raises a call's ``max_tokens`` to it and a constrained reply closes
+its JSON (counting a token per character: a model that escapes characters, ``\u00e9``, can
+still need more).
 
 >>> fmt = answers_format()
 >>> fmt.read_text('{"thought": "Kismet was directed by him.", "answers": ["William Dieterle"]}')
@@ -190,32 +192,31 @@ def _enum(items: Sequence[str]) -> dict[str, Any]:
 
 #: what llama.cpp's grammar lets a model put between two JSON tokens (``"\n"{1,2} [ \t]{0,20}``)
 _SEPARATOR = 22
-#: the longest a character of a JSON string can be written (``\u00XX``), in bytes; a token is at
-#: least one byte
-_CHAR_BYTES = 6
 
 
 def _worst(schema: Mapping[str, Any]) -> int:
-    """The longest JSON text ``schema`` admits, in bytes (a bound on its tokens): strings at
-    ``maxLength`` with every character escaped, whitespace at its most between tokens."""
+    """The longest JSON text ``schema`` admits, in characters, with whitespace at its most
+    between tokens and every string at its ``maxLength``, each of its characters written as
+    itself (one token at most: what a grammar-bound model writes when it loops, ``1.1.1.…``;
+    a character it escapes, ``\u00e9``, takes up to six)."""
     if "const" in schema:
-        return len(json.dumps(schema["const"]).encode())
+        return len(json.dumps(schema["const"], ensure_ascii=False))
     if "enum" in schema:
-        return max((len(json.dumps(e, ensure_ascii=False).encode()) for e in schema["enum"]),
+        return max((len(json.dumps(e, ensure_ascii=False)) for e in schema["enum"]),
                    default=2)
     if "anyOf" in schema:
         return max((_worst(s) for s in schema["anyOf"]), default=0)
     kind = schema.get("type")
     if kind == "object":
         properties = schema.get("properties", {})
-        body = sum(len(json.dumps(k).encode()) + 1 + 2 * _SEPARATOR + _worst(v)
+        body = sum(len(json.dumps(k, ensure_ascii=False)) + 1 + 2 * _SEPARATOR + _worst(v)
                    for k, v in properties.items())
         return 2 + body + len(properties) + _SEPARATOR
     if kind == "array":
         items = schema.get("maxItems", 10)
         return 2 + items * (_worst(schema.get("items", {})) + 1 + 2 * _SEPARATOR)
     if kind == "string":
-        return 2 + _CHAR_BYTES * int(schema.get("maxLength", 2000))
+        return 2 + int(schema.get("maxLength", 2000))
     if kind in ("number", "integer"):
         return 32
     return 8
@@ -244,9 +245,9 @@ class ReplyFormat:
     tool_call: bool = False
 
     def token_bound(self) -> int:
-        """The longest reply the schema admits, in bytes: a bound on its tokens (a token is at
-        least one byte), so a call whose ``max_tokens`` is at least this always closes its JSON
-        (module docstring)."""
+        """The longest reply the schema admits, in characters (:func:`_worst`): a bound on its
+        tokens while the model writes each character as itself, so a call whose
+        ``max_tokens`` is at least this closes its JSON (module docstring)."""
         return _worst(self.schema)
 
     def response_format(self) -> dict[str, Any]:

@@ -416,3 +416,17 @@ def test_readi_and_srp_refuse_choose_mode_without_scores(kb) -> None:
     for strategy in (Readi, SRP):
         with pytest.raises(ScoringUnsupportedError):
             strategy(ScriptedLLM([]), kb, choose=True)
+
+
+def test_a_constrained_calls_cap_holds_the_schemas_longest_reply() -> None:
+    from pyql.agent.accounting import PriceTable, TokenCounter
+    from pyql.agent.recorder import Recorder
+
+    llm = ScriptedLLM(['{"thought": "", "action": {"name": "execute", "arguments": {}}}'] * 2,
+                      structured_output=True)
+    rec = Recorder(llm, "q", counter=TokenCounter(estimates=False), price_table=PriceTable.of(None))
+    fmt = action_format(TOOLS)
+    rec.llm([{"role": "user", "content": "q"}], format=fmt, max_tokens=64)
+    assert llm.calls[0]["max_tokens"] == fmt.token_bound() > 64
+    rec.llm([{"role": "user", "content": "q"}], format=fmt, max_tokens=4000)
+    assert llm.calls[1]["max_tokens"] == 4000
