@@ -118,7 +118,8 @@ def check_strategy_run(server: LocalServer, tmp_path: Path, *, strategy: str, mo
     assert not any(r["usage"]["estimated_tokens"] for r in rows)
 
     # the trajectories replay: the same steps, answers and outcome without the model
-    replay = RunConfig(**{**config.model_dump(), "llm": f"replay:{tmp_path / 'run'}"})
+    replay = RunConfig(**{**config.model_dump(), "llm": f"replay:{tmp_path / 'run'}",
+                          "constrain": "auto"})  # a replay reads back what the model wrote
     evaluate(replay, tmp_path / "replay", progress=False)
 
     def outline(run: Path) -> list[Any]:
