@@ -8,7 +8,9 @@ the environment offers —
 - **functions**: the offered toolset, less what cannot succeed yet (no ``add_fact`` before a
   ``get_relation`` listed relations, no ``set_answer``/aggregation before a variable has values,
   no ``execute`` before there is an answer: ``set_answer`` or an aggregation);
-- **entity/node slots**: the linked entities, the variables with values and one fresh variable;
+- **entity/node slots**: the linked entities, the variables with values and one fresh variable
+  (``get_relation`` only the nodes whose relations were not listed yet: a repeat lists nothing
+  new);
 - **relation slots**: per node, the relations the KB returned for it (the node's
   ``get_relation``, kept in the memory: fetched once per node), forward and backward apart, so
   a fact's relation is always one the KB has at its head (forward) or tail (backward);
@@ -166,7 +168,9 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
     entities = tuple(dict.fromkeys(memory.entities.values()))
     bound = tuple(memory.bound_variables)
     fresh = fresh_variable(memory.variables)
-    nodes = Candidates.of("entity", [*entities, *bound], limit=limit)
+    # a node whose relations were listed gives nothing new: get_relation asks the others
+    nodes = Candidates.of("entity", [n for n in (*entities, *bound) if n not in memory.relations],
+                          limit=limit)
     variables = Candidates.of("entity", bound, limit=limit)
     others = Candidates.of("entity", [*bound, fresh, *entities], limit=limit)
 
@@ -271,12 +275,10 @@ def candidate_calls(grounding: Grounding) -> list[str] | None:
     if grounding.tools != "sparql":
         return None
     out: list[str] = []
-    fetched = {f.node for f in grounding.facts}
     for name in grounding.functions.items:
         if name == "get_relation":
             nodes = grounding.slot("get_relation", "node")
-            out += [f"get_relation({n})" for n in (nodes.items if nodes else ())
-                    if n not in fetched]
+            out += [f"get_relation({n})" for n in (nodes.items if nodes else ())]
         elif name == "add_fact":
             for fact in grounding.facts:
                 new = grounding.fresh  # the walk's next node
