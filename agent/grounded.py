@@ -188,8 +188,10 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
             ranked = rank_candidates(question, kept, ranker)
             known += ranked
             side = Candidates("relation", tuple(ranked), total, total > len(forward) + len(backward))
+            linked = _linked(memory.calls, node)  # a second fact between them: a repeat
             facts.append(FactOption(node, direction, side,  # type: ignore[arg-type]
-                                    Candidates.of("entity", [o for o in others.items if o != node])))
+                                    Candidates.of("entity", [o for o in others.items
+                                                             if o != node and o not in linked])))
     relations = Candidates.of("relation", rank_candidates(question, known, ranker), limit=limit)
 
     legal: list[str] = []
@@ -223,6 +225,18 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
             [*memory.variables, *variables.items])])
     return Grounding("sparql", Candidates.of("function", legal),
                      {k: v for k, v in slots.items() if v}, tuple(facts), fresh=fresh)
+
+
+def _linked(calls: Sequence[Any], node: str) -> set[str]:
+    """The variables a fact of ``calls`` already ties to ``node``."""
+    out: set[str] = set()
+    for call in calls:
+        if call.name != "add_fact" or len(call.args) != 3:
+            continue
+        ends = [str(a) if a.kind.value == "var" else a.value for a in (call.args[0], call.args[2])]
+        if node in ends:
+            out.update(e for e in ends if e.startswith("?") and e != node)
+    return out
 
 
 # -- SQL -----------------------------------------------------------------------------------------

@@ -147,6 +147,17 @@ def test_answer_and_execute_are_legal_only_once_there_is_something_to_answer() -
     assert "execute" in ground_step(session, "", functions=PROFILE.functions).functions.items
 
 
+def test_a_fact_already_in_the_query_is_not_offered_again() -> None:
+    session = Session(metaqa_kb(KB_LINES), {"William Dieterle": "William Dieterle"})
+    session.run("get_relation(William Dieterle)")
+    session.run("add_fact(?x, directed_by, William Dieterle)")
+    fmt = grounded_action_format(TOOLS, ground_step(session, "q"))
+    assert not _valid(fmt, _action("add_fact", head="?x", relation="directed_by",
+                                   tail="William Dieterle"))  # the same fact: RM210
+    assert _valid(fmt, _action("add_fact", head="?y", relation="directed_by",
+                               tail="William Dieterle"))
+
+
 def test_a_long_relation_list_is_cut_as_the_observation_shows_it() -> None:
     lines = "".join(f"Kismet|relation_{i:02d}|X{i}\n" for i in range(50))
     lines += "Kismet|directed_by|William Dieterle\n"
