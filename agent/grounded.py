@@ -207,6 +207,8 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
             continue
         if name == "get_relation" and not nodes:
             continue
+        if name == "set_answer" and not [v for v in bound if v != memory.answer]:
+            continue
         legal.append(name)
 
     slots: dict[tuple[str, str], Candidates] = {}
@@ -215,6 +217,9 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
     for name in _ON_VARIABLES:
         first = "answer_var" if name == "set_answer" else f"{name.removeprefix('add_')}_var"
         slots[name, first] = variables
+    # the answer set again is no step: set_answer offers the other variables
+    slots["set_answer", "answer_var"] = Candidates.of(
+        "entity", [v for v in variables.items if v != memory.answer])
     slots["add_type", "var"] = variables
     slots["add_filter", "ob1"] = variables
     slots["add_time_constrain", "var"] = variables
