@@ -183,6 +183,9 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
                                              ranker, top_k=limit, seed=seed)
         total = len(relations.forward) + len(relations.backward)
         for direction, kept in (("forward", forward), ("backward", backward)):
+            # the same relation from the same end again only names its values twice
+            used = _used(memory.calls, node, direction)
+            kept = [r for r in kept if r not in used]
             if not kept:
                 continue
             ranked = rank_candidates(question, kept, ranker)
@@ -230,6 +233,19 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
             [*memory.variables, *variables.items])])
     return Grounding("sparql", Candidates.of("function", legal),
                      {k: v for k, v in slots.items() if v}, tuple(facts), fresh=fresh)
+
+
+def _used(calls: Sequence[Any], node: str, direction: str) -> set[str]:
+    """The relations a fact of ``calls`` already follows from ``node`` in ``direction``."""
+    at = 0 if direction == "forward" else 2
+    out: set[str] = set()
+    for call in calls:
+        if call.name != "add_fact" or len(call.args) != 3:
+            continue
+        end = call.args[at]
+        if (str(end) if end.kind.value == "var" else end.value) == node:
+            out.add(call.args[1].value)
+    return out
 
 
 def _linked(calls: Sequence[Any], node: str) -> set[str]:

@@ -155,8 +155,10 @@ def test_a_fact_already_in_the_query_is_not_offered_again() -> None:
     fmt = grounded_action_format(TOOLS, ground_step(session, "q"))
     assert not _valid(fmt, _action("add_fact", head="?x", relation="directed_by",
                                    tail="William Dieterle"))  # the same fact: RM210
-    assert _valid(fmt, _action("add_fact", head="?y", relation="directed_by",
-                               tail="William Dieterle"))
+    # nor the same relation from the same node to a new variable (its values named twice)
+    assert not _valid(fmt, _action("add_fact", head="?y", relation="directed_by",
+                                   tail="William Dieterle"))
+    assert "add_fact" not in ground_step(session, "q").functions.items
 
 
 def test_a_long_relation_list_is_cut_as_the_observation_shows_it() -> None:
