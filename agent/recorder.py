@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyql.agent.errors import ScoringUnsupportedError
@@ -44,14 +45,49 @@ from pyql.agent.llm.clients import (
     ToolCall,
     prompt_fingerprint,
     sampling_kwargs,
+    scored_record,
 )
-from pyql.agent.llm.structured import ReplyFormat, resolve_constrain
+from pyql.agent.llm.structured import (
+    ConstrainLevel,
+    ConstrainRefusedError,
+    ReplyFormat,
+    constrain_level,
+)
 from pyql.agent.trajectory import Step
 
-__all__ = ["Recorder", "StepCallback"]
+__all__ = ["Choice", "Recorder", "StepCallback"]
 
 StepCallback = Callable[[Step], None]
+#: the most a constrained call's ``max_tokens`` is raised to, to hold its schema's longest reply
+#: (:meth:`~pyql.agent.llm.structured.ReplyFormat.token_bound`)
+BOUND_CEILING = 4096
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a choose-mode call picked: ``index`` and ``text`` of the best candidate, every
+    candidate with its model score and combined score, and the accounted call (its reply is
+    the chosen text)."""
+
+    index: int
+    text: str
+    candidates: tuple[str, ...]
+    scores: tuple[float, ...]
+    combined: tuple[float, ...]
+    call: AccountedCall
+
+    def step_data(self) -> dict[str, Any]:
+        """The step's ``data`` for the choice: ``choose`` (what was picked, the ten best with
+        their scores) and ``scored`` (every candidate's score: what a replay returns)."""
+        return {"choose": self.data(), "scored": scored_record(self.candidates, self.scores)}
+
+    def data(self) -> dict[str, Any]:
+        """The step's record of the choice (kept short: the ten best)."""
+        order = sorted(range(len(self.candidates)), key=lambda i: -self.combined[i])[:10]
+        return {"chosen": self.text, "candidates": len(self.candidates),
+                "best": [[self.candidates[i], round(self.scores[i], 4),
+                          round(self.combined[i], 4)] for i in order]}
 
 
 class Recorder:
@@ -75,7 +111,7 @@ class Recorder:
         *,
         counter: TokenCounter,
         price_table: PriceTable,
-        constrain: str | bool = "auto",
+        constrain: str | bool | ConstrainLevel = "auto",
         on_step: StepCallback | None = None,
     ) -> None:
         self.model = llm
@@ -83,7 +119,10 @@ class Recorder:
         #: the counter that estimates unreported usage, None when it does not estimate
         self.counter: TokenCounter | None = counter if counter.estimates else None
         self.price_table = price_table
-        self.constrained = resolve_constrain(constrain, llm)
+        #: the ``--constrain`` level in force (:class:`~pyql.agent.llm.structured.ConstrainLevel`)
+        self.level = (constrain_level(constrain, llm) if not isinstance(constrain, bool)
+                      else ConstrainLevel("format" if constrain else "off"))
+        self.constrained = bool(self.level)
         self.fingerprint = bool(getattr(llm, "prompts_matter", True))
         self.callbacks: list[StepCallback] = [
             cb for cb in (getattr(llm, "observe", None), on_step) if cb is not None]
@@ -128,8 +167,22 @@ class Recorder:
         if constrained:
             assert format is not None
             extra["response_format"] = format.response_format()
+            # the reply cap holds the longest reply the schema admits: the JSON closes (up to
+            # BOUND_CEILING tokens: SRP's judge, whose bound is larger, keeps its cap)
+            cap = max_tokens if max_tokens is not None else getattr(model_client, "max_tokens",
+                                                                    None)
+            bound = format.token_bound()
+            if isinstance(cap, int) and cap < bound <= BOUND_CEILING:
+                extra.update(sampling_kwargs(model_client, max_tokens=bound))
         reply = model_client.complete(messages, stop=stop, tools=tools,  # type: ignore[call-arg]
                                       **extra)
+        if constrained and self.level.required and not getattr(model_client,
+                                                               "structured_output", True):
+            model = str(getattr(model_client, "model", ""))
+            raise ConstrainRefusedError(
+                f"--constrain {self.level.level}: {model or 'the server'} refused "
+                "response_format (JSON schema); use --constrain auto to run unconstrained",
+                mode=self.level.level, model=model)
         raw = reply.text
         if constrained:
             assert format is not None
@@ -182,6 +235,30 @@ class Recorder:
         self._usage = None
         fingerprint = prompt_fingerprint(messages) if self.fingerprint else ""
         return AccountedScore(tuple(candidates), scores, tokens, cost, fingerprint, model)
+
+    def choose(self, messages: Sequence[Message], candidates: Sequence[str], *,
+               prior: Sequence[float] | None = None, prior_weight: float = 0.0,
+               max_tokens: int | None = None) -> Choice:
+        """Choose mode: one accounted scoring call (:meth:`score`: the total log-likelihood of
+        each candidate as the whole reply) and the best candidate by the rule of
+        :func:`pyql.agent.grounding.candidates.combine` (``prior``: the ranker's scores, weighted by
+        ``prior_weight``; ties go to the earlier candidate). The choice's ``call`` is the
+        scoring call as a reply of the chosen text; :meth:`Choice.step_data` keeps the scores
+        where a replay reads them."""
+        from pyql.agent.grounding.candidates import combine
+
+        scored = self.score(messages, candidates, max_tokens=max_tokens)
+        scores = [float(s) for s in scored.scores]
+        if len(scores) != len(candidates):
+            raise ValueError(f"score() returned {len(scores)} scores for {len(candidates)} "
+                             "candidates")
+        combined = combine(scores, prior, prior_weight)
+        best = max(range(len(combined)), key=lambda i: (combined[i], -i))
+        reply = LLMReply(text=candidates[best], model=scored.model,
+                         latency=scored.scores.latency, finish_reason="stop")
+        call = AccountedCall(reply, scored.tokens, scored.cost, scored.prompt_hash, scored.model)
+        return Choice(best, candidates[best], tuple(candidates), tuple(scores),
+                      tuple(combined), call)
 
     # -- the environment --------------------------------------------------------------------------
     def env(self, work: Callable[[], _T], *, backend: Any = None) -> tuple[_T, float, int]:

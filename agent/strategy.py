@@ -22,7 +22,8 @@ plan, judge, edit), or a third party's. Each one:
   256, the original's cap; a whole path needs more): ``pyql ask``/``pyql eval`` send it as
   ``max_tokens`` unless ``--max-tokens`` says otherwise, so one runaway reply cannot grow
   without bound (default :data:`DEFAULT_MAX_REPLY_TOKENS`);
-- takes ``config.constrain`` (``auto``/``on``/``off``): its LLM calls go through a
+- takes ``config.constrain`` (``off``/``format``/``grounded``/``auto``; ``on`` is ``format``)
+  and ``config.choose`` (score enumerable steps' candidates): its LLM calls go through a
   :class:`~pyql.agent.recorder.Recorder` with a :class:`~pyql.agent.llm.structured.ReplyFormat`
   each, so a server that honours JSON schemas only writes replies the strategy can read;
 - declares the options it takes (``--option NAME=VALUE``) in a class attribute
@@ -304,8 +305,11 @@ class StrategyConfig:
     dataset: str | None = None
     #: a named bundle of settings (:mod:`pyql.agent.strategies.queryagent.presets`: ``default``, ``paper``)
     preset: str | None = None
-    #: structured output (:mod:`pyql.agent.llm.structured`): ``auto``, ``on`` or ``off``
+    #: structured output (:mod:`pyql.agent.llm.structured`): ``off``, ``format``, ``grounded``,
+    #: ``auto`` (``on``: ``format``)
     constrain: str = "auto"
+    #: choose mode (:mod:`pyql.agent.grounding.candidates`): enumerable steps score their candidates
+    choose: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def given(self, *names: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from pyql.errors import ArityError, InputError, ParseError
 from pyql.program import Call, Param, ParamKind, Signature
-from pyql.syntax import lex_atom
+from pyql.syntax import Atom, AtomKind, lex_atom
 
 __all__ = ["ParamNotes", "param_doc", "tool_schemas", "call_from_arguments"]
 
@@ -86,17 +86,25 @@ def tool_schemas(signatures: Sequence[Signature], notes: ParamNotes | None = Non
 
 
 def call_from_arguments(name: str, arguments: Mapping[str, Any],
-                        signatures: Mapping[str, Signature], raw: str = "") -> Call | InputError:
+                        signatures: Mapping[str, Signature], raw: str = "", *,
+                        literal_fallback: bool = False) -> Call | InputError:
     """The DSL call a tool call (``name`` with JSON ``arguments``, keyed by the parameter names
     of :func:`tool_schemas`) stands for, or the input error it makes. ``raw`` is the arguments as
     written, for the error's position.
 
     An unknown ``name`` gives a call of that name, so the Session reports it with the list of
-    its functions; unknown or missing arguments are a ParseError or an ArityError."""
+    its functions; unknown or missing arguments are a ParseError or an ArityError.
+
+    ``literal_fallback`` (a reply constrained to a JSON schema): each argument is one JSON
+    string already, so a string that does not lex as a term (``"Ocean's``, ``? x``, a control
+    character) is that text as a quoted literal, not a parse error — the environment then
+    judges the value (every schema-valid reply reads back).
+    """
     sig = signatures.get(name)
+    lex = _lenient_atom if literal_fallback else (lambda v: lex_atom(_arg_text(v)))
     try:
         if sig is None:
-            return Call(name=name, args=tuple(lex_atom(_arg_text(v)) for v in arguments.values()
+            return Call(name=name, args=tuple(lex(v) for v in arguments.values()
                                               if v is not None))
         unknown = [k for k in arguments if k not in {p.name for p in sig.params}]
         if unknown:
@@ -108,12 +116,22 @@ def call_from_arguments(name: str, arguments: Mapping[str, Any],
             lo, hi = sig.arity
             got = sum(1 for v in values if v is not None)
             return ArityError(sig.name, lo if lo == hi else (lo, hi), got, str(sig))
-        return Call(name=name, args=tuple(lex_atom(_arg_text(v)) for v in values))
+        return Call(name=name, args=tuple(lex(v) for v in values))
     except ParseError as exc:
         return exc
     except ValidationError as exc:  # not a function name
         return ParseError(f"{name!r} is not a function name ({exc.error_count()} errors)",
                           name, 0)
+
+
+def _lenient_atom(value: Any) -> Atom:
+    """One constrained argument: its term, or (a string that does not lex) that string as a
+    quoted literal."""
+    text = _arg_text(value)
+    try:
+        return lex_atom(text)
+    except ParseError:
+        return Atom(AtomKind.STRING, text)
 
 
 def _arg_text(value: Any) -> str:

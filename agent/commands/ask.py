@@ -166,6 +166,7 @@ def ask_command(
     ] = None,
     deadline: opts.DeadlineOpt = None,
     constrain: opts.ConstrainOpt = "auto",
+    choose: opts.ChooseOpt = "off",
     max_tokens: opts.MaxTokensOpt = None,
     temperature: opts.TemperatureOpt = None,
     kb_timeout: opts.KbTimeoutOpt = None,
@@ -192,8 +193,11 @@ def ask_command(
             raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}",
                                      param_hint="--mode")
         if constrain not in CONSTRAIN_MODES:
-            raise typer.BadParameter(f"expected auto, on or off, got {constrain!r}",
-                                     param_hint="--constrain")
+            raise typer.BadParameter(f"expected {'|'.join(CONSTRAIN_MODES)}, got "
+                                     f"{constrain!r}", param_hint="--constrain")
+        if choose not in ("on", "off"):
+            raise typer.BadParameter(f"expected on or off, got {choose!r}",
+                                     param_hint="--choose")
         local = _local_spec(llm_spec)
         if local is None and not _llm_configured(model, base_url, api_key):
             fail(CliError(NO_LLM_MESSAGE, code=EXIT_USAGE), as_json=as_json)
@@ -248,7 +252,7 @@ def ask_command(
         config = StrategyConfig(guidelines=not no_guidelines, max_steps=max_steps, mode=mode,
                                 table=table, options=options, preset=preset_name or None,
                                 dataset=preset_dataset or None, ranker=ranker,
-                                constrain=constrain)
+                                constrain=constrain, choose=choose == "on")
         try:
             agent = build_strategy(strategy, llm, backend, config)
         except (TypeError, ValueError) as exc:

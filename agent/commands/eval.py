@@ -250,6 +250,7 @@ def eval_command(
         "--processes", help="worker processes (default: the cores for a long gold/noisy-gold/"
         "replay run, else 1)", min=1)] = None,
     constrain: opts.ConstrainOpt = "auto",
+    choose: opts.ChooseOpt = "off",
     max_tokens: opts.MaxTokensOpt = None,
     temperature: opts.TemperatureOpt = None,
     token_estimates: Annotated[bool, typer.Option(
@@ -276,7 +277,7 @@ def eval_command(
         exclude_ids=_readable(exclude_ids, "--exclude-ids"),
         ablation=ablation,
         llm_timeout=llm_timeout, max_retries=max_retries, deadline=deadline,
-        max_outages=max_outages, processes=processes, constrain=constrain,
+        max_outages=max_outages, processes=processes, constrain=constrain, choose=choose,
         max_tokens=max_tokens, kb_timeout=kb_timeout, temperature=temperature,
         token_estimates=token_estimates,
     )
@@ -301,7 +302,7 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
          ablation: bool = False,
          llm_timeout: float | None = None, max_retries: int | None = None,
          deadline: float | None = None, max_outages: int = 5,
-         processes: int | None = None, constrain: str = "auto",
+         processes: int | None = None, constrain: str = "auto", choose: str = "off",
          max_tokens: int | None = None, kb_timeout: float | None = None,
          temperature: float | None = None, token_estimates: bool = False) -> dict[str, Any]:
     from pyql import __version__
@@ -316,8 +317,12 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
 
     if mode not in ("text", "tools"):
         _usage(f"--mode must be text or tools, not {mode!r}")
-    if constrain not in ("auto", "on", "off"):
-        _usage(f"--constrain must be auto, on or off, not {constrain!r}")
+    from pyql.agent.llm.structured import CONSTRAIN_MODES
+
+    if constrain not in CONSTRAIN_MODES:
+        _usage(f"--constrain must be one of {', '.join(CONSTRAIN_MODES)}, not {constrain!r}")
+    if choose not in ("on", "off"):
+        _usage(f"--choose must be on or off, not {choose!r}")
     try:
         if resume_dir is not None:
             given = [name for name, value in (
@@ -330,7 +335,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
                 ("--deadline", deadline), ("--max-tokens", max_tokens),
                 ("--temperature", temperature),
                 ("--timeout", kb_timeout), ("--token-estimates", token_estimates or None),
-                ("--constrain", None if constrain == "auto" else constrain))
+                ("--constrain", None if constrain == "auto" else constrain),
+                ("--choose", None if choose == "off" else choose))
                 if value is not None]
             if given:
                 _usage(f"--resume continues a run as it was configured; {', '.join(given)} "
@@ -351,9 +357,12 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             spec = parse_llm_spec(llm)
         except LLMSpecError as exc:
             _usage(str(exc))
-        if constrain == "on" and spec.kind not in ("openai", "local"):
-            _usage(f"--constrain on needs a model that takes JSON schemas (openai:MODEL or "
-                 f"local), not the {spec.kind} stand-in")
+        if constrain not in ("auto", "off") and spec.kind not in ("openai", "local"):
+            _usage(f"--constrain {constrain} needs a model that takes JSON schemas "
+                   f"(openai:MODEL or local), not the {spec.kind} stand-in")
+        if choose == "on" and spec.kind in ("gold", "noisy-gold", "replay"):
+            _usage(f"--choose on needs a client that scores candidates (local, ranker, a "
+                   f"server with log-probabilities), not the {spec.kind} stand-in")
         options = _checked_options(strategy or "queryagent", options or {})
         try:  # what the strategy's stand-in cannot play, or a strategy without one, too
             stand_in_assumptions(spec, strategy or "queryagent")
@@ -379,7 +388,8 @@ def _run(*, dataset: str | None, split: str | None, data_dir: Path | None, llm: 
             exclude_ids=_absolute(str(exclude_ids)) if exclude_ids else None,
             llm_timeout=llm_timeout, max_retries=max_retries, question_deadline=deadline,
             kb_timeout=kb_timeout, max_outages=max_outages, processes=processes,
-            constrain=constrain, max_tokens=max_tokens,  # type: ignore[arg-type]
+            constrain=constrain, choose=choose == "on",  # type: ignore[arg-type]
+            max_tokens=max_tokens,
             temperature=temperature, token_estimates=token_estimates,
             pyql_version=__version__,
         )

@@ -10,6 +10,7 @@ import typer
 __all__ = [
     "RANKERS",
     "BaseUrlOpt",
+    "ChooseOpt",
     "ConstrainOpt",
     "MaxTokensOpt",
     "DeadlineOpt",
@@ -79,9 +80,21 @@ DeadlineOpt = Annotated[
 ]
 ConstrainOpt = Annotated[
     str,
-    typer.Option("--constrain", metavar="auto|on|off",
-                 help="Constrain replies to the strategy's JSON schemas (structured output): "
-                 "auto (where the server takes them), on (required), off."),
+    typer.Option("--constrain", metavar="off|format|grounded|auto",
+                 help="Constrain replies to JSON schemas (structured output): off (free text); "
+                 "format (the reply's shape and the DSL's types; 'on' is an alias); grounded "
+                 "(also every relation, entity, column and function one the environment "
+                 "offers now); auto (grounded where the client takes schemas, else off; a "
+                 "server that refuses one gets free text). An explicit level fails when the "
+                 "server refuses the schema."),
+]
+ChooseOpt = Annotated[
+    str,
+    typer.Option("--choose", metavar="on|off",
+                 help="Choose mode: where a step's options are enumerable (the KB's relations, "
+                 "paths, retrieved values), the model scores each (log-likelihood) and the best "
+                 "is taken instead of generating; needs a client that scores (--llm local, a "
+                 "server with log-probabilities)."),
 ]
 MaxTokensOpt = Annotated[
     int | None,

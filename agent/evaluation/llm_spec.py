@@ -3,7 +3,7 @@
 :func:`parse_llm_spec` reads the text given to ``--llm`` (``pyql eval``, ``pyql ask``) into an
 :class:`LLMSpec` — a model (``openai:MODEL``, ``local[:PATH]``), a recording
 (``replay:PATH``), the no-model baseline that only chooses (``ranker``,
-:mod:`pyql.agent.llm.clients.ranker`) — or a :class:`StandInSpec` (``gold[:K=V,...]``,
+:mod:`pyql.agent.llm.ranker`) — or a :class:`StandInSpec` (``gold[:K=V,...]``,
 ``noisy-gold:RATE[:TYPES][:K=V,...]``) holding the corruption rate, the injection types and the
 stand-in parameters given, each already read as a number and checked. Everything after it
 (:func:`~pyql.agent.evaluation.specs.build_provider`, the stand-in factories of

@@ -157,9 +157,11 @@ class RunConfig(BaseModel):
     llm_timeout: float | None = None
     max_retries: int | None = None
     question_deadline: float | None = None
-    #: structured output (``auto``, ``on``, ``off``) and the longest reply (None: the
-    #: strategy's ``max_reply_tokens``)
-    constrain: Literal["auto", "on", "off"] = "auto"
+    #: structured output (``auto``, ``off``, ``format``, ``grounded``; ``on`` is ``format``)
+    #: and the longest reply (None: the strategy's ``max_reply_tokens``)
+    constrain: Literal["auto", "off", "format", "grounded", "on"] = "auto"
+    #: choose mode: enumerable steps score their candidates (``llm.score``)
+    choose: bool = False
     max_tokens: int | None = None
     #: the sampling temperature of every LLM call (None: the preset's, else the client's, 0)
     temperature: float | None = None

@@ -88,6 +88,7 @@ from pyql.agent.errors import (
     LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
+    ScoringUnsupportedError,
 )
 from pyql.agent.evaluation.caches import LLMCache, QueryCache
 from pyql.agent.evaluation.datasets import (
@@ -125,6 +126,7 @@ from pyql.agent.evaluation.specs import (
 )
 from pyql.agent.evaluation.standins import stand_in_assumptions
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
+from pyql.agent.llm.structured import ConstrainRefusedError
 from pyql.agent.strategies.queryagent.presets import preset_temperature, primary_metric
 from pyql.agent.strategy import (
     StrategyConfig,
@@ -368,7 +370,8 @@ class _Session:
         lines: list[str] = []
         try:
             result, lines = self._answer(item, steps)
-        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError) as exc:
+        except (LLMAuthError, LLMModelNotFoundError, LLMSpecError, ConstrainRefusedError,
+                ScoringUnsupportedError) as exc:
             raise EvalAbort(f"{type(exc).__name__}: {exc}") from exc
         except LLMRateLimitError as exc:
             if exc.code == "insufficient_quota":
@@ -413,7 +416,7 @@ class _Session:
             mode=self.config.mode, profile=self.dataset.profile, seed=self.config.seed,
             table=item.table, token_counter=self.counter, price_table=self.prices,
             dataset=self.config.dataset, preset=self.config.preset, ranker=self.config.ranker,
-            constrain=self.config.constrain, options=options,
+            constrain=self.config.constrain, choose=self.config.choose, options=options,
         )
 
     def _measures(self, steps: Sequence[Step], item: EvalItem) -> dict[str, float]:

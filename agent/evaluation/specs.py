@@ -17,7 +17,7 @@ spec                   the LLM of each question
 ``replay:PATH``        a :class:`~pyql.agent.llm.clients.ReplayLLM` of the question's recorded trajectory,
                        found by question id in a trajectories JSONL (or a run directory's
                        ``trajectories.jsonl``)
-``ranker``             the no-model baseline: a :class:`~pyql.agent.llm.clients.ranker.RankerLLM` of the
+``ranker``             the no-model baseline: a :class:`~pyql.agent.llm.ranker.RankerLLM` of the
                        question's text (never its gold), which scores candidates by word overlap
                        (choose mode) and writes no reply
 ``gold``               the strategy's stand-in (:mod:`pyql.agent.evaluation.standins`): for
@@ -434,14 +434,14 @@ class ReplayProvider:
 
 
 class RankerProvider:
-    """``--llm ranker``: a :class:`~pyql.agent.llm.clients.ranker.RankerLLM` per question, made from the
+    """``--llm ranker``: a :class:`~pyql.agent.llm.ranker.RankerLLM` per question, made from the
     question's text alone (the item's gold answers and program are not read)."""
 
     def __init__(self, *, spec: str = "ranker") -> None:
         self.spec = spec
 
     def for_item(self, item: EvalItem) -> LLM:
-        from pyql.agent.llm.clients.ranker import RankerLLM
+        from pyql.agent.llm.ranker import RankerLLM
 
         return RankerLLM(item.question)
 

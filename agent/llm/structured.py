@@ -14,9 +14,33 @@ small local model cannot write anything else. Schemas use ``maxLength``/``maxIte
 looping small model inside ``max_tokens`` and are therefore sent non-strict (OpenAI's strict mode
 does not take those keywords).
 
-``--constrain auto|on|off`` (:data:`Constrain`): ``auto`` constrains the calls of a client that
-declares ``structured_output = True`` (:class:`~pyql.agent.llm.clients.OpenAIChat` does), ``on`` requires
-it, ``off`` never sends a schema.
+``--constrain off|format|grounded|auto`` (:data:`Constrain`, resolved by
+:func:`constrain_level` into a :class:`ConstrainLevel`):
+
+- ``off`` never sends a schema: replies are free text;
+- ``format`` sends each reply kind's schema built from the DSL's signatures alone: a reply is
+  always JSON of the right shape (one function, its arguments typed), but an argument may name
+  anything (``on`` is kept as an alias of ``format``);
+- ``grounded`` narrows each schema to what the environment offers now
+  (:mod:`pyql.agent.grounding.candidates`): relation, entity, variable, column and table slots are ``enum``
+  s of the candidates, and the function is one legal now; a slot without candidates stays a
+  bounded string;
+- ``auto`` (default) is ``grounded`` for a client that declares ``structured_output = True``
+  (:class:`~pyql.agent.llm.clients.OpenAIChat` does) and ``off`` for one that does not; a server that
+  refuses a schema falls back to free replies with a warning.
+
+An explicit level (``format``, ``grounded``, ``on``) needs a client that takes schemas
+(:class:`ConstrainError` when the strategy is made) and a server that does not refuse one:
+a refusal is :class:`ConstrainRefusedError` on the first call, not a silent unconstrained run.
+
+**Every schema-valid reply reads back** (issue 37 item 7): free argument strings have
+``minLength`` 1, and a constrained argument is one JSON string, so a value that does not lex as
+a term is read as a quoted literal (:func:`pyql.agent.strategies.queryagent.prompts.call_from_arguments`,
+``literal_fallback``) instead of being refused; and :meth:`ReplyFormat.token_bound` is the
+longest reply the grammar admits (every string at its ``maxLength``, llama.cpp's whitespace at
+its most), so the recorder raises a call's ``max_tokens`` to it and a constrained reply closes
+its JSON (counting a token per character: a model that escapes characters, ``\u00e9``, can
+still need more).
 
 >>> fmt = answers_format()
 >>> fmt.read_text('{"thought": "Kismet was directed by him.", "answers": ["William Dieterle"]}')
@@ -29,16 +53,25 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from pyql.agent.errors import LLMError
 from pyql.agent.grounding.paths.path import ARROWS
+
+if TYPE_CHECKING:
+    from pyql.agent.grounding.candidates import Grounding
 
 __all__ = [
     "CONSTRAIN_MODES",
     "Constrain",
     "ConstrainError",
+    "ConstrainLevel",
+    "ConstrainRefusedError",
     "ReplyFormat",
     "action_format",
+    "constrain_level",
+    "grounded_action_format",
+    "answer_text",
     "answers_format",
     "edit_chains_format",
     "judge_format",
@@ -50,8 +83,10 @@ __all__ = [
     "table_path_format",
 ]
 
-Constrain = Literal["auto", "on", "off"]
-CONSTRAIN_MODES: tuple[str, ...] = ("auto", "on", "off")
+Constrain = Literal["auto", "off", "format", "grounded", "on"]
+CONSTRAIN_MODES: tuple[str, ...] = ("auto", "off", "format", "grounded", "on")
+#: the levels, weakest first
+Level = Literal["off", "format", "grounded"]
 
 #: a thought longer than this is cut by the grammar: small models loop inside strings
 #: (SmolLM2-135M writes ``1.1.1.…``, a token per character), and a reply cut at ``max_tokens``
@@ -72,25 +107,119 @@ class ConstrainError(ValueError):
         self.model = model
 
 
-def resolve_constrain(mode: str | bool, llm: Any) -> bool:
-    """Whether calls to ``llm`` send schemas under ``mode`` (checked when a strategy is made);
-    a bool is a decision already taken."""
-    if isinstance(mode, bool):
+class ConstrainRefusedError(LLMError):
+    """The server refused ``response_format`` under an explicit ``--constrain`` level
+    (``mode``); ``auto`` falls back to free replies instead."""
+
+    def __init__(self, message: str, *, mode: str, model: str = "") -> None:
+        super().__init__(message, model=model, code="response_format_refused")
+        self.mode = mode
+
+
+@dataclass(frozen=True)
+class ConstrainLevel:
+    """A resolved ``--constrain``: the ``level`` in force and whether it was asked for
+    explicitly (``required``: a server's refusal is then an error). True when constrained."""
+
+    level: Level = "off"
+    required: bool = False
+
+    def __bool__(self) -> bool:
+        return self.level != "off"
+
+    @property
+    def grounded(self) -> bool:
+        return self.level == "grounded"
+
+
+def constrain_level(mode: str | bool | ConstrainLevel, llm: Any) -> ConstrainLevel:
+    """The level of ``mode`` for ``llm`` (checked when a strategy is made; module docstring):
+    ``on`` is ``format``; ``auto`` is ``grounded`` where the client takes schemas, else ``off``;
+    an explicit level the client cannot take is :class:`ConstrainError`. A bool is a decision
+    already taken (True: ``format``)."""
+    if isinstance(mode, ConstrainLevel):
         return mode
+    if isinstance(mode, bool):
+        return ConstrainLevel("format" if mode else "off")
     if mode not in CONSTRAIN_MODES:
         raise ConstrainError(f"constrain must be one of {', '.join(CONSTRAIN_MODES)}, not "
                              f"{mode!r}", mode=str(mode))
     supported = bool(getattr(llm, "structured_output", False))
-    if mode == "on" and not supported:
+    if mode == "off":
+        return ConstrainLevel("off")
+    if mode == "auto":
+        return ConstrainLevel("grounded" if supported else "off")
+    if not supported:
         raise ConstrainError(
-            f"--constrain on: {type(llm).__name__} does not take structured output (an "
+            f"--constrain {mode}: {type(llm).__name__} does not take structured output (an "
             "OpenAI-compatible server does: --llm local, --base-url ...)", mode=mode,
             model=str(getattr(llm, "model", "")))
-    return mode != "off" and supported
+    return ConstrainLevel("format" if mode == "on" else mode, required=True)  # type: ignore[arg-type]
 
 
-def _string(limit: int = VALUE_CHARS) -> dict[str, Any]:
-    return {"type": "string", "maxLength": limit}
+def resolve_constrain(mode: str | bool | ConstrainLevel, llm: Any) -> bool:
+    """Whether calls to ``llm`` send schemas under ``mode`` (:func:`constrain_level`)."""
+    if isinstance(mode, bool):
+        return mode
+    return bool(constrain_level(mode, llm))
+
+
+def _string(limit: int = VALUE_CHARS, *, min_length: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string", "maxLength": limit}
+    if min_length:
+        out["minLength"] = min_length
+    return out
+
+
+def _bounded(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool parameter's schema with its free strings bounded and never empty (an empty
+    argument is no argument); ``type: [string, number]`` as an ``anyOf`` of the two."""
+    spec = dict(spec)
+    kind = spec.get("type")
+    if "enum" in spec or "const" in spec:
+        return spec
+    if kind == "string":
+        return {**spec, **_string(min_length=1)}
+    if isinstance(kind, list):
+        return {"anyOf": [_string(min_length=1) if k == "string" else {"type": k}
+                          for k in kind]}
+    return spec
+
+
+def _enum(items: Sequence[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(items)}
+
+
+#: what llama.cpp's grammar lets a model put between two JSON tokens (``"\n"{1,2} [ \t]{0,20}``)
+_SEPARATOR = 22
+
+
+def _worst(schema: Mapping[str, Any]) -> int:
+    """The longest JSON text ``schema`` admits, in characters, with whitespace at its most
+    between tokens and every string at its ``maxLength``, each of its characters written as
+    itself (one token at most: what a grammar-bound model writes when it loops, ``1.1.1.…``;
+    a character it escapes, ``\u00e9``, takes up to six)."""
+    if "const" in schema:
+        return len(json.dumps(schema["const"], ensure_ascii=False))
+    if "enum" in schema:
+        return max((len(json.dumps(e, ensure_ascii=False)) for e in schema["enum"]),
+                   default=2)
+    if "anyOf" in schema:
+        return max((_worst(s) for s in schema["anyOf"]), default=0)
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        body = sum(len(json.dumps(k, ensure_ascii=False)) + 1 + 2 * _SEPARATOR + _worst(v)
+                   for k, v in properties.items())
+        return 2 + body + len(properties) + _SEPARATOR
+    if kind == "array":
+        items = schema.get("maxItems", 10)
+        return 2 + items * (_worst(schema.get("items", {})) + 1 + 2 * _SEPARATOR)
+    if kind == "string":
+        return 2 + int(schema.get("maxLength", 2000))
+    if kind in ("number", "integer"):
+        return 32
+    return 8
 
 
 def _object(properties: Mapping[str, Any], required: Sequence[str] | None = None
@@ -114,6 +243,12 @@ class ReplyFormat:
     schema: Mapping[str, Any]
     render: Callable[[Any], str] | None = field(default=None, compare=False)
     tool_call: bool = False
+
+    def token_bound(self) -> int:
+        """The longest reply the schema admits, in characters (:func:`_worst`): a bound on its
+        tokens while the model writes each character as itself, so a call whose
+        ``max_tokens`` is at least this closes its JSON (module docstring)."""
+        return _worst(self.schema)
 
     def response_format(self) -> dict[str, Any]:
         """The request's ``response_format`` (OpenAI structured outputs)."""
@@ -164,11 +299,52 @@ def action_format(tools: Sequence[Mapping[str, Any]]) -> ReplyFormat:
         parameters = dict(fn["parameters"])
         properties = {name: {k: v for k, v in spec.items() if k != "description"}
                       for name, spec in parameters.get("properties", {}).items()}
-        for spec in properties.values():
-            if spec.get("type") == "string" and "enum" not in spec:
-                spec["maxLength"] = VALUE_CHARS
+        properties = {name: _bounded(spec) for name, spec in properties.items()}
         choices.append(_object({"name": {"const": fn["name"]},
                                 "arguments": _object(properties, parameters.get("required"))}))
+    schema = _object({"thought": _string(THOUGHT_CHARS), "action": {"anyOf": choices}})
+    return ReplyFormat("action", schema, tool_call=True)
+
+
+def grounded_action_format(tools: Sequence[Mapping[str, Any]], grounding: Grounding
+                           ) -> ReplyFormat:
+    """:func:`action_format` narrowed to ``grounding`` (:mod:`pyql.agent.grounding.candidates`): only the
+    functions legal now, each slot with candidates an ``enum`` of them, and ``add_fact`` one
+    branch per fetched node and direction (the node at its end, a relation the KB listed for
+    it in that direction, the other end a variable, the fresh variable or a linked entity);
+    SQL ``add_condition`` one branch per column whose few values are known. Without any legal
+    function the ungrounded format is returned."""
+    legal = set(grounding.functions.items)
+    by_name = {t["function"]["name"]: t for t in tools}
+    choices: list[dict[str, Any]] = []
+    for name in grounding.functions.items:
+        tool = by_name.get(name)
+        if tool is None:
+            continue
+        parameters = tool["function"]["parameters"]
+        required = parameters.get("required")
+        properties: dict[str, Any] = {}
+        for param, spec in parameters.get("properties", {}).items():
+            spec = {k: v for k, v in spec.items() if k != "description"}
+            found = grounding.slot(name, param)
+            properties[param] = _enum(found.items) if found else _bounded(spec)
+        if name == "add_fact" and grounding.facts:
+            for fact in grounding.facts:
+                end, other = _enum([fact.node]), _enum(fact.others.items)
+                head, tail = (end, other) if fact.direction == "forward" else (other, end)
+                arguments = _object({"head": head, "relation": _enum(fact.relations.items),
+                                     "tail": tail})
+                choices.append(_object({"name": {"const": name}, "arguments": arguments}))
+            continue
+        if name == "add_condition" and grounding.values:
+            for column, values in grounding.values.items():
+                arguments = _object({**properties, "column": {"const": column},
+                                     "value": _enum(values.items)}, required)
+                choices.append(_object({"name": {"const": name}, "arguments": arguments}))
+        choices.append(_object({"name": {"const": name},
+                                "arguments": _object(properties, required)}))
+    if not choices or not legal:
+        return action_format(tools)
     schema = _object({"thought": _string(THOUGHT_CHARS), "action": {"anyOf": choices}})
     return ReplyFormat("action", schema, tool_call=True)
 
@@ -193,13 +369,20 @@ def _path_relation(relation: Any) -> str:
     return " ".join(_PATH_SYNTAX.sub(" ", str(relation)).split())
 
 
-def kb_path_format(mentions: Sequence[str]) -> ReplyFormat:
+def kb_path_format(mentions: Sequence[str],
+                   relations: Mapping[str, Sequence[str]] | None = None) -> ReplyFormat:
     """Readi's reasoning path over a KB: per topic entity, the relations towards the answer
-    (read back as ``Path: { "m": [ m → r1 → r2 ] }``)."""
+    (read back as ``Path: { "m": [ m → r1 → r2 ] }``). ``relations`` (grounded): per topic
+    entity the KB's vocabulary around it (:func:`pyql.agent.grounding.candidates.kb_path_options`), its
+    path's only relations."""
     from pyql.agent.grounding.paths.path import ReasoningPath
 
-    relations = {"type": "array", "items": _string(), "maxItems": 4}
-    path = _object({m: relations for m in mentions})
+    def chain(mention: str) -> dict[str, Any]:
+        offered = (relations or {}).get(mention)
+        return {"type": "array", "items": _enum(offered) if offered else _string(),
+                "maxItems": 4}
+
+    path = _object({m: chain(m) for m in mentions})
 
     def render(value: Mapping[str, Any]) -> str:
         # a relation of nothing but syntax is no relation
@@ -234,18 +417,26 @@ def table_path_format(columns: Sequence[str]) -> ReplyFormat:
                        render)
 
 
-def answers_format() -> ReplyFormat:
+def answer_text(*answers: Any, thought: str = "") -> str:
+    """The reader's reply text of ``answers`` (``So, the answer is {a}, {b}.``), as the
+    papers' parser reads it: what a constrained reply reads back as, and what choose mode
+    scores per retrieved value."""
+    cleaned = [str(a).replace("{", "(").replace("}", ")").strip() for a in answers]
+    braced = ", ".join(f"{{{a}}}" for a in cleaned if a) or "{}"
+    return f"{thought.strip()} So, the answer is {braced}.".strip()
+
+
+def answers_format(values: Sequence[str] | None = None) -> ReplyFormat:
     """A reader's answers (Readi and SRP), read back in the papers' ``{answer}`` form; an empty
-    list is ``{}`` (no answer)."""
+    list is ``{}`` (no answer). ``values`` (grounded): the retrieved values, the only answers
+    admitted."""
 
     def render(value: Mapping[str, Any]) -> str:
-        answers = [str(a).replace("{", "(").replace("}", ")").strip() for a in value["answers"]]
-        braced = ", ".join(f"{{{a}}}" for a in answers if a) or "{}"
-        thought = str(value.get("thought", "")).strip()
-        return f"{thought} So, the answer is {braced}.".strip()
+        return answer_text(*value["answers"], thought=str(value.get("thought", "")))
 
+    item = _enum(values) if values else _string()
     schema = _object({"thought": _string(THOUGHT_CHARS),
-                      "answers": {"type": "array", "items": _string(), "maxItems": 10}})
+                      "answers": {"type": "array", "items": item, "maxItems": 10}})
     return ReplyFormat("answers", schema, render)
 
 
@@ -271,11 +462,18 @@ def _chains(topic: str, relations: Any) -> str:
     return " -> ".join([topic, *(str(r) for r in relations)])
 
 
-def plan_format(topics: Sequence[str]) -> ReplyFormat:
+def plan_format(topics: Sequence[str],
+                relations: Mapping[str, Sequence[str]] | None = None) -> ReplyFormat:
     """SRP's plan: per topic entity one or more relation paths (read back as ``Path: {"t":
-    ["t -> r1 -> r2", ...]}``)."""
-    chain = {"type": "array", "items": _string(), "minItems": 1, "maxItems": 4}
-    paths = _object({t: {"type": "array", "items": chain, "minItems": 1, "maxItems": 3}
+    ["t -> r1 -> r2", ...]}``). ``relations`` (grounded): per topic the relations its paths may
+    use (the checked relations and the KB's vocabulary around it)."""
+
+    def chain(topic: str) -> dict[str, Any]:
+        offered = (relations or {}).get(topic)
+        return {"type": "array", "items": _enum(offered) if offered else _string(),
+                "minItems": 1, "maxItems": 4}
+
+    paths = _object({t: {"type": "array", "items": chain(t), "minItems": 1, "maxItems": 3}
                      for t in topics})
 
     def render(value: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ from pyql.agent.evaluation.records import EvalItem
 from pyql.agent.evaluation.specs import GatedLLM, RankerProvider, RateGate, build_provider
 from pyql.agent.llm.accounting import PriceTable, TokenCounter, TokenUsage
 from pyql.agent.llm.clients import OpenAIChat, ReplayLLM, Scores, ScriptedLLM
-from pyql.agent.llm.clients.ranker import RankerLLM, overlap_prior, prefixes
+from pyql.agent.llm.ranker import RankerLLM, overlap_prior, prefixes
 from pyql.agent.recorder import Recorder
 from pyql.agent.trajectory import Step, Trajectory
 from tests.conftest import require_data

@@ -50,7 +50,7 @@ import jinja2
 
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM
-from pyql.agent.llm.structured import Constrain, query_format, resolve_constrain
+from pyql.agent.llm.structured import Constrain, constrain_level, query_format
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategies.queryagent.prompts import format_schema, read_prompt
 from pyql.agent.strategy import Result, StrategyConfig
@@ -163,7 +163,10 @@ class Vanilla:
         self.timeout = timeout
         self.on_step = on_step
         #: the query is constrained to ``{"query": ...}`` when the client takes schemas
-        self.constrained = resolve_constrain(constrain, llm)
+        #: (no slot of a whole query is enumerable: ``grounded`` sends the same schema as
+        #: ``format``)
+        self.level = constrain_level(constrain, llm)
+        self.constrained = bool(self.level)
         self.price_table = PriceTable.of(price_table)
         self.token_counter = (token_counter if token_counter is not None
                               else TokenCounter.for_llm(llm))
@@ -193,7 +196,7 @@ class Vanilla:
         """Answer one question: one LLM call, one query (module docstring)."""
         entities = dict(entities or {})
         rec = Recorder(self.llm, question, counter=self.token_counter,
-                       price_table=self.price_table, constrain=self.constrained,
+                       price_table=self.price_table, constrain=self.level,
                        on_step=on_step if on_step is not None else self.on_step)
         ctx = self._context(entities, table or self.table, schema)
         rec.add(Step(n=1, kind="prompt", action=ctx.language, data=ctx.record))

@@ -42,10 +42,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pyql.agent.errors import LLMContextLengthError
+from pyql.agent.grounding.candidates import candidate_calls, check_choose, ground_step
 from pyql.agent.grounding.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM, AccountedCall, LLMReply, ToolCall
-from pyql.agent.llm.structured import Constrain, action_format, resolve_constrain
+from pyql.agent.llm.structured import (
+    Constrain,
+    ReplyFormat,
+    action_format,
+    constrain_level,
+    grounded_action_format,
+)
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategies.queryagent.paper_request import (
     MAX_TOKENS,
@@ -222,6 +229,9 @@ class QueryAgent:
         "relation_order": StrategyOption(Literal["shuffled", "sorted"],
                                          "relations listed shuffled (the paper) or sorted (its code)"),
         "temperature": StrategyOption(float, "sent with every request", ge=0, le=2),
+        "choose": StrategyOption(bool, "score the legal calls instead of generating (choose "
+                                 "mode)"),
+        "prior_weight": StrategyOption(float, "choose mode: weight of the ranker's prior", ge=0),
     }
 
     def __init__(
@@ -251,6 +261,8 @@ class QueryAgent:
         constrain: Constrain | bool = "auto",
         relation_order: str | None = None,
         temperature: float | None = None,
+        choose: bool = False,
+        prior_weight: float = 0.0,
     ) -> None:
         if mode not in ("text", "tools"):
             raise ValueError(f"mode must be 'text' or 'tools', not {mode!r}")
@@ -314,13 +326,23 @@ class QueryAgent:
         self.system = _system_prompt(self.profile, mode)
         self.tools: list[dict[str, Any]] | None = (
             tool_schemas(self.profile.signatures, self.profile) if mode == "tools" else None)
-        #: replies are constrained to one thought and one DSL call (``constrain``, checked now)
+        #: replies are constrained to one thought and one DSL call (``constrain``, checked now);
+        #: ``grounded``: to the calls the session offers at each step (:mod:`~pyql.agent.grounding.candidates`)
         # the original's free-text request is not constrained unless asked for ("on", True)
-        self.constrained = resolve_constrain(
+        self.level = constrain_level(
             False if self.paper_request and constrain == "auto" else constrain, llm)
-        self.format = (action_format(self.tools or tool_schemas(self.profile.signatures,
-                                                                self.profile))
-                       if self.constrained else None)
+        self.constrained = bool(self.level)
+        self._tool_schemas = self.tools or tool_schemas(self.profile.signatures, self.profile)
+        self.format = action_format(self._tool_schemas) if self.constrained else None
+        #: choose mode: where the step's calls are enumerable, the model scores them
+        #: (``llm.score``) and the best is taken; the client must score (checked now)
+        self.choose = choose
+        self.prior_weight = prior_weight
+        if choose:
+            if self.paper_request:
+                raise ValueError("choose mode does not apply to the original's request "
+                                 "(preset paper)")
+            check_choose(llm)
         #: the toolset is itself a mapping of names to signatures (not copied per question)
         self._signatures: Mapping[str, Signature] = self.profile.toolset
 
@@ -333,6 +355,7 @@ class QueryAgent:
             "seed": config.seed, "table": config.table, "token_counter": config.token_counter,
             "price_table": config.price_table, "preset": config.preset,
             "dataset": config.dataset, "constrain": config.constrain,
+            "choose": config.choose,
         }
         # a preset's prompt wins over the dataset's profile (``options`` can still name one)
         if config.profile is not None and config.preset is None:
@@ -396,7 +419,7 @@ class QueryAgent:
         """
         rec = Recorder(self.llm, question,
                        counter=self.token_counter,
-                       price_table=self.price_table, constrain=self.constrained,
+                       price_table=self.price_table, constrain=self.level,
                        on_step=on_step if on_step is not None else self.on_step)
         entities = dict(entities or {})
         session = self.new_session(entities, table)
@@ -448,10 +471,29 @@ class QueryAgent:
                 if self.paper_request:
                     call, decision, fields = self._paper_step(rec, prompt, n)
                 else:
-                    call = rec.llm(messages, stop=STOP_SEQUENCES if self.mode == "text" else None,
-                                   tools=self.tools, format=self.format,
-                                   prompt_tokens=prompt_tokens, temperature=self.temperature)
-                    decision, fields = self._decide(call.reply), call.step_fields()
+                    grounding, grounded_seconds, grounded_queries = (None, 0.0, 0)
+                    if self.choose or self.level.grounded:
+                        grounding, grounded_seconds, grounded_queries = rec.env(
+                            lambda: self._ground(session, question), backend=backend)
+                    options = candidate_calls(grounding) if self.choose and grounding else None
+                    if options:
+                        choice = rec.choose(messages, [f"Thought {n} : \nAction {n} : {c}"
+                                                       for c in options],
+                                            prior=self._prior(question, options),
+                                            prior_weight=self.prior_weight)
+                        call = choice.call
+                        decision, fields = self._decide(call.reply), call.step_fields()
+                        fields["data"] = {"choose": choice.data()}
+                    else:
+                        call = rec.llm(messages,
+                                       stop=STOP_SEQUENCES if self.mode == "text" else None,
+                                       tools=self.tools, format=self._step_format(grounding),
+                                       prompt_tokens=prompt_tokens, temperature=self.temperature)
+                        decision, fields = (self._decide(call.reply, call.constrained),
+                                            call.step_fields())
+                    if grounding is not None:
+                        fields.setdefault("data", {})["grounding"] = _grounding_data(grounding)
+                    rec.add_queries(grounded_queries)
             except LLMContextLengthError as exc:
                 log.warning("step %d: the prompt no longer fits the context window: %s", n, exc)
                 stop_reason = "context_length"
@@ -559,7 +601,27 @@ class QueryAgent:
         return call, decision, fields
 
     # -- one step -------------------------------------------------------------------------------
-    def _decide(self, reply: LLMReply) -> _Decision:
+    def _ground(self, session: Environment, question: str) -> Any:
+        """The grounding of the session's next step (None for an environment that is neither
+        a KB nor a SQL session)."""
+        if not hasattr(session, "memory") or session.tools not in ("sparql", "sql"):
+            return None
+        return ground_step(session, question, ranker=self.ranker, limit=self.top_k,
+                           seed=self.seed, functions=self.profile.functions)
+
+    def _step_format(self, grounding: Any) -> ReplyFormat | None:
+        """This step's reply format: grounded in the session under ``grounded``."""
+        if self.format is None or grounding is None or not self.level.grounded:
+            return self.format
+        return grounded_action_format(self._tool_schemas, grounding)
+
+    def _prior(self, question: str, options: Sequence[str]) -> list[float] | None:
+        """The ranker's scores of the candidate calls (choose mode's prior)."""
+        if self.ranker is None or not self.prior_weight:
+            return None
+        return list(self.ranker.scores(question, list(options)))
+
+    def _decide(self, reply: LLMReply, constrained: bool = False) -> _Decision:
         functions = self.profile.functions
         if reply.tool_calls:  # tools mode, or a constrained reply read back as a call
             thought = parse_reply(reply.text).thought if reply.text.strip() else ""
@@ -571,7 +633,7 @@ class QueryAgent:
                 error = ParseError(f"expected one call, found {len(calls)}", text,
                                    kind="multiple_actions", found=len(calls))
                 return _Decision(thought, error, text, "multiple_actions")
-            call = self._call_from_tool(calls[0])
+            call = self._call_from_tool(calls[0], constrained)
             if isinstance(call, InputError):
                 text = f"{calls[0].name}({calls[0].arguments})"
                 return _Decision(thought, call, text, "bad_tool_call")
@@ -579,13 +641,15 @@ class QueryAgent:
         parsed = parse_reply(reply.text, functions)
         return _Decision(parsed.thought, parsed.action_text, parsed.action_text, parsed.issue)
 
-    def _call_from_tool(self, tool: ToolCall) -> Call | InputError:
-        """The DSL call a tool call stands for, or the input error it makes."""
+    def _call_from_tool(self, tool: ToolCall, constrained: bool = False) -> Call | InputError:
+        """The DSL call a tool call stands for, or the input error it makes (a constrained
+        reply's arguments are one JSON string each: read with ``literal_fallback``)."""
         try:
             arguments = tool.parsed_arguments()
         except ValueError as exc:
             return ParseError(str(exc), tool.arguments, 0)
-        return call_from_arguments(tool.name, arguments, self._signatures, tool.arguments)
+        return call_from_arguments(tool.name, arguments, self._signatures, tool.arguments,
+                                   literal_fallback=constrained)
 
     def _act(self, session: Environment, decision: _Decision) -> Observation:
         if isinstance(decision.action, InputError):
@@ -712,6 +776,13 @@ class _PromptTokens:
             self.total += count(message)
         self.counted = len(messages)
         return self.total
+
+
+def _grounding_data(grounding: Any) -> dict[str, Any]:
+    """A step's record of what its grounding offered (sizes, and whether a list was cut)."""
+    return {"functions": list(grounding.functions.items),
+            "relations": {f"{f.node} {f.direction}": len(f.relations) for f in grounding.facts},
+            "truncated": grounding.truncated}
 
 
 def _env_status(obs: Observation) -> str:

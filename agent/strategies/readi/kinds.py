@@ -13,6 +13,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from pyql.agent.grounding.candidates import PathOptions, kb_path_options
 from pyql.agent.grounding.paths import (
     Instantiation,
     PathFormatError,
@@ -80,7 +81,8 @@ class Answerer(Protocol):
     def program_answer(self, run: Recorder, answers: Sequence[Any], data: dict[str, Any]
                        ) -> tuple[Any, ...]: ...
 
-    def llm_answer(self, run: Recorder, messages: Messages, data: dict[str, Any]
+    def llm_answer(self, run: Recorder, messages: Messages, data: dict[str, Any],
+                   values: Sequence[str] = ()
                    ) -> tuple[Any, ...]: ...
 
 
@@ -168,6 +170,42 @@ class KBPaths(_OneQuestion):
         self.instantiator = instantiator
         self.entities = entities
         self.mentions = list(entities)
+        self._options: dict[str, PathOptions] | None = None
+
+    # -- grounding (--constrain grounded, choose mode) ----------------------------------------
+    def _grounded(self) -> bool:
+        level = getattr(self.readi, "level", None)
+        return bool(level is not None and level.grounded)
+
+    def path_options(self) -> dict[str, PathOptions]:
+        """Per topic entity, the KB's paths around it (fetched once per question, its KB
+        queries counted)."""
+        if self._options is None:
+            question = self.run.question
+            ranker = self.instantiator.binder.ranker
+
+            def work() -> dict[str, PathOptions]:
+                return {m: kb_path_options(self.instantiator.session(self.entities), m,
+                                           question, ranker=ranker) for m in self.mentions}
+
+            self._options, _, queries = self.run.env(work, backend=self.instantiator.kb)
+            self.run.add_queries(queries)
+        return self._options
+
+    def _relations(self, mentions: Sequence[str]) -> dict[str, Sequence[str]] | None:
+        if not self._grounded():
+            return None
+        options = self.path_options()
+        return {m: options[m].vocabulary.items for m in mentions if m in options}
+
+    def choices(self) -> list[str] | None:
+        """Choose mode's first paths: the KB's 1- and 2-hop paths from the one topic entity
+        (best first), as the path text the parser reads; None with several topic entities."""
+        if len(self.mentions) != 1:
+            return None
+        mention = self.mentions[0]
+        paths = self.path_options()[mention].paths()
+        return [str(ReasoningPath.of({mention: list(p)})) for p in paths] or None
 
     def empty(self) -> ReasoningPath:
         return ReasoningPath.empty(self.mentions)
@@ -181,7 +219,7 @@ class KBPaths(_OneQuestion):
 
     def generation(self) -> tuple[Messages, ReplyFormat]:
         return (prompts.generation_messages(self.profile, self.run.question, self.mentions),
-                kb_path_format(self.mentions))
+                kb_path_format(self.mentions, self._relations(self.mentions)))
 
     def parse(self, text: str) -> ReasoningPath:
         path = parse_path(text, entities=self.mentions)
@@ -197,8 +235,9 @@ class KBPaths(_OneQuestion):
         return [c.entity for c in path.constraints] or self.mentions
 
     def edit(self, stuck: Stuck, path: ReasoningPath) -> tuple[Messages, ReplyFormat]:
+        mentions = self._mentions_of(path)
         return (prompts.edit_messages(self.profile, self.run.question, stuck.render()),
-                kb_path_format(self._mentions_of(path)))
+                kb_path_format(mentions, self._relations(mentions)))
 
     def read_edit(self, text: str, path: ReasoningPath) -> tuple[ReasoningPath, str | None]:
         """A whole path (``{...}``) or one constraint (a ``Final Path:`` chain)."""
@@ -226,7 +265,10 @@ class KBPaths(_OneQuestion):
         if self._by_program(inst.complete and bool(inst.answers)):
             return self.readi.program_answer(self.run, inst.answers, data)
         messages = prompts.answer_messages(self.profile, self.run.question, triples=inst.triples)
-        return self.readi.llm_answer(self.run, messages, data)
+        topics = set(self.mentions) | set(self.entities.values())
+        values = [*map(str, instances), *(x for t in inst.triples for x in (t[2], t[0]))]
+        return self.readi.llm_answer(self.run, messages, data,
+                                     [v for v in values if v not in topics])
 
 
 class TablePaths(_OneQuestion):

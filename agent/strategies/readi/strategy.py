@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from pyql.agent.grounding.candidates import check_choose
 from pyql.agent.grounding.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -51,13 +52,15 @@ from pyql.agent.grounding.paths import (
     RelationVocabulary,
 )
 from pyql.agent.grounding.paths.table import TableInstantiator
+from pyql.agent.grounding.ranking import TOP_K
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM, AccountedCall, WrappedLLM
 from pyql.agent.llm.structured import (
     Constrain,
     ReplyFormat,
+    answer_text,
     answers_format,
-    resolve_constrain,
+    constrain_level,
 )
 from pyql.agent.recorder import Recorder
 from pyql.agent.strategies.readi import prompts
@@ -188,6 +191,8 @@ class Readi:
         "generate_model": StrategyOption(str, "the path generation module's model"),
         "edit_model": StrategyOption(str, "the path editing module's model"),
         "answer_model": StrategyOption(str, "the QA reasoning module's model"),
+        "choose": StrategyOption(bool, "score the KB's paths and the retrieved values instead "
+                                 "of generating (choose mode)"),
     }
 
     def __init__(
@@ -221,6 +226,7 @@ class Readi:
         generate_model: str | None = None,
         edit_model: str | None = None,
         answer_model: str | None = None,
+        choose: bool = False,
     ) -> None:
         if table_mode not in ("program", "retrieval"):
             raise ValueError(f"table_mode must be program or retrieval, not {table_mode!r}")
@@ -246,8 +252,16 @@ class Readi:
         self.table_mode: TableMode = table_mode
         self.max_rows = max_rows
         self.backend = backend
-        #: paths, edits and answers are constrained to their JSON schemas (checked now)
-        self.constrained = resolve_constrain(constrain, llm)
+        #: paths, edits and answers are constrained to their JSON schemas (checked now);
+        #: ``grounded``: a path's relations from the KB's vocabulary around its topic entity,
+        #: the reader's answers from the retrieved values
+        self.level = constrain_level(constrain, llm)
+        self.constrained = bool(self.level)
+        #: choose mode: the first path (one topic entity) and the reader's answer are scored
+        #: among the KB's paths and the retrieved values (``llm.score``; checked now)
+        self.choose = choose
+        if choose:
+            check_choose(llm)
         self.max_edits = max_edits
         self.initial_path: InitialPath = initial_path
         self.corrupt_length = corrupt_length
@@ -294,7 +308,7 @@ class Readi:
             **(PAPER_SETTINGS if config.preset == "paper" else {}),
             "seed": config.seed, "table": config.table,
             "token_counter": config.token_counter, "price_table": config.price_table,
-            "constrain": config.constrain,
+            "constrain": config.constrain, "choose": config.choose,
             # unset: Readi's own defaults (BM25)
             **config.given("ranker", "profile", "top_k"),
             **config.typed_options(ints=("max_edits", "corrupt_length", "max_frontier",
@@ -334,7 +348,7 @@ class Readi:
         ``context`` keys of the Strategy contract are not used."""
         entities = dict(entities or {})
         run = Recorder(self.llm, question, counter=self.token_counter,
-                       price_table=self.price_table, constrain=self.constrained,
+                       price_table=self.price_table, constrain=self.level,
                        on_step=on_step if on_step is not None else self.on_step)
         kind = self._kind(run, entities, table or self.table)
         answers, program, query, finished, stop = self._loop(run, kind)
@@ -403,7 +417,13 @@ class Readi:
             self._record_start(run, path, self.initial_path)
             return path
         messages, format = kind.generation()
-        reply = self._ask(run, messages, format, "generate")
+        options = kind.choices() if self.choose and hasattr(kind, "choices") else None
+        chosen: dict[str, Any] = {}
+        if options:
+            choice = run.choose(messages, options)
+            reply, chosen = choice.call, {"choose": choice.data()}
+        else:
+            reply = self._ask(run, messages, format, "generate")
         problem = None
         try:
             path = kind.parse(reply.text)
@@ -413,7 +433,7 @@ class Readi:
             path = kind.empty()
         self._record(run, reply, "generate", thought=_thought(reply.text), action=str(path),
                      issue=problem, data={"path": path.as_dict(), "text": str(path),
-                                          "format_error": problem, "source": "llm"})
+                                          "format_error": problem, "source": "llm", **chosen})
         return path
 
     def _instantiate(self, run: Recorder, kind: PathKind[P, I], path: P, *,
@@ -453,10 +473,19 @@ class Readi:
                      data={**data, "source": "program", "answers": [str(a) for a in answers[:50]]}))
         return tuple(answers)
 
-    def llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any]
-                   ) -> tuple[Any, ...]:
-        """The answer step when the LLM answers from the retrieved knowledge in ``messages``."""
-        reply = self._ask(run, messages, answers_format(), "answer")
+    def llm_answer(self, run: Recorder, messages: list[dict[str, Any]], data: dict[str, Any],
+                   values: Sequence[str] = ()) -> tuple[Any, ...]:
+        """The answer step when the LLM answers from the retrieved knowledge in ``messages``;
+        ``values``: what was retrieved (grounded: the only answers admitted; choose mode: the
+        candidates scored)."""
+        values = list(dict.fromkeys(str(v) for v in values if str(v).strip()))[:TOP_K]
+        if self.choose and values:
+            choice = run.choose(messages, [answer_text(v) for v in values])
+            reply = choice.call
+            data = {**data, "choose": choice.data()}
+        else:
+            reply = self._ask(run, messages, answers_format(
+                values if self.level.grounded else None), "answer")
         answers = prompts.parse_answers(reply.text, unique=not self.tables)
         self._record(run, reply, "answer", thought=reply.text, action="llm",
                      observation=str(list(answers)),

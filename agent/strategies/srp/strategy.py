@@ -53,6 +53,7 @@ the paper's triplet sequences show them); ``--temperature`` comes from the prese
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -61,6 +62,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from pyql.agent.grounding.candidates import PathOptions, check_choose, kb_path_options
 from pyql.agent.grounding.paths import (
     BINDING_TOP_K,
     MAX_CANDIDATES,
@@ -77,18 +79,19 @@ from pyql.agent.grounding.paths import (
 )
 from pyql.agent.grounding.paths.instantiate import COMPOUND_NODE
 from pyql.agent.grounding.paths.instantiate import checked as checked_observation
-from pyql.agent.grounding.ranking import RelationRanker
+from pyql.agent.grounding.ranking import TOP_K, RelationRanker
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM
 from pyql.agent.llm.structured import (
     Constrain,
     ReplyFormat,
+    answer_text,
     answers_format,
+    constrain_level,
     edit_chains_format,
     judge_format,
     plan_format,
     relation_check_format,
-    resolve_constrain,
 )
 from pyql.agent.recorder import Recorder
 
@@ -98,6 +101,8 @@ from pyql.agent.strategies.srp.prompts import Judgement, SRPParseError, Triple
 from pyql.agent.strategies.srp.pruning import follow
 from pyql.agent.strategies.srp.references import DEFAULT_K, ReferenceBase, Retrieved
 from pyql.agent.strategy import GoldItem, Result, StrategyConfig, StrategyOption
+
+# the path core's vocabulary of a KB, asked once per KB (shared with Readi)
 from pyql.agent.trajectory import Step, Trajectory
 from pyql.kb.base import KB
 from pyql.program import Call, Program
@@ -142,6 +147,13 @@ def open_references(spec: ReferenceBase | str | Path | None) -> ReferenceBase | 
     manifest = path / "manifest.json"
     stamp = manifest.stat().st_mtime if manifest.is_file() else 0.0
     return _open_cached(str(path), stamp)
+
+
+def _rating(fmt: ReplyFormat, relation: str, n: int = 1) -> str:
+    """The check's line rating ``relation`` (``n. ("relation", 1)``), as its parser reads it."""
+    text = fmt.read_text(json.dumps({"relations": [{"relation": relation, "score": 1}]}))
+    assert text is not None
+    return f"{n}." + text.split(".", 1)[1] if n != 1 else text
 
 
 def _mention(written: str, entities: Mapping[str, str]) -> str | None:
@@ -237,6 +249,8 @@ class SRP:
         "reference_mode": StrategyOption(Literal["nearest", "random"],
                                          "nearest references, or random ones (ablation)"),
         "cvt_ids": StrategyOption(bool, "compound nodes keep their ids in the triples"),
+        "choose": StrategyOption(bool, "score the relation check, the plan and the answer "
+                                 "among their candidates (choose mode)"),
     }
 
     def __init__(
@@ -265,6 +279,7 @@ class SRP:
         relation_check: bool = True,
         reference_mode: Literal["nearest", "random"] = "nearest",
         cvt_ids: bool = False,
+        choose: bool = False,
     ) -> None:
         if plan_paths < 0:
             raise ValueError("plan_paths must be 0 (all) or more")
@@ -277,8 +292,16 @@ class SRP:
                              "check_candidates >= 1")
         self.llm = llm
         self.kb = kb
-        #: checks, plans, verdicts, edits and answers follow their JSON schemas (checked now)
-        self.constrained = resolve_constrain(constrain, llm)
+        #: checks, plans, verdicts, edits and answers follow their JSON schemas (checked now);
+        #: ``grounded``: a plan's relations from the checked ones and the KB's vocabulary around
+        #: the topic, the reader's answers from the retrieved values
+        self.level = constrain_level(constrain, llm)
+        self.constrained = bool(self.level)
+        #: choose mode: the relation check, the plan (one topic entity) and the answer are
+        #: scored among their candidates (``llm.score``; checked now)
+        self.choose = choose
+        if choose:
+            check_choose(llm)
         self.references = open_references(references)
         self.top_k_references = top_k_references
         self.max_rounds = max_rounds
@@ -340,7 +363,7 @@ class SRP:
         kwargs: dict[str, Any] = {**(PAPER_SETTINGS if config.preset == "paper" else {}),
                                   "token_counter": config.token_counter,
                                   "price_table": config.price_table,
-                                  "constrain": config.constrain,
+                                  "constrain": config.constrain, "choose": config.choose,
                                   **config.given("ranker")}  # unset: SRP's own default
         if config.profile in P.PROFILES:
             kwargs["profile"] = config.profile
@@ -376,21 +399,42 @@ class _Run:
         self.entities = entities
         self.meta = meta
         self.rec = Recorder(srp.llm, question, counter=srp.token_counter,
-                            price_table=srp.price_table, constrain=srp.constrained,
+                            price_table=srp.price_table, constrain=srp.level,
                             on_step=notify)
         self.hits: list[Retrieved] = []
+        self._options: dict[str, PathOptions] | None = None
         #: KB queries of the relations looked up around pruned sequences, for the step that
         #: shows them
         self._around_queries = 0
 
     # -- records --------------------------------------------------------------------------------
     def _ask(self, kind: str, messages: list[dict[str, Any]], data: dict[str, Any],
-             format: ReplyFormat) -> tuple[str, Step]:
+             format: ReplyFormat, options: Sequence[str] | None = None) -> tuple[str, Step]:
         """One LLM call (constrained to ``format`` when constraints are on), accounted; the
-        step of ``kind`` is recorded by the caller through :meth:`_record`."""
-        call = self.rec.llm(messages, format=format)
+        step of ``kind`` is recorded by the caller through :meth:`_record`. In choose mode with
+        ``options`` (reply texts the parser reads), the best scored option instead."""
+        if self.srp.choose and options:
+            choice = self.rec.choose(messages, list(options))
+            call = choice.call
+            data = {**data, "choose": choice.data()}
+        else:
+            call = self.rec.llm(messages, format=format)
         step = Step(n=self.rec.next_n, kind=kind, action=kind, data=data, **call.step_fields())
         return call.text, step
+
+    def _path_options(self) -> dict[str, PathOptions]:
+        """Per topic entity the KB's paths around it (fetched once per question, counted)."""
+        if self._options is None:
+            srp = self.srp
+
+            def work() -> dict[str, PathOptions]:
+                return {m: kb_path_options(srp.instantiator.session(self.entities), m,
+                                           self.question, ranker=srp.binder.ranker)
+                        for m in self.entities}
+
+            self._options, _, queries = self._kb_work(work)
+            self.rec.add_queries(queries)
+        return self._options
 
     def _record(self, step: Step, **update: Any) -> Step:
         step = step.model_copy(update=update)
@@ -507,9 +551,16 @@ class _Run:
                 checked[mention] = tuple(candidates[:srp.check_count])
                 continue
             data: dict[str, Any] = {"entity": mention}
+            check_format = relation_check_format(candidates, srp.check_count)
+            # choose mode scores each candidate as a check rating it alone, and keeps the best
+            rated = {_rating(check_format, c): c for c in candidates}
             text, step = self._ask("relation_check", P.relation_check_messages(
                 self.question, mention, candidates, refs, count=srp.check_count,
-                profile=srp.profile), data, relation_check_format(candidates, srp.check_count))
+                profile=srp.profile), data, check_format, list(rated))
+            if "choose" in step.data:
+                best = [rated[row[0]] for row in step.data["choose"]["best"]]
+                text = "\n".join(_rating(check_format, r, i)
+                                 for i, r in enumerate(best[:srp.check_count], 1))
             try:
                 check = P.parse_relation_check(text, candidates, count=srp.check_count)
                 kept = check.names
@@ -559,9 +610,11 @@ class _Run:
         relations = {m: list(r) for m, r in checked.items() if r}
         if not relations:
             return []
+        grounded = self._plan_relations(relations) if srp.level.grounded else None
+        fmt = plan_format(list(relations), grounded)
         text, step = self._ask("plan", P.plan_messages(
             self.question, relations, [h.reference for h in references], profile=srp.profile),
-            {"checked": relations}, plan_format(list(relations)))
+            {"checked": relations}, fmt, self._plan_options(relations, fmt))
         data = dict(step.data)
         constraints: dict[str, Constraint] = {}
         more: dict[str, list[Constraint]] = {}
@@ -611,6 +664,26 @@ class _Run:
                      status="error" if "parse_error" in data else "ok",
                      accepted="parse_error" not in data)
         return alternatives
+
+    def _plan_relations(self, checked: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        """Per topic, the relations a grounded plan may use: the checked ones, then the KB's
+        vocabulary around the topic."""
+        options = self._path_options() if self.srp.choose or self.srp.level.grounded else {}
+        return {m: list(dict.fromkeys([*rels, *(options[m].vocabulary.items
+                                                 if m in options else ())]))
+                for m, rels in checked.items()}
+
+    def _plan_options(self, checked: Mapping[str, Sequence[str]], fmt: ReplyFormat
+                      ) -> list[str] | None:
+        """Choose mode's plans (one topic entity): the KB's 1- and 2-hop paths that start with a
+        checked relation, as the plan text the parser reads."""
+        if not self.srp.choose or len(checked) != 1:
+            return None
+        (topic, kept), = checked.items()
+        paths = [p for p in self._path_options()[topic].paths() if p[0] in kept]
+        paths += [(r,) for r in kept if (r,) not in paths]
+        return [t for t in (fmt.read_text(json.dumps({"thought": "", "paths": {topic: [list(p)]}}))
+                            for p in paths) if t] or None
 
     def _retrieve(self, paths: Sequence[ReasoningPath], round_: int) -> Instantiation:
         def work() -> Instantiation:
@@ -768,9 +841,13 @@ class _Run:
         self._env_step("knowledge", f"keep the triples of the {source}",
                        f"{len(kept)} triples", {"kept": [list(t) for t in kept],
                                                 "kept_from": source})
+        topics = set(self.entities) | set(self.entities.values())
+        values = [v for v in dict.fromkeys(str(x) for t in kept for x in (t[2], t[0]))
+                  if v not in topics and v.strip()][:TOP_K]
         text, step = self._ask("answer", P.answer_messages(self.question, kept,
                                                            profile=srp.profile), {},
-                               answers_format())
+                               answers_format(values if srp.level.grounded else None),
+                               [answer_text(v) for v in values])
         data = dict(step.data)
         try:
             cot = P.parse_answer(text)
