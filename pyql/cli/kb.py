@@ -173,6 +173,7 @@ class SparqlDataset(str, Enum):
     webqsp = "webqsp"
     cwq = "cwq"
     grailqa = "grailqa"
+    wwq = "wwq"
 
 
 def sparql_fidelity_command(

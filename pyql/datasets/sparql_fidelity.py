@@ -60,10 +60,12 @@ from pyql.sparql.from_sparql import (
     read_query,
     standardize,
     to_program,
+    type_path_of,
 )
 
 __all__ = [
     "DATASETS",
+    "DATASET_PROFILES",
     "GoldQuery",
     "ItemResult",
     "FidelityReport",
@@ -79,7 +81,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("webqsp", "cwq", "grailqa")
+DATASETS = ("webqsp", "cwq", "grailqa", "wwq")
+#: the KB profile of each dataset's gold queries (Freebase unless named)
+DATASET_PROFILES = {"wwq": "wikidata"}
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _FB = "http://rdf.freebase.com/ns/"
 #: the relation a distractor copy uses in place of one of the pattern's
@@ -109,6 +113,10 @@ def load_gold_queries(dataset: str, data_dir: Path | None = None) -> list[GoldQu
     if dataset == "grailqa":
         rows = json.loads(gzip.open(root / "grailqa_sample.json.gz").read())
         return [GoldQuery(str(r["qid"]), r["sparql_query"], r["level"]) for r in rows]
+    if dataset == "wwq":  # WikiWebQuestions train (the dev and test splits are held out)
+        rows = json.loads((data_dir or default_data_dir()).joinpath(
+            "wikidata", "wwq", "train.json").read_text(encoding="utf-8"))
+        return [GoldQuery(r["id"], r["sparql"]) for r in rows]
     raise UnknownNameError("dataset", dataset, DATASETS)
 
 
@@ -390,7 +398,10 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
             return URIRef(f"{_FB}m.syn{n}_{_safe(str(t))}")
 
         for i, (s, p, o) in enumerate(body.triples):
-            graph.append((term(s), URIRef(OTHER_RELATION) if i == swap else p, term(o)))
+            if i == swap:
+                graph.append((term(s), URIRef(OTHER_RELATION), term(o)))
+            else:
+                graph.extend(_edges(term(s), p, term(o), f"syn{n}_{i}"))
         for half_var in time_vars:
             node = term(half_var)
             start_end = windows(half_var, node) if windows else _window(body, half_var)
@@ -485,12 +496,26 @@ def gold_graph(parsed: Parsed, answers: Sequence[str] = (), *, label: str | None
                 return plan.strings[t] if kind.kind == "string" else _literal(plan.values[t], kind)
             return URIRef(f"{_FB}m.{prefix}{n}_{_safe(str(t))}")
 
-        graph += [(term(s), p, term(o)) for s, p, o in body.triples]
+        for i, (s, p, o) in enumerate(body.triples):
+            graph += _edges(term(s), p, term(o), f"{prefix}{n}_{i}")
         for var in {h.var for h in body.time_halves}:
             graph += [(term(var), rel, v) for rel, v in _window(body, var)]
     if label is not None:
         graph.append((values[0], URIRef(_FB + "type.object.name"), Literal(label, lang="en")))
     return [(s, p, o) for s, p, o in graph if not isinstance(s, Literal)]
+
+
+def _edges(s: Any, p: Any, o: Any, stem: str) -> list[tuple[Any, Any, Any]]:
+    """The graph edges of one pattern triple: itself, or for a class path ``type/subclass*``
+    (Wikidata's ``wdt:P31/wdt:P279*``) an instance of a fresh class one ``subclass`` step
+    below the class, so that the path's closure is exercised."""
+    from rdflib.term import URIRef
+
+    path = type_path_of(p)
+    if path is None:
+        return [(s, p, o)]
+    middle = URIRef(f"{_FB}m.{stem}_class")
+    return [(s, URIRef(path[0]), middle), (middle, URIRef(path[1]), o)]
 
 
 def _safe(name: str) -> str:
@@ -698,7 +723,7 @@ def sparql_fidelity(
     start = time.perf_counter()
     items = []
     for n, gold in enumerate(queries, 1):
-        items.append(check_query(gold))
+        items.append(check_query(gold, DATASET_PROFILES.get(dataset, "freebase")))
         if progress is not None:
             progress(n, len(queries))
     return FidelityReport(dataset, items, time.perf_counter() - start)
