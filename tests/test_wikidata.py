@@ -159,3 +159,96 @@ def test_a_session_shows_labels_and_statements(kb: OxigraphKB) -> None:
 def test_labels_are_english(kb: OxigraphKB) -> None:
     session = Session(kb)
     assert session.display([WIKIDATA.entity("Q183"), Literal("x")]) == ["Germany", "x"]
+
+
+# -- gold SPARQL -> program ------------------------------------------------------------------------
+WD_PREFIXES = (
+    "PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
+    "PREFIX p: <http://www.wikidata.org/prop/> PREFIX ps: <http://www.wikidata.org/prop/statement/> "
+    "PREFIX pq: <http://www.wikidata.org/prop/qualifier/> "
+    "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> "
+)
+
+#: (gold query in the shapes of WikiWebQuestions train, the program it converts to; facts in the
+#: order rdflib's algebra gives the pattern, grown along shared variables)
+CONVERSIONS = [
+    ("SELECT DISTINCT ?x WHERE { wd:Q34086 wdt:P3373 ?x. ?x wdt:P21 wd:Q6581097. }",
+     "add_fact(?x, P21, Q6581097)\nadd_fact(Q34086, P3373, ?x)\nset_answer(?x)\nexecute()"),
+    # the class path is add_type; a bare wdt:P31 stays a fact (no subclass closure)
+    ("SELECT DISTINCT ?x WHERE { wd:Q76 wdt:P69 ?x. ?x wdt:P31/wdt:P279* wd:Q3918. }",
+     "add_fact(Q76, P69, ?x)\nadd_type(?x, Q3918)\nset_answer(?x)\nexecute()"),
+    ("SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q6256. }",
+     "add_fact(?x, P31, Q6256)\nset_answer(?x)\nexecute()"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q127367 p:P161 ?p. ?p ps:P161 wd:Q152165; pq:P453 ?x. }",
+     "add_fact(?p, ps:P161, Q152165)\nadd_fact(Q127367, p:P161, ?p)\nadd_fact(?p, pq:P453, ?x)\n"
+     "set_answer(?x)\nexecute()"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q1035067 p:P1346 ?p. ?p ps:P1346 ?x; pq:P585 ?y. "
+     'FILTER((?y < "2012-01-01T00:00:00Z"^^xsd:dateTime) && '
+     '(?y >= "2011-01-01T00:00:00Z"^^xsd:dateTime)) }',
+     "add_fact(Q1035067, p:P1346, ?p)\nadd_fact(?p, pq:P585, ?y)\nadd_fact(?p, ps:P1346, ?x)\n"
+     'add_filter(?y, <, "2012-01-01T00:00:00Z"^^xsd:dateTime)\n'
+     'add_filter(?y, >=, "2011-01-01T00:00:00Z"^^xsd:dateTime)\nset_answer(?x)\nexecute()'),
+    ("SELECT DISTINCT ?x WHERE { wd:Q2263 p:P166 ?p. ?p ps:P166 ?x; pq:P585 ?z. } "
+     "ORDER BY DESC(?z) LIMIT 1",
+     "add_fact(Q2263, p:P166, ?p)\nadd_fact(?p, pq:P585, ?z)\nadd_fact(?p, ps:P166, ?x)\n"
+     "add_max(?z)\nset_answer(?x)\nexecute()"),
+    # a malformed id (no Q) is kept as an IRI, never read as the number 40475
+    ("SELECT DISTINCT ?x WHERE { wd:40475 wdt:P1050 ?x. }",
+     "add_fact(<http://www.wikidata.org/entity/40475>, P1050, ?x)\nset_answer(?x)\nexecute()"),
+]
+
+
+@pytest.mark.parametrize(("gold", "program"), CONVERSIONS)
+def test_gold_queries_convert_and_agree(gold: str, program: str) -> None:
+    from pyql.datasets.sparql_fidelity import GoldQuery, check_query
+    from pyql.sparql.from_sparql import from_sparql
+
+    assert str(from_sparql(WD_PREFIXES + gold, "wikidata")) == program
+    result = check_query(GoldQuery("t", WD_PREFIXES + gold), "wikidata")
+    assert result.status == "agree", result
+    assert result.gold  # the synthesized graph has a solution
+
+
+def test_a_class_path_is_exercised_through_a_subclass_on_the_synthesized_graph() -> None:
+    from pyql.datasets.sparql_fidelity import synthesize
+    from pyql.sparql.from_sparql import read_query
+
+    graph = synthesize(read_query(WD_PREFIXES + CONVERSIONS[1][0]))
+    predicates = {str(p) for _s, p, _o in graph}
+    assert {"http://www.wikidata.org/prop/direct/P31",
+            "http://www.wikidata.org/prop/direct/P279"} <= predicates
+
+
+@pytest.mark.parametrize(("gold", "construct"), [
+    ("SELECT DISTINCT ?x WHERE { wd:Q5419 wdt:P131+ ?x. }", "property_path"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q9439 wdt:P22|wdt:P25 ?x. }", "property_path"),
+    ("SELECT DISTINCT ?x WHERE { ?x p:P39 ?p. ?p ps:P39 wd:Q4416090. "
+     "FILTER NOT EXISTS { ?p pq:P582 ?z. } }", "not_exists"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q145 wdt:P150 ?x. } LIMIT 4", "limit"),
+])
+def test_blocking_constructs_are_named(gold: str, construct: str) -> None:
+    from pyql.datasets.sparql_fidelity import GoldQuery, check_query, query_features
+
+    result = check_query(GoldQuery("t", WD_PREFIXES + gold), "wikidata")
+    assert (result.status, result.construct) == ("unsupported", construct)
+    assert construct in query_features(WD_PREFIXES + gold, "wikidata") or construct == "property_path"
+
+
+def test_query_features_name_statements_and_class_paths() -> None:
+    from pyql.datasets.sparql_fidelity import query_features
+
+    assert query_features(WD_PREFIXES + CONVERSIONS[3][0], "wikidata") == {"p:", "ps:", "pq:"}
+    assert query_features(WD_PREFIXES + CONVERSIONS[1][0], "wikidata") == {"wdt:", "class_path"}
+    assert "property_path" in query_features(WD_PREFIXES + "SELECT ?x WHERE { wd:Q1 wdt:P131+ ?x }",
+                                             "wikidata")
+
+
+def test_wwq_train_converts_and_agrees(pyql_data: Path) -> None:
+    from pyql.datasets.sparql_fidelity import sparql_fidelity
+
+    report = sparql_fidelity("wwq", data_dir=pyql_data, sample=150, seed=3)
+    summary = report.summary()
+    assert summary["coverage"] >= 0.9, report.format()
+    assert summary["checked"] == summary["covered"]  # every converted query has a graph
+    assert summary["agree"] == summary["checked"], report.format()
+    assert summary["features"]["pq:"]["total"] > 0

@@ -53,6 +53,7 @@ from pyql.profiles import Profile, get_profile
 from pyql.registry import UnknownNameError
 from pyql.sparql.from_sparql import (
     CONSTRUCTS,
+    parse_algebra,
     Body,
     Cmp,
     Parsed,
@@ -76,6 +77,7 @@ __all__ = [
     "write_ntriples",
     "virtuoso_reading",
     "check_query",
+    "query_features",
     "sparql_fidelity",
 ]
 
@@ -538,6 +540,62 @@ def _window(body: Body, var: Any, miss: str | None = None) -> list[tuple[Any, An
     return out
 
 
+# -- the constructs a query uses -----------------------------------------------------------------
+_NODE_FEATURES = {
+    "Filter": "filter", "OrderBy": "order_by", "Slice": "limit", "Union": "union",
+    "LeftJoin": "optional", "Minus": "minus", "AggregateJoin": "aggregate",
+    "Builtin_NOTEXISTS": "not_exists", "Builtin_EXISTS": "exists", "values": "values",
+    "ServiceGraphPattern": "service", "Group": "group", "ToMultiSet": "subquery",
+}
+
+
+def query_features(text: str, profile: str | Profile = "freebase") -> frozenset[str]:
+    """The constructs the gold query ``text`` uses, read from its algebra: the graph-pattern and
+    solution operators (``filter``, ``order_by``, ``limit``, ``union``, ``not_exists``,
+    ``aggregate`` ...), the namespace of each predicate as the profile prints it (Wikidata:
+    ``wdt:``, ``p:``, ``ps:``, ``pq:``; the statement qualifiers are ``pq:``), ``class_path`` for
+    the profile's ``type/subclass*`` path and ``property_path`` for any other path;
+    ``unparseable`` alone when rdflib cannot read it."""
+    from rdflib.paths import Path as RdfPath
+    from rdflib.plugins.sparql.parserutils import CompValue
+    from rdflib.term import URIRef
+
+    prof = get_profile(profile)
+    try:
+        algebra = parse_algebra(text)
+    except UnsupportedQuery:
+        return frozenset({"unparseable"})
+    out: set[str] = set()
+    bases = sorted(((base, prefix) for prefix, base in prof.prefixes.items()),
+                   key=lambda item: -len(item[0]))
+
+    def predicate(p: Any) -> None:
+        if isinstance(p, RdfPath):
+            out.add("class_path" if type_path_of(p) == (prof.type_predicate,
+                                                        prof.subclass_predicate)
+                    else "property_path")
+        elif isinstance(p, URIRef):
+            out.add(next((f"{prefix}:" for base, prefix in bases if str(p).startswith(base)),
+                         "<iri>"))
+
+    def walk(node: Any) -> None:
+        if isinstance(node, CompValue):
+            feature = _NODE_FEATURES.get(node.name)
+            if feature is not None:
+                out.add(feature)
+            if node.name == "BGP":
+                for _s, p, _o in node.triples:
+                    predicate(p)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value)
+
+    walk(algebra)
+    return frozenset(out)
+
+
 # -- checking ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ItemResult:
@@ -553,6 +611,8 @@ class ItemResult:
     gold: tuple[str, ...] = ()
     predicted: tuple[str, ...] = ()
     triples: int = 0
+    #: the constructs the gold query uses (:func:`query_features`)
+    features: tuple[str, ...] = ()
 
 
 def _answers(store: Any, text: str) -> tuple[str, ...]:
@@ -583,24 +643,28 @@ def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemRes
     import pyoxigraph as ox
 
     prof = get_profile(profile)
+    features = tuple(sorted(query_features(gold.sparql, prof)))
     try:
         parsed = read_query(gold.sparql)
         program = to_program(parsed, prof)
     except UnsupportedQuery as exc:
-        return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail)
+        return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail,
+                          features=features)
     try:
         graph = synthesize(parsed)
     except Unsynthesizable as exc:
-        return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc))
+        return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc), features=features)
     store = ox.Store()
     store.bulk_extend(ox.Quad(_ox(s), _ox(p), _ox(o)) for s, p, o in graph)
     try:
         expected = _answers(store, virtuoso_reading(gold.sparql))
         got = _answers(store, program.to_sparql(prof))
     except (SyntaxError, OSError, ValueError) as exc:
-        return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph))
+        return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph),
+                          features=features)
     status = "agree" if expected == got else "disagree"
-    return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph))
+    return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph),
+                      features=features)
 
 
 def write_ntriples(graph: Iterable[tuple[Any, Any, Any]], path: str | Path) -> int:
@@ -663,6 +727,17 @@ class FidelityReport:
             row["checked"] += item.status in ("agree", "disagree", "error")
         return out
 
+    def by_feature(self) -> dict[str, dict[str, int]]:
+        """Per construct the gold queries use: how many use it, convert, and agree."""
+        out: dict[str, dict[str, int]] = {}
+        for item in self.items:
+            for feature in item.features:
+                row = out.setdefault(feature, {"total": 0, "covered": 0, "agree": 0})
+                row["total"] += 1
+                row["covered"] += item.status != "unsupported"
+                row["agree"] += item.status == "agree"
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1]["total"], kv[0])))
+
     def summary(self) -> dict[str, Any]:
         checked = self.checked
         return {
@@ -678,6 +753,7 @@ class FidelityReport:
             "unchecked": self.count("unchecked"),
             "constructs": dict(self.constructs.most_common()),
             "groups": self.by_group(),
+            "features": self.by_feature(),
             "seconds": round(self.seconds, 1),
         }
 
@@ -692,6 +768,10 @@ class FidelityReport:
         if s["constructs"]:
             lines += ["", "| construct | queries | what |", "|---|---:|---|"]
             lines += [f"| {c} | {n} | {CONSTRUCTS.get(c, '')} |" for c, n in s["constructs"].items()]
+        if s["features"]:
+            lines += ["", "| construct used | queries | converted | agree |", "|---|---:|---:|---:|"]
+            lines += [f"| {f} | {r['total']} | {r['covered']} ({r['covered'] / r['total']:.1%}) "
+                      f"| {r['agree']} |" for f, r in s["features"].items()]
         groups = s["groups"]
         if len(groups) > 1:
             lines += ["", "| group | questions | converted | agree / checked |", "|---|---:|---:|---:|"]
