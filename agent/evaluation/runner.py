@@ -439,12 +439,12 @@ class _Session:
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
         error = _backend_failure(trajectory.steps, status) if status != "ok" else None
         result = QuestionResult(
-            id=item.id, question=item.question, gold=_jsonable(item.answers),
+            id=item.id, question=item.question, gold=_jsonable(self.dataset.gold_answers(item)),
             predicted=_jsonable(tuple(res.answers)),
             metrics=self.dataset.score(item, res.answers) if status == "ok" else {},
             usage={
                 **usage_record(usage), "steps": len(trajectory.steps),
-                **step_usage(trajectory.steps, item.answers),
+                **step_usage(trajectory.steps, self.dataset.gold_answers(item)),
                 **self._measures(trajectory.steps, item),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),

@@ -183,6 +183,9 @@ def sparql_fidelity_command(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The shared data "
                                                   "directory.")] = None,
+    slice_path: Annotated[Path | None, typer.Option(
+        "--slice", help="Write the synthesized graphs of the queries that agree to this "
+        "N-Triples file: a KB slice for 'pyql eval --llm gold' ('pyql kb load' it).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Gold SPARQL -> PyQL: coverage, unsupported constructs, equivalence on synthesized
@@ -192,7 +195,7 @@ def sparql_fidelity_command(
     logging.getLogger("rdflib").setLevel(logging.ERROR)
     with reported():
         report = sparql_fidelity(dataset.value, data_dir=data_dir, limit=limit, sample=sample,
-                                 seed=seed)
+                                 seed=seed, slice_path=slice_path)
     if as_json:
         print_json(report.summary())
     else:

@@ -363,9 +363,10 @@ def _other_string(cmps: Sequence[Cmp]) -> Any:
                         if f"pyql other {i}" not in taken), lang="en")
 
 
-def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
+def synthesize(parsed: Parsed, stem: str = "syn") -> list[tuple[Any, Any, Any]]:
     """A graph (rdflib-term triples) holding a solution of ``parsed`` and one distractor per
-    constraint; see the module docstring. Raises :class:`Unsynthesizable`."""
+    constraint; see the module docstring. Fresh nodes are named ``m.<stem>N_var`` (give each
+    query its own stem to put several graphs in one store). Raises :class:`Unsynthesizable`."""
     from rdflib.term import Literal, URIRef
 
     body = parsed.body
@@ -397,13 +398,13 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
             if t in plan.kinds:
                 kind = plan.kinds[t]
                 return strs[t] if kind.kind == "string" else _literal(vals[t], kind)
-            return URIRef(f"{_FB}m.syn{n}_{_safe(str(t))}")
+            return URIRef(f"{_FB}m.{stem}{n}_{_safe(str(t))}")
 
         for i, (s, p, o) in enumerate(body.triples):
             if i == swap:
                 graph.append((term(s), URIRef(OTHER_RELATION), term(o)))
             else:
-                graph.extend(_edges(term(s), p, term(o), f"syn{n}_{i}"))
+                graph.extend(_edges(term(s), p, term(o), f"{stem}{n}_{i}"))
         for half_var in time_vars:
             node = term(half_var)
             start_end = windows(half_var, node) if windows else _window(body, half_var)
@@ -638,8 +639,10 @@ def _number_text(term: Any) -> str:
     return str(term)
 
 
-def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemResult:
-    """Convert one gold query and compare both on its synthesized graph."""
+def check_query(gold: GoldQuery, profile: str | Profile = "freebase", *,
+                graph_sink: list[tuple[Any, Any, Any]] | None = None) -> ItemResult:
+    """Convert one gold query and compare both on its synthesized graph; with ``graph_sink``,
+    the graph of a query that agrees is added to it (its nodes named after the query's id)."""
     import pyoxigraph as ox
 
     prof = get_profile(profile)
@@ -651,7 +654,7 @@ def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemRes
         return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail,
                           features=features)
     try:
-        graph = synthesize(parsed)
+        graph = synthesize(parsed, "syn" if graph_sink is None else f"{_safe(gold.id)}_s")
     except Unsynthesizable as exc:
         return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc), features=features)
     store = ox.Store()
@@ -663,6 +666,8 @@ def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemRes
         return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph),
                           features=features)
     status = "agree" if expected == got else "disagree"
+    if graph_sink is not None and status == "agree":
+        graph_sink.extend(graph)
     return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph),
                       features=features)
 
@@ -793,8 +798,13 @@ def sparql_fidelity(
     sample: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    slice_path: str | Path | None = None,
 ) -> FidelityReport:
-    """Coverage and equivalence of a dataset's gold queries (see the module docstring)."""
+    """Coverage and equivalence of a dataset's gold queries (see the module docstring).
+
+    ``slice_path``: write the synthesized graphs of the queries that agree, together, as
+    N-Triples there: a *synthesized slice* of the KB on which ``pyql eval --llm gold`` of the
+    dataset scores at the ceiling the conversion allows (``pyql kb load`` it, then ``--kb``)."""
     queries = load_gold_queries(dataset, data_dir)
     if limit is not None:
         queries = queries[:limit]
@@ -802,8 +812,12 @@ def sparql_fidelity(
         queries = [queries[i] for i in sorted(random.Random(seed).sample(range(len(queries)), sample))]
     start = time.perf_counter()
     items = []
+    sink: list[tuple[Any, Any, Any]] | None = [] if slice_path is not None else None
     for n, gold in enumerate(queries, 1):
-        items.append(check_query(gold, DATASET_PROFILES.get(dataset, "freebase")))
+        items.append(check_query(gold, DATASET_PROFILES.get(dataset, "freebase"),
+                                 graph_sink=sink))
         if progress is not None:
             progress(n, len(queries))
+    if slice_path is not None:
+        write_ntriples(sink, slice_path)
     return FidelityReport(dataset, items, time.perf_counter() - start)
