@@ -115,6 +115,12 @@ class Profile:
     #: a short id written as a class (``add_type(?x, Q5)``) names an entity (``wd:Q5``); else
     #: classes are relation names (Freebase ``film.film``)
     classes_are_entities: bool = False
+    #: ids are opaque (Wikidata's ``P161``, ``Q42``): a model is shown each with its label,
+    #: ``P161 (cast member)``, ``Q42 (Douglas Adams)``
+    labelled_ids: bool = False
+    #: namespaces whose local name is a property id labelled on ``entity_base + id`` (Wikidata:
+    #: ``wdt:P161``, ``p:P161``, ``ps:P161``, ``pq:P453`` are labelled on ``wd:P161``)
+    property_bases: tuple[str, ...] = ()
     #: terms made by :meth:`entity` / :meth:`relation` (terms are frozen values)
     _terms: dict[tuple[str, str], Entity | Relation] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -246,6 +252,25 @@ class Profile:
             return iri[len(self.entity_base):]
         return f"<{iri}>"
 
+    def labelled_by(self, iri: str) -> str | None:
+        """The IRI whose label names the term ``iri`` to a model: the property entity of a
+        relation in :attr:`property_bases` (``wdt:P161`` -> ``wd:P161``), the IRI itself for an
+        entity id, else None.
+
+        >>> WIKIDATA.labelled_by("http://www.wikidata.org/prop/qualifier/P453")
+        'http://www.wikidata.org/entity/P453'
+        """
+        if self.entity_base is None:
+            return None
+        for base in self.property_bases:
+            if iri.startswith(base):
+                local = iri[len(base):]
+                if self.relation_pattern and re.fullmatch(self.relation_pattern, local):
+                    return self.entity_base + local
+        if iri.startswith(self.entity_base) and self.is_entity_id(iri[len(self.entity_base):]):
+            return iri
+        return None
+
     def with_prefixes(self, **prefixes: str) -> Profile:
         """A copy with more prefixes (``GENERIC.with_prefixes(ex="http://example.org/")``)."""
         for base in prefixes.values():
@@ -296,6 +321,8 @@ WIKIDATA = Profile(
     type_predicate=WDT + "P31",
     subclass_predicate=WDT + "P279",
     classes_are_entities=True,
+    labelled_ids=True,
+    property_bases=tuple(WIKIDATA_PREFIXES[p] for p in ("wdt", "p", "ps", "pq", "psv", "pqv")),
     hidden_relations=frozenset({RDFS + "label", SKOS + "altLabel", SCHEMA + "description",
                                 SCHEMA + "name", SKOS + "prefLabel"}),
     answer_lang="en",

@@ -51,7 +51,7 @@ from pyql.environment import (
     render_values,
     resolve_guidelines,
 )
-from pyql.errors import InputError, QueryError
+from pyql.errors import InputError, PyqlError, QueryError
 from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
@@ -363,8 +363,9 @@ class KBSession(Session):
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
         kb = feedback.kb
         if kb.relations is not None:
-            return str({"forward": list(kb.relations.forward),
-                        "backward": list(kb.relations.backward)})
+            show = self._labelled_relations if self.profile.labelled_ids else list
+            return str({"forward": show(kb.relations.forward),
+                        "backward": show(kb.relations.backward)})
         if kb.answers is not None and not kb.values:
             return f"The answer is {list(kb.answers)}"
         if kb.status == "empty":
@@ -533,9 +534,12 @@ class KBSession(Session):
         if kinds == {Entity} and self.profile.id_encoding == "label":
             return [c.short for c in cells]  # the id is the label (_label_map)
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])
+        labelled_ids = self.profile.labelled_ids
         out = []
         for cell in cells:
-            if isinstance(cell, Entity):
+            if isinstance(cell, Entity) and labelled_ids and self.profile.is_entity_id(cell.short):
+                out.append(f"{cell.short} ({labels.get(cell.iri) or 'no label'})")  # Q42 (label)
+            elif isinstance(cell, Entity):
                 label = labels.get(cell.iri)
                 out.append(label if label is not None else (self.profile.unnamed_label or cell.short))
             elif isinstance(cell, Literal):
@@ -545,6 +549,24 @@ class KBSession(Session):
             else:
                 out.append(str(cell))
         return out
+
+    def _labelled_relations(self, names: Sequence[str]) -> list[str]:
+        """Relation names as a model reads them where ids are opaque: ``P161 (cast member)``,
+        ``pq:P453 (character role)``, the labels of the property entities read in one batch
+        (and cached); a relation with no property id is shown as it is."""
+        profile = self.profile
+        subjects: dict[str, str] = {}
+        for name in names:
+            try:
+                subject = profile.labelled_by(profile.relation(name).iri)
+            except PyqlError:
+                subject = None
+            if subject is not None:
+                subjects[name] = subject
+        labels = self._label_map([Entity(iri, profile.compact(iri))
+                                  for iri in dict.fromkeys(subjects.values())])
+        return [f"{name} ({labels.get(subjects[name]) or 'no label'})" if name in subjects
+                else name for name in names]
 
     def _label_map(self, entities: list[Entity]) -> dict[str, str | None]:
         profile = self.profile

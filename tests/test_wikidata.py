@@ -151,14 +151,39 @@ def test_a_session_shows_labels_and_statements(kb: OxigraphKB) -> None:
     assert step.values["?s"].unnamed == 0  # statements are shown by their id, not as nameless
     session.run("add_fact(?s, ps:P69, ?school)")
     step = session.run("add_type(?school, Q3918)")
-    assert step.values["?school"].values == ("St John's College",)
+    assert step.values["?school"].values == ("Q691283 (St John's College)",)
     session.run("set_answer(?school)")
     assert session.run("execute()").answers == ("Q691283",)  # answers are ids
 
 
-def test_labels_are_english(kb: OxigraphKB) -> None:
+def test_ids_are_shown_with_their_english_labels(kb: OxigraphKB) -> None:
     session = Session(kb)
-    assert session.display([WIKIDATA.entity("Q183"), Literal("x")]) == ["Germany", "x"]
+    shown = session.display([WIKIDATA.entity("Q183"), WIKIDATA.entity("Q999999"), Literal("x")])
+    assert shown == ["Q183 (Germany)", "Q999999 (no label)", "x"]
+
+
+def test_relations_are_shown_with_the_labels_of_their_properties(kb: OxigraphKB) -> None:
+    session = Session(kb)
+    step = session.run("get_relation(Q42)")
+    assert step.relations.forward == ("p:P69", "P106", "P27", "P31", "P69")  # the data: ids
+    text = step.text
+    for shown in ("'p:P69 (educated at)'", "'P106 (occupation)'", "'P31 (instance of)'"):
+        assert shown in text
+    session.run("add_fact(Q42, p:P69, ?s)")
+    text = session.run("get_relation(?s)").text
+    assert "'pq:P580 (start time)'" in text and "'ps:P69 (educated at)'" in text
+    before = kb.label_query_count
+    session.run("get_relation(?s)")
+    assert kb.label_query_count == before  # the labels are cached
+
+
+def test_labelled_by() -> None:
+    assert WIKIDATA.labelled_by("http://www.wikidata.org/prop/direct/P161") == \
+        "http://www.wikidata.org/entity/P161"
+    assert WIKIDATA.labelled_by("http://www.wikidata.org/entity/Q42") == \
+        "http://www.wikidata.org/entity/Q42"
+    assert WIKIDATA.labelled_by("http://www.w3.org/2000/01/rdf-schema#label") is None
+    assert not get_profile("freebase").labelled_ids
 
 
 # -- gold SPARQL -> program ------------------------------------------------------------------------
