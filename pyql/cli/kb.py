@@ -39,7 +39,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 
 def load_command(
     sources: Annotated[list[Path], typer.Argument(help="N-Triples / N-Quads / Turtle files "
-                                                  "(.nt, .nq, .ttl; optionally .gz).")],
+                                                  "(.nt, .nq, .ttl; optionally .gz or .bz2).")],
     store: Annotated[Path, typer.Option("--store", help="The store directory (created, or "
                                         "added to).")],
     force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
@@ -93,7 +93,7 @@ def info_command(
                f"built {manifest.created}, {manifest.seconds:.1f} s)")
     for s in manifest.sources:  # a path may hold anything a file name can
         typer.echo(f"  {printable(s.path)}  {s.bytes:,} bytes  {s.format}"
-                   f"{' gzip' if s.compressed else ''}"
+                   f"{' ' + (s.compression or 'gzip') if s.compressed else ''}"
                    f"  {s.triples:,} triples  {s.seconds:.1f} s")
 
 
