@@ -97,6 +97,8 @@ class Profile:
     relation_pattern: str | None = None
     label_predicates: tuple[str, ...] = (RDFS + "label",)
     label_lang: str | None = None
+    #: more names of an entity, for entity linking only (Wikidata's ``skos:altLabel``)
+    alias_predicates: tuple[str, ...] = ()
     type_predicate: str = RDF_TYPE
     #: how a node without a label is shown (Freebase CVT nodes); None: show its short id
     unnamed_label: str | None = None
@@ -318,6 +320,7 @@ WIKIDATA = Profile(
     relation_pattern=r"P[1-9][0-9]*",
     label_predicates=(RDFS + "label",),
     label_lang="en",
+    alias_predicates=(SKOS + "altLabel",),
     type_predicate=WDT + "P31",
     subclass_predicate=WDT + "P279",
     classes_are_entities=True,

@@ -44,6 +44,10 @@ def load_command(
                                         "added to).")],
     force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
                                         "holds it already (same content).")] = False,
+    labels: Annotated[list[str] | None, typer.Option(
+        "--labels", help="Then write the label index of this profile (e.g. wikidata: "
+        "rdfs:label and skos:altLabel) next to the store, for offline entity linking; "
+        "repeatable.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest.
@@ -68,9 +72,15 @@ def load_command(
         except SourceAlreadyLoadedError as exc:
             raise CliError(str(exc), hint="nothing was loaded; drop the file, or pass --force "
                            "to load it again") from None
+        from pyql.kb.labels import write_label_index
+
+        indexes = [write_label_index(store, name) for name in labels or ()]
     if as_json:
-        print_json(manifest.model_dump())
+        print_json({**manifest.model_dump(),
+                    "label_indexes": [{"path": str(p), "labels": n} for p, n in indexes]})
         return
+    for path, n in indexes:
+        typer.echo(f"label index: {path} ({n:,} labels)")
     rate = manifest.triples / manifest.seconds if manifest.seconds else 0.0
     typer.echo(f"{store}: {manifest.triples:,} triples from {len(manifest.sources)} file(s), "
                f"{manifest.source_bytes:,} bytes, in {manifest.seconds:.1f} s ({rate:,.0f} "

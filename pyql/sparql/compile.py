@@ -398,9 +398,12 @@ def _page(order: str, limit: int | None, offset: int | None) -> str:
 def compile_label_scan(
     profile: Profile, *, limit: int | None = None, offset: int | None = None
 ) -> CompiledSparql:
-    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels in the profile's language
-    (or untagged). With ``offset`` the rows are ordered (``?e ?l``) so that pages are stable."""
+    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels and aliases
+    (``profile.alias_predicates``) in the profile's language (or untagged). With ``offset`` the
+    rows are ordered (``?e ?l``) so that pages are stable."""
     predicates = profile.label_predicates
+    if predicates:
+        predicates = (*predicates, *(p for p in profile.alias_predicates if p not in predicates))
     if not predicates:
         raise ValueError(f"profile {profile.name!r} has no label predicates")
     if len(predicates) == 1:

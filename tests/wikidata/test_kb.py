@@ -51,3 +51,46 @@ def test_an_unknown_suffix_is_refused(tmp_path: Path) -> None:
     dump.write_bytes(b"")
     result = runner.invoke(app, ["kb", "load", str(dump), "--store", str(tmp_path / "s")])
     assert result.exit_code == 1 and ".bz2" in result.output
+
+
+def test_kb_load_builds_a_label_index_for_offline_linking(tmp_path: Path) -> None:
+    from pyql.agent.linking import LabelIndex, LabelLinker
+    from pyql.kb import OxigraphKB
+    from pyql.kb.labels import label_index_path
+
+    dump = tmp_path / "slice.nt"
+    dump.write_bytes(_ntriples())
+    store = tmp_path / "store"
+    result = runner.invoke(app, ["kb", "load", str(dump), "--store", str(store),
+                                 "--labels", "wikidata", "--json"])
+    assert result.exit_code == 0, result.output
+    [written] = json.loads(result.output)["label_indexes"]
+    assert written["path"] == str(label_index_path(store, "wikidata"))
+    kb = OxigraphKB(path=store, profile="wikidata", read_only=True)
+    index = LabelIndex.from_kb(kb)
+    assert kb.query_count == 0  # read from the file, not the store
+    linker = LabelLinker(index)
+    # exact label, an alias (skos:altLabel), and a normalised form (case, accents, punctuation)
+    assert linker.link("who played Ford Prefect alongside Yasiin Bey?") == {
+        "Ford Prefect": "Q1267823", "Yasiin Bey": "Q223117"}
+    assert linker.link("where was douglas noel adams educated") == {"douglas noel adams": "Q42"}
+    assert ("Q183", "Deutschland") not in index.entries()  # English (or untagged) only
+    kb.close()
+
+
+def test_a_label_index_older_than_its_store_is_not_used(tmp_path: Path) -> None:
+    from pyql.kb import OxigraphKB
+    from pyql.kb.labels import read_label_index, write_label_index
+
+    dump = tmp_path / "slice.nt"
+    dump.write_bytes(_ntriples())
+    store = tmp_path / "store"
+    assert runner.invoke(app, ["kb", "load", str(dump), "--store", str(store)]).exit_code == 0
+    write_label_index(store, "wikidata")
+    more = tmp_path / "more.nt"
+    more.write_text('<http://www.wikidata.org/entity/Q1> '
+                    '<http://www.w3.org/2000/01/rdf-schema#label> "universe"@en .\n')
+    assert runner.invoke(app, ["kb", "load", str(more), "--store", str(store)]).exit_code == 0
+    kb = OxigraphKB(path=store, profile="wikidata", read_only=True)
+    assert read_label_index(kb) is None
+    kb.close()
