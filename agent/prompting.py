@@ -528,7 +528,10 @@ def render_observation(
     if relations is not None:
         from pyql.agent.ranking import select_relations
 
-        fwd, bwd = select_relations(question, relations.forward, relations.backward, ranker,
+        # opaque ids (Wikidata) are ranked and shown with their labels: P161 (cast member)
+        shown = relations.shown
+        fwd, bwd = select_relations(question, [shown(r) for r in relations.forward],
+                                    [shown(r) for r in relations.backward], ranker,
                                     top_k=top_k, seed=seed)
         if relation_order == "sorted":
             return cap_text(str({"forward": sorted(fwd), "backward": sorted(bwd)}), max_chars)

@@ -363,9 +363,9 @@ class KBSession(Session):
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
         kb = feedback.kb
         if kb.relations is not None:
-            show = self._labelled_relations if self.profile.labelled_ids else list
-            return str({"forward": show(kb.relations.forward),
-                        "backward": show(kb.relations.backward)})
+            shown = kb.relations.shown
+            return str({"forward": [shown(r) for r in kb.relations.forward],
+                        "backward": [shown(r) for r in kb.relations.backward]})
         if kb.answers is not None and not kb.values:
             return f"The answer is {list(kb.answers)}"
         if kb.status == "empty":
@@ -420,7 +420,8 @@ class KBSession(Session):
             tuple(name for name in map(compact, sorted(found[side] - hidden))
                   if drop is None or not drop.hides(name))
             for side in ("forward", "backward"))
-        relations = Relations(forward=forward, backward=backward)
+        labels = self._relation_labels((*forward, *backward)) if self.profile.labelled_ids else ()
+        relations = Relations(forward=forward, backward=backward, labels=labels)
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))
@@ -550,10 +551,10 @@ class KBSession(Session):
                 out.append(str(cell))
         return out
 
-    def _labelled_relations(self, names: Sequence[str]) -> list[str]:
-        """Relation names as a model reads them where ids are opaque: ``P161 (cast member)``,
-        ``pq:P453 (character role)``, the labels of the property entities read in one batch
-        (and cached); a relation with no property id is shown as it is."""
+    def _relation_labels(self, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+        """``(name, label)`` of relation names that are opaque ids (``P161``, ``pq:P453``), the
+        labels of their property entities read in one batch (and cached); ``no label`` where
+        the KB has none. A relation with no property id gets no entry."""
         profile = self.profile
         subjects: dict[str, str] = {}
         for name in names:
@@ -565,8 +566,8 @@ class KBSession(Session):
                 subjects[name] = subject
         labels = self._label_map([Entity(iri, profile.compact(iri))
                                   for iri in dict.fromkeys(subjects.values())])
-        return [f"{name} ({labels.get(subjects[name]) or 'no label'})" if name in subjects
-                else name for name in names]
+        return tuple((name, labels.get(subject) or "no label")
+                     for name, subject in subjects.items())
 
     def _label_map(self, entities: list[Entity]) -> dict[str, str | None]:
         profile = self.profile

@@ -277,3 +277,18 @@ def test_wwq_train_converts_and_agrees(pyql_data: Path) -> None:
     assert summary["checked"] == summary["covered"]  # every converted query has a graph
     assert summary["agree"] == summary["checked"], report.format()
     assert summary["features"]["pq:"]["total"] > 0
+
+
+def test_the_agent_sees_and_ranks_relations_by_their_labels(kb: OxigraphKB) -> None:
+    from pyql.agent.prompting import render_observation
+    from pyql.agent.ranking import BM25Ranker
+
+    session = Session(kb)
+    obs = session.run("get_relation(Q42)")
+    assert obs.relations.labels  # the data carries the labels beside the ids
+    text = render_observation(obs, 1, question="where was he educated", ranker=BM25Ranker(),
+                              top_k=2)
+    # ranked on the labels: 'educated' matches P69's label only; the ids alone would tie
+    assert "P69 (educated at)" in text and "P106" not in text
+    for name in ("P69", "P106", "P31"):
+        assert f"'{name}'" not in text  # never a bare id
