@@ -551,6 +551,11 @@ class KBSession(Session):
                 out.append(str(cell))
         return out
 
+    def labels(self, entities: Sequence[Entity]) -> dict[str, str | None]:
+        """The label of each entity (by IRI; None without one) in the profile's language, read
+        from the KB in one batch and cached for the Session."""
+        return self._label_map(list(entities))
+
     def _relation_labels(self, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
         """``(name, label)`` of relation names that are opaque ids (``P161``, ``pq:P453``), the
         labels of their property entities read in one batch (and cached); ``no label`` where

@@ -283,6 +283,12 @@ class EvalDataset(ABC):
         """The splits whose files are in the data directory (``pyql eval --split``)."""
         return [self.default_split]
 
+    def entities_for(self, item: EvalItem) -> EvalItem:
+        """``item`` with its entity list as a strategy gets it, once the backend is open:
+        ``item`` itself (a dataset whose ids are opaque, Wikidata's, names them by their KB
+        labels)."""
+        return item
+
     def gold_answers(self, item: EvalItem) -> tuple[Any, ...]:
         """The gold answers a result records: ``item.answers`` (a dataset whose gold is read
         from the KB, WikiWebQuestions train, overrides it)."""

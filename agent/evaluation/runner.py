@@ -422,6 +422,8 @@ class _Session:
         return {k: float(v) for k, v in measures(steps, item).items()} if measures else {}
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
+        # the entity list as the model reads it (Wikidata: an id's label as its mention)
+        item = self.dataset.entities_for(item)
         # a stand-in is held for its records; never looked for behind the LLM's wrappers
         stand_in = (self.provider.stand_in_for(item)
                     if isinstance(self.provider, StandInProvider) else None)

@@ -21,6 +21,7 @@ file), opened with the ``wikidata`` profile.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +40,8 @@ from pyql.datasets.wikidata import (
 from pyql.errors import PyqlError
 
 __all__ = ["WWQDataset", "QALDDataset", "WIKIDATA_KB"]
+
+log = logging.getLogger(__name__)
 
 WIKIDATA_KB = ("--kb: a Wikidata SPARQL endpoint (https://query.wikidata.org/sparql or a mirror), "
                "a 'pyql kb load' store of a Wikidata dump, or a synthesized slice "
@@ -79,6 +82,31 @@ class _WikidataDataset(EvalDataset):
         self._kb = backend.kb
         self._gold: dict[str, tuple[str, ...]] = {}
         return backend
+
+    def entities_for(self, item: EvalItem) -> EvalItem:
+        """The topic entities named by their labels in the run's KB, read in one batch:
+        ``{"Justin Bieber": "Q34086"}``, so that the entity list of a prompt shows each id with
+        its label; an id the KB has no label for is named ``Q34086 (no label)``."""
+        kb = getattr(self, "_kb", None)
+        if kb is None or not item.entities or any(m != i for m, i in item.entities.items()):
+            return item
+        from pyql.session import Session
+
+        profile = kb.profile
+        try:
+            entities = {kb_id: profile.entity(kb_id) for kb_id in item.entities.values()}
+            labels = Session(kb).labels(list(entities.values()))  # one batched lookup
+        except PyqlError as exc:
+            log.info("%s: no labels for its entities: %s", item.id, exc)
+            return item
+        named: dict[str, str] = {}
+        for kb_id, entity in entities.items():
+            label = labels.get(entity.iri)
+            if not label:
+                named[f"{kb_id} (no label)"] = kb_id
+            else:  # two entities of one label keep their ids apart
+                named[label if label not in named else f"{label} ({kb_id})"] = kb_id
+        return item.model_copy(update={"entities": named})
 
     def gold_answers(self, item: EvalItem) -> tuple[Any, ...]:
         """The item's gold answers: the file's, or the gold query's results on the run's KB

@@ -145,3 +145,14 @@ def test_wwq_gold_on_a_synthesized_slice_scores_at_the_conversion_ceiling(
     # the gold answers are the gold query's results on the slice, recorded with each result
     assert all(r["gold"] and r["metrics"]["f1"] == 1.0 for r in converted)
     assert all(r["status"] for r in rows)  # a typed end on every question
+
+
+def test_topic_entities_are_named_by_their_labels_for_the_model(tmp_path: Path) -> None:
+    from pyql.agent.evaluation.wikidata_datasets import WWQDataset
+
+    fixture = Path(__file__).parent.parent / "fixtures" / "kb" / "wikidata_small.ttl"
+    dataset = WWQDataset(tmp_path)
+    dataset.backend(kb=str(fixture))
+    item = EvalItem(id="q", question="?", entities={"Q42": "Q42", "Q999999": "Q999999"})
+    assert dataset.entities_for(item).entities == {"Douglas Adams": "Q42",
+                                                   "Q999999 (no label)": "Q999999"}
