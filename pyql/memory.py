@@ -34,7 +34,7 @@ class Relations:
     backward: tuple[str, ...] = ()
     #: ``(name, label)`` of relations whose names are opaque ids (Wikidata: ``("P161", "cast
     #: member")``), as a model is shown them (:meth:`shown`)
-    labels: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         _as_tuple(self.forward, self, "forward")

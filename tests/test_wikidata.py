@@ -292,3 +292,11 @@ def test_the_agent_sees_and_ranks_relations_by_their_labels(kb: OxigraphKB) -> N
     assert "P69 (educated at)" in text and "P106" not in text
     for name in ("P69", "P106", "P31"):
         assert f"'{name}'" not in text  # never a bare id
+
+
+def test_a_hint_lists_relations_with_their_labels(kb: OxigraphKB) -> None:
+    session = Session(kb, entities={"Douglas Adams": "Q42"}, guidelines=True)
+    session.run("get_relation(Q42)")
+    step = session.run("add_fact(Q42, P19, ?x)")  # not a relation of Q42: an empty result
+    assert step.hint is not None and step.hint.code == "KB201"
+    assert "'P69 (educated at)'" in step.text and "'P69'" not in step.text
