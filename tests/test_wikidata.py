@@ -300,3 +300,24 @@ def test_a_hint_lists_relations_with_their_labels(kb: OxigraphKB) -> None:
     step = session.run("add_fact(Q42, P19, ?x)")  # not a relation of Q42: an empty result
     assert step.hint is not None and step.hint.code == "KB201"
     assert "'P69 (educated at)'" in step.text and "'P69'" not in step.text
+
+
+def test_the_synthesized_graph_tells_a_bare_p31_from_the_class_path() -> None:
+    from pyql.datasets.sparql_fidelity import (
+        GoldQuery,
+        _answers,
+        _ox,
+        check_query,
+        synthesize,
+        virtuoso_reading,
+    )
+    from pyql.sparql.from_sparql import read_query
+
+    gold = WD_PREFIXES + "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q6256. }"
+    graph = synthesize(read_query(gold), profile="wikidata")
+    store = ox.Store()
+    store.bulk_extend(ox.Quad(_ox(s), _ox(p), _ox(o)) for s, p, o in graph)
+    expected = _answers(store, virtuoso_reading(gold))
+    wrong = Program.parse("add_type(?x, Q6256)\nset_answer(?x)").to_sparql(profile="wikidata")
+    assert _answers(store, wrong) != expected  # add_type also finds the subclass's instance
+    assert check_query(GoldQuery("t", gold), "wikidata").status == "agree"

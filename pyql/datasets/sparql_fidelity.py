@@ -363,14 +363,21 @@ def _other_string(cmps: Sequence[Cmp]) -> Any:
                         if f"pyql other {i}" not in taken), lang="en")
 
 
-def synthesize(parsed: Parsed, stem: str = "syn") -> list[tuple[Any, Any, Any]]:
+def synthesize(parsed: Parsed, stem: str = "syn", profile: str | Profile | None = None
+               ) -> list[tuple[Any, Any, Any]]:
     """A graph (rdflib-term triples) holding a solution of ``parsed`` and one distractor per
     constraint; see the module docstring. Fresh nodes are named ``m.<stem>N_var`` (give each
-    query its own stem to put several graphs in one store). Raises :class:`Unsynthesizable`."""
+    query its own stem to put several graphs in one store). With a ``profile`` whose classes
+    have a subclass closure (Wikidata), each bare ``?x type C`` triple (``wdt:P31``, direct
+    instances only) also gets a copy where ``?x`` is an instance of a subclass of ``C`` only: a
+    program that reads it as ``add_type`` (``wdt:P31/wdt:P279*``) answers there, the gold does
+    not. Raises :class:`Unsynthesizable`."""
     from rdflib.term import Literal, URIRef
 
     body = parsed.body
     plan = _plan(parsed)
+    prof = get_profile(profile) if profile is not None else None
+    subclass = prof.subclass_predicate if prof is not None else None
     time_vars = {h.var for h in body.time_halves}
     for var in time_vars:
         if not _is_var(var) or var in plan.kinds:
@@ -381,7 +388,8 @@ def synthesize(parsed: Parsed, stem: str = "syn") -> list[tuple[Any, Any, Any]]:
     def copy(*, values: dict[Any, float] | None = None, strings: dict[Any, Any] | None = None,
              swap: int | None = None, same: tuple[Any, Any] | None = None,
              node_values: dict[Any, Any] | None = None,
-             windows: Callable[[Any, Any], list[tuple[Any, Any]]] | None = None) -> None:
+             windows: Callable[[Any, Any], list[tuple[Any, Any]]] | None = None,
+             via_subclass: int | None = None) -> None:
         nonlocal copies
         copies += 1
         n = copies
@@ -403,6 +411,8 @@ def synthesize(parsed: Parsed, stem: str = "syn") -> list[tuple[Any, Any, Any]]:
         for i, (s, p, o) in enumerate(body.triples):
             if i == swap:
                 graph.append((term(s), URIRef(OTHER_RELATION), term(o)))
+            elif i == via_subclass and subclass is not None:
+                graph.extend(_edges(term(s), _class_path(p, subclass), term(o), f"{stem}{n}_{i}"))
             else:
                 graph.extend(_edges(term(s), p, term(o), f"{stem}{n}_{i}"))
         for half_var in time_vars:
@@ -440,6 +450,10 @@ def synthesize(parsed: Parsed, stem: str = "syn") -> list[tuple[Any, Any, Any]]:
         values = {v: x + sign * i for v, (x, sign) in better.items()}
         copy(swap=i, values={v: x for v, x in values.items()
                              if _satisfies(x, plan.bounds.get(v, []), plan.kinds[v])})
+    if subclass is not None:
+        for i, (s, p, o) in enumerate(body.triples):
+            if _is_var(s) and not _is_var(o) and str(p) == prof.type_predicate:  # type: ignore[union-attr]
+                copy(via_subclass=i)
     for c in body.comparisons:
         left, right = (c.left, c.right) if _is_var(c.left) else (c.right, c.left)
         if left in plan.kinds and _is_literal(right):
@@ -519,6 +533,14 @@ def _edges(s: Any, p: Any, o: Any, stem: str) -> list[tuple[Any, Any, Any]]:
         return [(s, p, o)]
     middle = URIRef(f"{_FB}m.{stem}_class")
     return [(s, URIRef(path[0]), middle), (middle, URIRef(path[1]), o)]
+
+
+def _class_path(type_predicate: Any, subclass: str) -> Any:
+    """The path ``type/subclass*`` (rdflib terms), for :func:`_edges` to spell out."""
+    from rdflib.paths import MulPath, SequencePath
+    from rdflib.term import URIRef
+
+    return SequencePath(type_predicate, MulPath(URIRef(subclass), "*"))
 
 
 def _safe(name: str) -> str:
@@ -654,7 +676,8 @@ def check_query(gold: GoldQuery, profile: str | Profile = "freebase", *,
         return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail,
                           features=features)
     try:
-        graph = synthesize(parsed, "syn" if graph_sink is None else f"{_safe(gold.id)}_s")
+        graph = synthesize(parsed, "syn" if graph_sink is None else f"{_safe(gold.id)}_s",
+                           prof)
     except Unsynthesizable as exc:
         return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc), features=features)
     store = ox.Store()
