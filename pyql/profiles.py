@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 
 from pyql.errors import ProfileError, TermError
 from pyql.registry import UnknownNameError, lookup
-from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
+from pyql.terms import RDF_TYPE, XSD, Entity, Relation, RelationPath, validate_iri
 
 __all__ = [
     "Profile",
@@ -74,6 +74,8 @@ WIKIDATA_PREFIXES = {
 
 _STANDARD_PREFIXES = {"rdf": RDF, "rdfs": RDFS, "xsd": XSD, "owl": OWL}
 _PREFIXED = re.compile(r"([A-Za-z][\w\-.]*)?:([^\s<>\"{}|^`\\]*)")
+#: a property path written in a relation position: ``P131+``, ``P279*``, ``P22|P25``
+_PATH = re.compile(r"(?P<one>[\w:.\-]+)(?P<closure>[+*])|[\w:.\-]+(?:\|[\w:.\-]+)+")
 
 
 #: how many entities/relations a profile remembers having made
@@ -202,6 +204,15 @@ class Profile:
         )
 
     def _relation(self, name: str) -> Relation:
+        path = _PATH.fullmatch(name) if self.property_bases else None
+        if path is not None:  # P22|P25, P131+, P279* (profiles of property ids: Wikidata)
+            if path.group("closure"):
+                parts = (self.relation(path.group("one")),)
+                op = path.group("closure")
+            else:
+                parts = tuple(self.relation(part) for part in name.split("|"))
+                op = "|"
+            return RelationPath(parts[0].iri, name, parts=parts, op=op)
         if name.startswith("<") and name.endswith(">"):
             return Relation(validate_iri(name[1:-1]), self.compact(name[1:-1]))
         if name.startswith(("http://", "https://", "urn:")):

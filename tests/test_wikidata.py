@@ -69,6 +69,18 @@ def test_entities_and_their_short_forms() -> None:
     assert WIKIDATA.entity(WIKIDATA.compact(statement)).iri == statement
 
 
+def test_property_paths_are_relations_of_the_wikidata_profile_only() -> None:
+    from pyql.terms import RelationPath
+
+    closure = WIKIDATA.relation("P131+")
+    assert isinstance(closure, RelationPath) and closure.op == "+"
+    assert [p.short for p in WIKIDATA.relation("P22|pq:P25").parts] == ["P22", "pq:P25"]
+    assert WIKIDATA.relation("P22|P25") == WIKIDATA.relation("P22|P25")
+    assert WIKIDATA.relation("P22|P25") != WIKIDATA.relation("P22")
+    with pytest.raises(TermError):
+        get_profile("freebase").relation("people.person.parents+")
+
+
 def test_a_relation_that_is_not_a_property_id_is_a_typed_error() -> None:
     with pytest.raises(TermError) as info:
         WIKIDATA.relation("cast_member")
@@ -136,6 +148,10 @@ def test_golden(case: str, program: str, sparql: str) -> None:
     ("add_fact(?c, P31, Q6256)\nadd_fact(?c, P1082, ?n)\nadd_max(?n)\nset_answer(?c)", {"Q183"}),
     ("add_fact(?c, P31, Q6256)\nadd_fact(?c, P1082, ?n)\nadd_min(?n)\nset_answer(?c)", {"Q145"}),
     ("add_fact(?c, P31, Q6256)\nadd_count(?c, ?n)", {"3"}),
+    # property paths: a closure, zero or more steps, alternatives
+    ("add_fact(Q2581649, P279+, ?x)\nset_answer(?x)", {"Q3918", "Q2385804"}),
+    ("add_fact(?c, P279*, Q3918)\nset_answer(?c)", {"Q3918", "Q2581649"}),
+    ("add_fact(Q42, P69|P27, ?x)\nset_answer(?x)", {"Q4961791", "Q691283", "Q145"}),
 ])
 def test_execution(kb: OxigraphKB, program: str, expected: set[str]) -> None:
     assert answers(kb, program) == expected
@@ -217,6 +233,13 @@ CONVERSIONS = [
      "ORDER BY DESC(?z) LIMIT 1",
      "add_fact(Q2263, p:P166, ?p)\nadd_fact(?p, pq:P585, ?z)\nadd_fact(?p, ps:P166, ?x)\n"
      "add_max(?z)\nset_answer(?x)\nexecute()"),
+    # property paths the DSL writes in a relation position
+    ("SELECT DISTINCT ?x WHERE { wd:Q5419 wdt:P131+ ?x. ?x wdt:P31/wdt:P279* wd:Q107390. }",
+     "add_fact(Q5419, P131+, ?x)\nadd_type(?x, Q107390)\nset_answer(?x)\nexecute()"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q9439 wdt:P22|wdt:P25 ?x. }",
+     "add_fact(Q9439, P22|P25, ?x)\nset_answer(?x)\nexecute()"),
+    ("SELECT DISTINCT ?x WHERE { ?x wdt:P279* wd:Q6607; wdt:P1535 wd:Q484030. }",
+     "add_fact(?x, P279*, Q6607)\nadd_fact(?x, P1535, Q484030)\nset_answer(?x)\nexecute()"),
     # a malformed id (no Q) is kept as an IRI, never read as the number 40475
     ("SELECT DISTINCT ?x WHERE { wd:40475 wdt:P1050 ?x. }",
      "add_fact(<http://www.wikidata.org/entity/40475>, P1050, ?x)\nset_answer(?x)\nexecute()"),
@@ -245,8 +268,8 @@ def test_a_class_path_is_exercised_through_a_subclass_on_the_synthesized_graph()
 
 
 @pytest.mark.parametrize(("gold", "construct"), [
-    ("SELECT DISTINCT ?x WHERE { wd:Q5419 wdt:P131+ ?x. }", "property_path"),
-    ("SELECT DISTINCT ?x WHERE { wd:Q9439 wdt:P22|wdt:P25 ?x. }", "property_path"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q5419 wdt:P131/wdt:P17 ?x. }", "property_path"),
+    ("SELECT DISTINCT ?x WHERE { wd:Q9439 (wdt:P22|wdt:P25)+ ?x. }", "property_path"),
     ("SELECT DISTINCT ?x WHERE { ?x p:P39 ?p. ?p ps:P39 wd:Q4416090. "
      "FILTER NOT EXISTS { ?p pq:P582 ?z. } }", "not_exists"),
     ("SELECT DISTINCT ?x WHERE { wd:Q145 wdt:P150 ?x. } LIMIT 4", "limit"),

@@ -60,6 +60,7 @@ from pyql.sparql.from_sparql import (
     UnsupportedQuery,
     read_query,
     standardize,
+    simple_path_of,
     to_program,
     type_path_of,
 )
@@ -523,16 +524,26 @@ def gold_graph(parsed: Parsed, answers: Sequence[str] = (), *, label: str | None
 
 
 def _edges(s: Any, p: Any, o: Any, stem: str) -> list[tuple[Any, Any, Any]]:
-    """The graph edges of one pattern triple: itself, or for a class path ``type/subclass*``
+    """The graph edges of one pattern triple: itself; for a class path ``type/subclass*``
     (Wikidata's ``wdt:P31/wdt:P279*``) an instance of a fresh class one ``subclass`` step
-    below the class, so that the path's closure is exercised."""
+    below the class, so that the path's closure is exercised; for ``R+`` two ``R`` steps through
+    a fresh node; for ``R*`` one step; for alternatives ``R1|R2`` the last one."""
     from rdflib.term import URIRef
 
     path = type_path_of(p)
-    if path is None:
+    if path is not None:
+        middle = URIRef(f"{_FB}m.{stem}_class")
+        return [(s, URIRef(path[0]), middle), (middle, URIRef(path[1]), o)]
+    simple = simple_path_of(p)
+    if simple is None:
         return [(s, p, o)]
-    middle = URIRef(f"{_FB}m.{stem}_class")
-    return [(s, URIRef(path[0]), middle), (middle, URIRef(path[1]), o)]
+    op, iris = simple
+    if op == "+":  # two steps: the closure is exercised
+        middle = URIRef(f"{_FB}m.{stem}_step")
+        return [(s, URIRef(iris[0]), middle), (middle, URIRef(iris[0]), o)]
+    # one step of a "*" closure; the last alternative (a program reading only the first of
+    # them misses it)
+    return [(s, URIRef(iris[-1]), o)]
 
 
 def _class_path(type_predicate: Any, subclass: str) -> Any:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
+from pyql.terms import BlankNode, Entity, Literal, Relation, RelationPath, Term, Var
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -70,7 +70,12 @@ def _display_prefixes(profile: Profile) -> tuple[str, ...]:
 
 def render_term(term: Term, profile: Profile) -> str:
     """SPARQL text of ``term``, using the profile's display prefixes where it is safe (the
-    longest namespace that holds the IRI: ``wds:`` before ``wd:``)."""
+    longest namespace that holds the IRI: ``wds:`` before ``wd:``); a property path as its
+    parts joined (``wdt:P22|wdt:P25``, ``wdt:P131+``)."""
+    if isinstance(term, RelationPath):
+        if term.op == "|":
+            return "|".join(render_term(part, profile) for part in term.parts)
+        return f"{render_term(term.parts[0], profile)}{term.op}"
     if isinstance(term, (Entity, Relation)):
         best: tuple[int, str] | None = None
         for prefix in _display_prefixes(profile):
