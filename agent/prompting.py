@@ -475,7 +475,7 @@ def _parse_reply(text: str, functions: Sequence[str]) -> ParsedReply:
 
 def render_hint(hint: Hint, step: int) -> str:
     """A guideline's message plus the retry wording for the next step (``step + 1``)."""
-    message = hint.message.strip()
+    message = hint.text.strip()
     if message and message[-1] not in ".!?":
         message += "."
     return f"{message} {RETRY_WORDING.format(n=step + 1)}".strip()

@@ -52,7 +52,7 @@ from pyql.environment import (
     resolve_guidelines,
 )
 from pyql.errors import InputError, PyqlError, QueryError
-from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
+from pyql.feedback import Feedback, Hint, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
 from pyql.profiles import RelationFilter, get_relation_filter
@@ -62,7 +62,7 @@ from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_counts, compile_labels, compile_relations
 from pyql.syntax import Atom, AtomKind
-from pyql.terms import BlankNode, Entity, Literal, Var
+from pyql.terms import BlankNode, Entity, Literal, Relation, RelationPath, Var
 
 __all__ = [
     "Session",
@@ -550,6 +550,30 @@ class KBSession(Session):
             else:
                 out.append(str(cell))
         return out
+
+    def _label_hint(self, hint: Hint, feedback: Feedback) -> Hint:
+        """With opaque ids (Wikidata), the hint carries the labels of the entities and
+        relations the step wrote (``P19: place of birth; Q42: Douglas Adams``)."""
+        profile = self.profile
+        if not profile.labelled_ids:
+            return hint
+        written: dict[str, str] = {}  # short id -> the IRI labelling it
+        for term in feedback.args:
+            parts = term.parts if isinstance(term, RelationPath) else (term,)
+            for part in parts:
+                if isinstance(part, (Entity, Relation)):
+                    subject = profile.labelled_by(part.iri)
+                    if subject is not None:
+                        written.setdefault(part.short, subject)
+        if not written:
+            return hint
+        try:
+            labels = self._label_map([Entity(iri, profile.compact(iri))
+                                      for iri in dict.fromkeys(written.values())])
+        except PyqlError:  # the KB failed: the hint stands as the guideline wrote it
+            return hint
+        return replace(hint, labels=tuple((name, labels.get(iri) or "no label")
+                                          for name, iri in written.items()))
 
     def labels(self, entities: Sequence[Entity]) -> dict[str, str | None]:
         """The label of each entity (by IRI; None without one) in the profile's language, read

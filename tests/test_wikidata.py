@@ -323,6 +323,12 @@ def test_a_hint_lists_relations_with_their_labels(kb: OxigraphKB) -> None:
     step = session.run("add_fact(Q42, P19, ?x)")  # not a relation of Q42: an empty result
     assert step.hint is not None and step.hint.code == "KB201"
     assert "'P69 (educated at)'" in step.text and "'P69'" not in step.text
+    # the ids the step wrote are named too: P19 has no label in this KB, Q42 has one
+    assert step.hint.labels == (("Q42", "Douglas Adams"), ("P19", "no label"))
+    assert step.text.endswith("(Q42: Douglas Adams; P19: no label)")
+    from pyql.agent.prompting import render_observation
+
+    assert "(Q42: Douglas Adams; P19: no label)" in render_observation(step, 2)
 
 
 def test_the_synthesized_graph_tells_a_bare_p31_from_the_class_path() -> None:
