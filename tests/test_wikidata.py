@@ -8,7 +8,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from pyql import Program, Session, Sparql
+from pyql import Program, Session
 from pyql.errors import TermError
 from pyql.kb import OxigraphKB
 from pyql.profiles import WIKIDATA, get_profile

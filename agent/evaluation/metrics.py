@@ -68,8 +68,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from decimal import Decimal
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, QuestionResult

@@ -53,14 +53,14 @@ from pyql.profiles import Profile, get_profile
 from pyql.registry import UnknownNameError
 from pyql.sparql.from_sparql import (
     CONSTRUCTS,
-    parse_algebra,
     Body,
     Cmp,
     Parsed,
     UnsupportedQuery,
+    parse_algebra,
     read_query,
-    standardize,
     simple_path_of,
+    standardize,
     to_program,
     type_path_of,
 )

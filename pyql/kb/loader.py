@@ -30,8 +30,8 @@ query it at once.
 
 from __future__ import annotations
 
-import datetime as _dt
 import bz2
+import datetime as _dt
 import gzip
 import hashlib
 import io
