@@ -156,3 +156,22 @@ def test_topic_entities_are_named_by_their_labels_for_the_model(tmp_path: Path) 
     item = EvalItem(id="q", question="?", entities={"Q42": "Q42", "Q999999": "Q999999"})
     assert dataset.entities_for(item).entities == {"Douglas Adams": "Q42",
                                                    "Q999999 (no label)": "Q999999"}
+
+
+def test_qald_gold_run_scores_counts_and_ends_asks_typed(tmp_path: Path) -> None:
+    folder = tmp_path / "wikidata" / "qald"
+    folder.mkdir(parents=True)
+    (folder / "pyql_test.json").write_text(json.dumps(QALD), encoding="utf-8")
+    fixture = Path(__file__).parent.parent / "fixtures" / "kb" / "wikidata_small.ttl"
+    out = tmp_path / "run"
+    result = runner.invoke(app, [
+        "eval", "--dataset", "qald", "--split", "pyql_test", "--llm", "gold", "--kb",
+        str(fixture), "--data-dir", str(tmp_path), "--out", str(out), "--no-progress", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert set(rows) == {"1", "2", "3"}
+    assert rows["1"]["metrics"]["f1"] == 1.0 and rows["1"]["predicted"] == ["Q223117"]
+    assert rows["3"]["metrics"]["f1"] == 1.0 and rows["3"]["gold"] == ["3"]  # a count, by value
+    # an ASK has no program yet: a typed end naming the construct, scored 0
+    assert rows["2"]["status"] == "error" and "not_select" in rows["2"]["error"]
+    assert rows["2"]["metrics"]["f1"] == 0.0 and rows["2"]["meta"]["qtype"] == "boolean"
