@@ -49,8 +49,11 @@ def fmt_list(items: Iterable[Any]) -> str:
 
 
 def fmt_relations(relations: Relations) -> str:
-    """``{'forward': [...], 'backward': [...]}``: how observations show a relation list."""
-    return str({"forward": list(relations.forward), "backward": list(relations.backward)})
+    """``{'forward': [...], 'backward': [...]}``: how observations show a relation list (opaque
+    ids with their labels: ``P161 (cast member)``)."""
+    shown = relations.shown
+    return str({"forward": [shown(r) for r in relations.forward],
+                "backward": [shown(r) for r in relations.backward]})
 
 
 def term_text(term: Any) -> str:

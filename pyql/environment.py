@@ -164,7 +164,7 @@ class Observation:
 def render_observation(obs: Observation) -> str:
     """The one text rendering of an observation: the hint, an error, or the step's summary."""
     if obs.hint is not None:
-        return obs.hint.message
+        return obs.hint.text
     fb = obs.feedback
     if fb.python.status != "ok":  # the message may quote the arguments: long ones in part
         inputs = echoed_inputs(fb.action_text, fb.call.args if fb.call else ())
@@ -434,6 +434,8 @@ class Environment(ABC):
             memory=self.memory, args=tuple(outcome.args), notes=tuple(outcome.notes),
         )
         hint = self._policy.judge(feedback)
+        if hint is not None:
+            hint = self._label_hint(hint, feedback)
         accepted = (hint is None and python.status == "ok"
                     and backend.status not in ("backend_error", "timeout"))
         if accepted and call is not None:
@@ -454,6 +456,11 @@ class Environment(ABC):
         """The call's arguments with their meaning (terms, values) and notes on how they were
         read; kept in the feedback even when applying the call fails. Raises InputError."""
         return (), []
+
+    def _label_hint(self, hint: Hint, feedback: Feedback) -> Hint:
+        """``hint`` with the labels of the opaque ids the step wrote (a KB whose ids are opaque
+        overrides it); as it is here."""
+        return hint
 
     @abstractmethod
     def _apply(self, call: Call, resolved: tuple[Any, ...]) -> Outcome:

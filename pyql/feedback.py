@@ -209,9 +209,26 @@ class Hint:
     message: str
     suggestions: tuple[str, ...] = ()
     name: str = ""
+    #: ``(id, label)`` of the opaque ids the step wrote (Wikidata's ``P19``, ``Q42``), added by
+    #: the environment so that the hint never shows a bare id (:attr:`text`)
+    labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _as_tuple(self.suggestions, self, "suggestions")
+        _as_tuple(self.labels, self, "labels")
+
+    @property
+    def text(self) -> str:
+        """The message, and what the ids it may name are: ``... (P19: place of birth; Q42:
+        Douglas Adams)``.
+
+        >>> Hint(code="KB201", message="P19 leads to an empty result.",
+        ...      labels=(("P19", "place of birth"),)).text
+        'P19 leads to an empty result. (P19: place of birth)'
+        """
+        if not self.labels:
+            return self.message
+        return f"{self.message} ({'; '.join(f'{i}: {label}' for i, label in self.labels)})"
 
     def __str__(self) -> str:
-        return self.message
+        return self.text

@@ -32,10 +32,25 @@ class Relations:
 
     forward: tuple[str, ...] = ()
     backward: tuple[str, ...] = ()
+    #: ``(name, label)`` of relations whose names are opaque ids (Wikidata: ``("P161", "cast
+    #: member")``), as a model is shown them (:meth:`shown`)
+    labels: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         _as_tuple(self.forward, self, "forward")
         _as_tuple(self.backward, self, "backward")
+        _as_tuple(self.labels, self, "labels")
+
+    def shown(self, name: str) -> str:
+        """``name`` as a model reads it: ``P161 (cast member)`` when it has a label, else as is.
+
+        >>> Relations(forward=("P161",), labels=(("P161", "cast member"),)).shown("P161")
+        'P161 (cast member)'
+        """
+        for known, label in self.labels:
+            if known == name:
+                return f"{name} ({label})"
+        return name
 
     @property
     def all(self) -> tuple[str, ...]:

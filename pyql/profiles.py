@@ -8,6 +8,9 @@ A profile is data, not an if-chain: the compiler, the terms parser and the Sessi
 - :data:`GENERIC`: any RDF; entities are IRIs or prefixed names, labels are ``rdfs:label``.
 - :data:`METAQA`: generic RDF where one entity has one label and the id *is* the label
   (``Kismet``); IRIs are minted under ``http://pyql.dev/metaqa/``.
+- :data:`WIKIDATA`: ``wd:Q42`` entities written ``Q42``, truthy ``wdt:P161`` relations written
+  ``P161``, statements through ``p:``/``ps:``/``pq:`` (``psv:``/``pqv:`` for value nodes), labels
+  ``rdfs:label`` in English, classes ``Q5`` with membership ``wdt:P31/wdt:P279*``.
 
 >>> FREEBASE.entity("m.0crbvqz").iri
 'http://rdf.freebase.com/ns/m.0crbvqz'
@@ -15,6 +18,8 @@ A profile is data, not an if-chain: the compiler, the terms parser and the Sessi
 'http://pyql.dev/metaqa/entity/The_Green_Mile'
 >>> METAQA.compact(METAQA.entity("The Green Mile").iri)
 'The Green Mile'
+>>> WIKIDATA.relation("P161").iri, WIKIDATA.relation("pq:P453").short
+('http://www.wikidata.org/prop/direct/P161', 'pq:P453')
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from urllib.parse import quote, unquote
 
 from pyql.errors import ProfileError, TermError
 from pyql.registry import UnknownNameError, lookup
-from pyql.terms import RDF_TYPE, XSD, Entity, Relation, validate_iri
+from pyql.terms import RDF_TYPE, XSD, Entity, Relation, RelationPath, validate_iri
 
 __all__ = [
     "Profile",
     "FREEBASE",
     "GENERIC",
     "METAQA",
+    "WIKIDATA",
     "get_profile",
     "PROFILES",
     "RelationFilter",
@@ -46,9 +52,30 @@ RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 OWL = "http://www.w3.org/2002/07/owl#"
 FB = "http://rdf.freebase.com/ns/"
 METAQA_BASE = "http://pyql.dev/metaqa/"
+WD = "http://www.wikidata.org/entity/"
+WDT = "http://www.wikidata.org/prop/direct/"
+SKOS = "http://www.w3.org/2004/02/skos/core#"
+SCHEMA = "http://schema.org/"
+#: the Wikidata RDF namespaces (https://www.mediawiki.org/wiki/Wikibase/Indexing/RDF_Dump_Format)
+WIKIDATA_PREFIXES = {
+    "wd": WD,
+    "wds": WD + "statement/",
+    "wdv": "http://www.wikidata.org/value/",
+    "wdt": WDT,
+    "p": "http://www.wikidata.org/prop/",
+    "ps": "http://www.wikidata.org/prop/statement/",
+    "psv": "http://www.wikidata.org/prop/statement/value/",
+    "pq": "http://www.wikidata.org/prop/qualifier/",
+    "pqv": "http://www.wikidata.org/prop/qualifier/value/",
+    "wikibase": "http://wikiba.se/ontology#",
+    "schema": SCHEMA,
+    "skos": SKOS,
+}
 
 _STANDARD_PREFIXES = {"rdf": RDF, "rdfs": RDFS, "xsd": XSD, "owl": OWL}
 _PREFIXED = re.compile(r"([A-Za-z][\w\-.]*)?:([^\s<>\"{}|^`\\]*)")
+#: a property path written in a relation position: ``P131+``, ``P279*``, ``P22|P25``
+_PATH = re.compile(r"(?P<one>[\w:.\-]+)(?P<closure>[+*])|[\w:.\-]+(?:\|[\w:.\-]+)+")
 
 
 #: how many entities/relations a profile remembers having made
@@ -72,6 +99,8 @@ class Profile:
     relation_pattern: str | None = None
     label_predicates: tuple[str, ...] = (RDFS + "label",)
     label_lang: str | None = None
+    #: more names of an entity, for entity linking only (Wikidata's ``skos:altLabel``)
+    alias_predicates: tuple[str, ...] = ()
     type_predicate: str = RDF_TYPE
     #: how a node without a label is shown (Freebase CVT nodes); None: show its short id
     unnamed_label: str | None = None
@@ -81,6 +110,21 @@ class Profile:
     answer_lang: str | None = None
     #: the prefix used when printing SPARQL (e.g. ``ns``)
     display_prefix: str | None = None
+    #: more prefixes used when printing SPARQL (Wikidata: ``wd wdt p ps pq ...``), declared in
+    #: the prologue with :attr:`display_prefix`
+    display_prefixes: tuple[str, ...] = ()
+    #: class membership goes up this predicate too: ``?x type/subclass* C`` (Wikidata's
+    #: ``wdt:P31/wdt:P279*``); None: ``?x type C``
+    subclass_predicate: str | None = None
+    #: a short id written as a class (``add_type(?x, Q5)``) names an entity (``wd:Q5``); else
+    #: classes are relation names (Freebase ``film.film``)
+    classes_are_entities: bool = False
+    #: ids are opaque (Wikidata's ``P161``, ``Q42``): a model is shown each with its label,
+    #: ``P161 (cast member)``, ``Q42 (Douglas Adams)``
+    labelled_ids: bool = False
+    #: namespaces whose local name is a property id labelled on ``entity_base + id`` (Wikidata:
+    #: ``wdt:P161``, ``p:P161``, ``ps:P161``, ``pq:P453`` are labelled on ``wd:P161``)
+    property_bases: tuple[str, ...] = ()
     #: terms made by :meth:`entity` / :meth:`relation` (terms are frozen values)
     _terms: dict[tuple[str, str], Entity | Relation] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -146,6 +190,10 @@ class Profile:
         if kb_id.startswith(("http://", "https://", "urn:")):
             return Entity(validate_iri(kb_id), self.compact(kb_id))
         if self.entity_base is not None:
+            if self.entity_id_pattern is not None and ":" in kb_id and not self.is_entity_id(kb_id):
+                prefixed = self.expand_prefixed(kb_id)  # wd:Q42, wds:Q42-...
+                if prefixed is not None:
+                    return Entity(prefixed, self.compact(prefixed))
             return Entity(validate_iri(self.entity_base + self._encode(kb_id)), kb_id)
         expanded = self.expand_prefixed(kb_id)
         if expanded is not None:
@@ -156,6 +204,15 @@ class Profile:
         )
 
     def _relation(self, name: str) -> Relation:
+        path = _PATH.fullmatch(name) if self.property_bases else None
+        if path is not None:  # P22|P25, P131+, P279* (profiles of property ids: Wikidata)
+            if path.group("closure"):
+                parts = (self.relation(path.group("one")),)
+                op = path.group("closure")
+            else:
+                parts = tuple(self.relation(part) for part in name.split("|"))
+                op = "|"
+            return RelationPath(parts[0].iri, name, parts=parts, op=op)
         if name.startswith("<") and name.endswith(">"):
             return Relation(validate_iri(name[1:-1]), self.compact(name[1:-1]))
         if name.startswith(("http://", "https://", "urn:")):
@@ -163,6 +220,9 @@ class Profile:
         expanded = self.expand_prefixed(name) if ":" in name else None
         if expanded is not None:
             return Relation(expanded, name)
+        if (self.classes_are_entities and self.entity_base is not None and self.is_entity_id(name)
+                and not (self.relation_pattern and re.fullmatch(self.relation_pattern, name))):
+            return Relation(validate_iri(self.entity_base + name), name)  # a class: wd:Q5
         if self.relation_base is not None:
             if self.relation_pattern is not None and not re.fullmatch(self.relation_pattern, name):
                 raise TermError(
@@ -176,6 +236,8 @@ class Profile:
         )
 
     def _relation_example(self) -> str:
+        if self.name == "wikidata":
+            return "P161 (wdt:P161), p:P161, ps:P161 or pq:P453"
         return "people.person.spouse_s" if self is FREEBASE or self.name == "freebase" else "directed_by"
 
     def compact(self, iri: str) -> str:
@@ -194,12 +256,33 @@ class Profile:
                 return self._decode(local)
         if self.relation_base and iri.startswith(self.relation_base):
             return iri[len(self.relation_base):]
+        for prefix, base in self.prefixes.items():
+            # a namespace inside the entity base (Wikidata's wds: statements) is kept
+            if (base != self.entity_base and iri.startswith(base)
+                    and re.fullmatch(r"[\w\-.]*", iri[len(base):])):
+                return f"{prefix}:{iri[len(base):]}"
         if self.entity_base and iri.startswith(self.entity_base):
             return iri[len(self.entity_base):]
-        for prefix, base in self.prefixes.items():
-            if iri.startswith(base) and re.fullmatch(r"[\w\-.]*", iri[len(base):]):
-                return f"{prefix}:{iri[len(base):]}"
         return f"<{iri}>"
+
+    def labelled_by(self, iri: str) -> str | None:
+        """The IRI whose label names the term ``iri`` to a model: the property entity of a
+        relation in :attr:`property_bases` (``wdt:P161`` -> ``wd:P161``), the IRI itself for an
+        entity id, else None.
+
+        >>> WIKIDATA.labelled_by("http://www.wikidata.org/prop/qualifier/P453")
+        'http://www.wikidata.org/entity/P453'
+        """
+        if self.entity_base is None:
+            return None
+        for base in self.property_bases:
+            if iri.startswith(base):
+                local = iri[len(base):]
+                if self.relation_pattern and re.fullmatch(self.relation_pattern, local):
+                    return self.entity_base + local
+        if iri.startswith(self.entity_base) and self.is_entity_id(iri[len(self.entity_base):]):
+            return iri
+        return None
 
     def with_prefixes(self, **prefixes: str) -> Profile:
         """A copy with more prefixes (``GENERIC.with_prefixes(ex="http://example.org/")``)."""
@@ -239,15 +322,39 @@ METAQA = Profile(
     hidden_relations=frozenset({RDFS + "label"}),
 )
 
+WIKIDATA = Profile(
+    name="wikidata",
+    prefixes={**_STANDARD_PREFIXES, **WIKIDATA_PREFIXES},
+    entity_base=WD,
+    entity_id_pattern=r"[QPL][1-9][0-9]*",
+    relation_base=WDT,
+    relation_pattern=r"P[1-9][0-9]*",
+    label_predicates=(RDFS + "label",),
+    label_lang="en",
+    alias_predicates=(SKOS + "altLabel",),
+    type_predicate=WDT + "P31",
+    subclass_predicate=WDT + "P279",
+    classes_are_entities=True,
+    labelled_ids=True,
+    property_bases=tuple(WIKIDATA_PREFIXES[p] for p in ("wdt", "p", "ps", "pq", "psv", "pqv")),
+    hidden_relations=frozenset({RDFS + "label", SKOS + "altLabel", SCHEMA + "description",
+                                SCHEMA + "name", SKOS + "prefLabel"}),
+    answer_lang="en",
+    display_prefix="wd",
+    display_prefixes=("wdt", "p", "ps", "pq", "psv", "pqv", "wds"),
+)
+
+
 class UnknownProfileError(UnknownNameError, ProfileError):
     """An unknown KB profile or relation filter name (``what`` says which)."""
 
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (FREEBASE, GENERIC, METAQA)}
+PROFILES: dict[str, Profile] = {p.name: p for p in (FREEBASE, GENERIC, METAQA, WIKIDATA)}
 
 
 def get_profile(profile: str | Profile) -> Profile:
-    """A profile by name (``"freebase"``, ``"generic"``, ``"metaqa"``) or as given."""
+    """A profile by name (``"freebase"``, ``"generic"``, ``"metaqa"``, ``"wikidata"``) or as
+    given."""
     if isinstance(profile, Profile):
         return profile
     return lookup(PROFILES, profile, "KB profile", UnknownProfileError)

@@ -51,8 +51,8 @@ from pyql.environment import (
     render_values,
     resolve_guidelines,
 )
-from pyql.errors import InputError, QueryError
-from pyql.feedback import Feedback, KBFeedback, Relations, VariableValues
+from pyql.errors import InputError, PyqlError, QueryError
+from pyql.feedback import Feedback, Hint, KBFeedback, Relations, VariableValues
 from pyql.kb.base import KB
 from pyql.memory import Memory
 from pyql.profiles import RelationFilter, get_relation_filter
@@ -62,7 +62,7 @@ from pyql.sparql import Sparql
 from pyql.sparql.apply import resolve_args
 from pyql.sparql.compile import compile_counts, compile_labels, compile_relations
 from pyql.syntax import Atom, AtomKind
-from pyql.terms import BlankNode, Entity, Literal, Var
+from pyql.terms import BlankNode, Entity, Literal, Relation, RelationPath, Var
 
 __all__ = [
     "Session",
@@ -363,8 +363,9 @@ class KBSession(Session):
     def _summary(self, feedback: Feedback, outcome: Outcome) -> str:
         kb = feedback.kb
         if kb.relations is not None:
-            return str({"forward": list(kb.relations.forward),
-                        "backward": list(kb.relations.backward)})
+            shown = kb.relations.shown
+            return str({"forward": [shown(r) for r in kb.relations.forward],
+                        "backward": [shown(r) for r in kb.relations.backward]})
         if kb.answers is not None and not kb.values:
             return f"The answer is {list(kb.answers)}{kb.bound_note}"
         if kb.status == "empty":
@@ -419,7 +420,8 @@ class KBSession(Session):
             tuple(name for name in map(compact, sorted(found[side] - hidden))
                   if drop is None or not drop.hides(name))
             for side in ("forward", "backward"))
-        relations = Relations(forward=forward, backward=backward)
+        labels = self._relation_labels((*forward, *backward)) if self.profile.labelled_ids else ()
+        relations = Relations(forward=forward, backward=backward, labels=labels)
         key = str(node) if isinstance(node, Var) else node.short
         kb = KBFeedback(status="ok" if len(relations) else "empty", relations=relations, node=key,
                         row_count=len(relations))
@@ -534,9 +536,12 @@ class KBSession(Session):
         if kinds == {Entity} and self.profile.id_encoding == "label":
             return [c.short for c in cells]  # the id is the label (_label_map)
         labels = self._label_map([c for c in cells if isinstance(c, Entity)])
+        labelled_ids = self.profile.labelled_ids
         out = []
         for cell in cells:
-            if isinstance(cell, Entity):
+            if isinstance(cell, Entity) and labelled_ids and self.profile.is_entity_id(cell.short):
+                out.append(f"{cell.short} ({labels.get(cell.iri) or 'no label'})")  # Q42 (label)
+            elif isinstance(cell, Entity):
                 label = labels.get(cell.iri)
                 out.append(label if label is not None else (self.profile.unnamed_label or cell.short))
             elif isinstance(cell, Literal):
@@ -546,6 +551,53 @@ class KBSession(Session):
             else:
                 out.append(str(cell))
         return out
+
+    def _label_hint(self, hint: Hint, feedback: Feedback) -> Hint:
+        """With opaque ids (Wikidata), the hint carries the labels of the entities and
+        relations the step wrote (``P19: place of birth; Q42: Douglas Adams``)."""
+        profile = self.profile
+        if not profile.labelled_ids:
+            return hint
+        written: dict[str, str] = {}  # short id -> the IRI labelling it
+        for term in feedback.args:
+            parts = term.parts if isinstance(term, RelationPath) else (term,)
+            for part in parts:
+                if isinstance(part, (Entity, Relation)):
+                    subject = profile.labelled_by(part.iri)
+                    if subject is not None:
+                        written.setdefault(part.short, subject)
+        if not written:
+            return hint
+        try:
+            labels = self._label_map([Entity(iri, profile.compact(iri))
+                                      for iri in dict.fromkeys(written.values())])
+        except PyqlError:  # the KB failed: the hint stands as the guideline wrote it
+            return hint
+        return replace(hint, labels=tuple((name, labels.get(iri) or "no label")
+                                          for name, iri in written.items()))
+
+    def labels(self, entities: Sequence[Entity]) -> dict[str, str | None]:
+        """The label of each entity (by IRI; None without one) in the profile's language, read
+        from the KB in one batch and cached for the Session."""
+        return self._label_map(list(entities))
+
+    def _relation_labels(self, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+        """``(name, label)`` of relation names that are opaque ids (``P161``, ``pq:P453``), the
+        labels of their property entities read in one batch (and cached); ``no label`` where
+        the KB has none. A relation with no property id gets no entry."""
+        profile = self.profile
+        subjects: dict[str, str] = {}
+        for name in names:
+            try:
+                subject = profile.labelled_by(profile.relation(name).iri)
+            except PyqlError:
+                subject = None
+            if subject is not None:
+                subjects[name] = subject
+        labels = self._label_map([Entity(iri, profile.compact(iri))
+                                  for iri in dict.fromkeys(subjects.values())])
+        return tuple((name, labels.get(subject) or "no label")
+                     for name, subject in subjects.items())
 
     def _label_map(self, entities: list[Entity]) -> dict[str, str | None]:
         profile = self.profile

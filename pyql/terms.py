@@ -31,6 +31,7 @@ __all__ = [
     "Var",
     "Entity",
     "Relation",
+    "RelationPath",
     "Literal",
     "BlankNode",
     "Term",
@@ -120,6 +121,43 @@ class Relation(_IRITerm):
     @property
     def short(self) -> str:
         return self.name if self.name is not None else str(self)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RelationPath(Relation):
+    """A property path over relations, in a relation position: alternatives (``op="|"``,
+    ``P22|P25``: either relation) or a closure of one relation (``op="+"``, ``P131+``: one step
+    or more; ``op="*"``: zero or more). ``iri`` is the first relation's; ``name`` the path as
+    written.
+
+    >>> p = RelationPath("http://e.org/a", "a+", parts=(Relation("http://e.org/a", "a"),), op="+")
+    >>> str(p)
+    '<http://e.org/a>+'
+    """
+
+    parts: tuple[Relation, ...] = ()
+    op: str = "|"
+
+    def __post_init__(self) -> None:
+        validate_iri(self.iri)
+        if self.op not in ("|", "+", "*") or not self.parts:
+            raise TermError(f"not a property path: {self.op!r} over {len(self.parts)} relations",
+                            text=self.name or "", expected="P1|P2, P1+ or P1*")
+        if self.op != "|" and len(self.parts) != 1:
+            raise TermError("a closure (+, *) is of one relation", text=self.name or "",
+                            expected="P1+ or P1*")
+
+    def __str__(self) -> str:
+        if self.op == "|":
+            return "|".join(str(p) for p in self.parts)
+        return f"{self.parts[0]}{self.op}"
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is RelationPath and other.op == self.op
+                and tuple(p.iri for p in other.parts) == tuple(p.iri for p in self.parts))
+
+    def __hash__(self) -> int:
+        return hash((self.op, *(p.iri for p in self.parts)))
 
 
 @dataclass(frozen=True, slots=True)

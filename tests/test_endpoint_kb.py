@@ -583,6 +583,29 @@ def test_request_carries_graph_params_and_basic_auth(fake: FakeEndpoint) -> None
     assert "secret" not in repr(kb)
 
 
+def test_the_user_agent_is_descriptive_and_can_name_a_contact(
+        fake: FakeEndpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYQL_USER_AGENT", raising=False)
+    fake.script(Reply(body={"boolean": True}))
+    fake_kb(fake).ask("ASK { ?s ?p ?o }")
+    agent = fake.requests[0]["headers"]["User-Agent"]
+    assert agent.startswith("pyql/") and "Python/" in agent and "PYQL_USER_AGENT" in agent
+    monkeypatch.setenv("PYQL_USER_AGENT", "mybot/1.0 (me@example.org) pyql")
+    fake.script(Reply(body={"boolean": True}))
+    fake_kb(fake).ask("ASK { ?s ?p ?o }")
+    assert fake.requests[0]["headers"]["User-Agent"] == "mybot/1.0 (me@example.org) pyql"
+
+
+def test_wikidata_query_service_timeout_is_a_timeout(fake: FakeEndpoint) -> None:
+    # Blazegraph (query.wikidata.org) stops a query at its limit with a 500 naming the exception
+    body = ("SPARQL-QUERY: queryStr=SELECT ...\njava.util.concurrent.ExecutionException: "
+            "java.util.concurrent.TimeoutException\n\tat java.util.concurrent.FutureTask.report")
+    fake.script(Reply(500, body))
+    with pytest.raises(BackendTimeoutError):
+        fake_kb(fake).select(SUBJECTS)
+    assert len(fake.requests) == 1  # not retried
+
+
 def test_virtuoso_style_ask_result(fake: FakeEndpoint) -> None:
     retval = {"type": "typed-literal", "datatype": XSD + "integer", "value": "0"}
     fake.script(Reply(body=select_json(["__ASK_RETVAL"], [{"__ASK_RETVAL": retval}])))

@@ -283,6 +283,17 @@ class EvalDataset(ABC):
         """The splits whose files are in the data directory (``pyql eval --split``)."""
         return [self.default_split]
 
+    def entities_for(self, item: EvalItem) -> EvalItem:
+        """``item`` with its entity list as a strategy gets it, once the backend is open:
+        ``item`` itself (a dataset whose ids are opaque, Wikidata's, names them by their KB
+        labels)."""
+        return item
+
+    def gold_answers(self, item: EvalItem) -> tuple[Any, ...]:
+        """The gold answers a result records: ``item.answers`` (a dataset whose gold is read
+        from the KB, WikiWebQuestions train, overrides it)."""
+        return item.answers
+
     def score(self, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
         """The per-question scores of ``predicted``: :func:`~pyql.agent.evaluation.metrics.
         score_item` of :attr:`metric` (a dataset scoring by the KB's names overrides it)."""

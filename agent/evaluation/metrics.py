@@ -22,6 +22,17 @@ Each paper preset's headline is its paper's own metric (:func:`pyql.agent.strate
   1; when only one is, 0. With several gold answer sets (WebQSP's ``different_answer``, in
   ``item.meta["answer_sets"]``) each score is the best over the sets.
 
+**QALD / Wikidata** (:func:`qald_scores`; WikiWebQuestions and the QALD JSON sets): the same
+scores over answer *sets*, as QALD's evaluation and GRASP compute F1 (macro-averaged over the
+questions by :func:`aggregate`): precision = |predicted ∩ gold| / |predicted|, recall = |predicted
+∩ gold| / |gold|, F1 their harmonic mean (0 when both are 0); both sets empty score 1, one empty
+scores 0. Answers are compared after :func:`normalise_answer`: entities by their id (``Q42``, as
+pyql returns them and :func:`pyql.datasets.wikidata.answers_from_results` reads the gold),
+**numbers by value** (``"3"``, ``"3.0"`` and ``"3"^^xsd:decimal``'s lexical form are one answer:
+so a count compares as the number it is), **booleans** as the one answer ``true`` or ``false``
+(an ASK question is right only with the same boolean), other **literals** by their exact lexical
+form (language tags and datatypes ignored; dates as written, ``2009-01-20T00:00:00Z``).
+
 **WikiSQL** (:func:`wikisql_accuracy`): execution (denotation) accuracy, as WikiSQL's
 ``evaluate.py`` (``pred == gold`` on the executed results): the predicted values, in order, equal
 the gold values of :func:`pyql.datasets.wikisql.wikisql_execute`, strings compared
@@ -55,8 +66,10 @@ keys in ``by`` (``hops``, ``qtype``, ...).
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pyql.agent.evaluation.records import OUTAGES, EvalItem, QuestionResult
@@ -74,6 +87,8 @@ __all__ = [
     "DEFAULT_BREAKDOWN",
     "env_class",
     "kbqa_scores",
+    "qald_scores",
+    "normalise_answer",
     "wikisql_accuracy",
     "spider_accuracy",
     "score_item",
@@ -192,6 +207,38 @@ def kbqa_scores(predicted: Iterable[Any], gold: Iterable[Any], *,
     return {key: max(s[key] for s in scores) for key in scores[0]}
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def normalise_answer(value: Any) -> str:
+    """An answer as :func:`qald_scores` compares it: a number by value (``3.0`` -> ``3``), a
+    boolean as ``true``/``false``, anything else as its text.
+
+    >>> normalise_answer("3.0"), normalise_answer(True), normalise_answer("Q42")
+    ('3', 'true', 'Q42')
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip()
+    if _NUMBER.fullmatch(text):
+        number = Decimal(text).normalize()
+        return format(number, "f") if number == number.to_integral() else str(number)
+    return text
+
+
+def qald_scores(predicted: Iterable[Any], gold: Iterable[Any]) -> dict[str, float]:
+    """QALD/GRASP scores of one Wikidata prediction: :func:`kbqa_scores` over
+    :func:`normalise_answer`-ed sets (module docstring).
+
+    >>> qald_scores(["3"], ["3.0"])["f1"], qald_scores(["Q1", "Q2"], ["Q1"])["f1"]
+    (1.0, 0.6666666666666666)
+    >>> qald_scores(["true"], ["false"])["f1"], qald_scores([], [])["f1"]
+    (0.0, 1.0)
+    """
+    return kbqa_scores(list(dict.fromkeys(normalise_answer(p) for p in predicted)),
+                       list(dict.fromkeys(normalise_answer(g) for g in gold)))
+
+
 def _wikisql_value(value: Any) -> Any:
     if isinstance(value, str):
         return ("s", value.casefold())
@@ -229,14 +276,16 @@ def spider_accuracy(predicted: Iterable[Any], gold_rows: Iterable[Sequence[Any]]
 
 def score_item(kind: str, item: EvalItem, predicted: Iterable[Any]) -> dict[str, float]:
     """The per-question scores of ``predicted`` for a dataset whose metric is ``kind``
-    (``kbqa``, ``wikisql`` or ``spider``)."""
+    (``kbqa``, ``qald``, ``wikisql`` or ``spider``)."""
     if kind == "kbqa":
         return kbqa_scores(predicted, item.answers, answer_sets=item.meta.get("answer_sets"))
+    if kind == "qald":
+        return qald_scores(predicted, item.answers)
     if kind == "wikisql":
         return wikisql_accuracy(predicted, item.answers)
     if kind == "spider":
         return spider_accuracy(predicted, item.answers, ordered=bool(item.meta.get("ordered")))
-    raise UnknownNameError("metric kind", kind, ("kbqa", "wikisql", "spider"))
+    raise UnknownNameError("metric kind", kind, ("kbqa", "qald", "wikisql", "spider"))
 
 
 def corrections(steps: Sequence[Step]) -> dict[str, int]:

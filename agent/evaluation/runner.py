@@ -426,6 +426,8 @@ class _Session:
         return {k: float(v) for k, v in measures(steps, item).items()} if measures else {}
 
     def _answer(self, item: EvalItem, steps: list[Step]) -> tuple[QuestionResult, list[str]]:
+        # the entity list as the model reads it (Wikidata: an id's label as its mention)
+        item = self.dataset.entities_for(item)
         # a stand-in is held for its records; never looked for behind the LLM's wrappers
         stand_in = (self.provider.stand_in_for(item)
                     if isinstance(self.provider, StandInProvider) else None)
@@ -443,12 +445,12 @@ class _Session:
         status = outage_status(None, trajectory.steps) if not res.finished else "ok"
         error = _backend_failure(trajectory.steps, status) if status != "ok" else None
         result = QuestionResult(
-            id=item.id, question=item.question, gold=_jsonable(item.answers),
+            id=item.id, question=item.question, gold=_jsonable(self.dataset.gold_answers(item)),
             predicted=_jsonable(tuple(res.answers)),
             metrics=self.dataset.score(item, res.answers) if status == "ok" else {},
             usage={
                 **usage_record(usage), "steps": len(trajectory.steps),
-                **step_usage(trajectory.steps, item.answers),
+                **step_usage(trajectory.steps, self.dataset.gold_answers(item)),
                 **self._measures(trajectory.steps, item),
             },
             guidelines=dict(usage.guideline_triggers), corrected=corrections(trajectory.steps),

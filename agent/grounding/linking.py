@@ -58,6 +58,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from pyql.kb.base import KB
+from pyql.kb.labels import read_label_index
 from pyql.sparql.compile import compile_entity_scan, compile_label_scan
 from pyql.terms import Entity
 from pyql.terms import Literal as RdfLiteral
@@ -369,7 +370,9 @@ class LabelIndex:
         query for the embedded store, 10,000 rows per page for other backends, e.g. SPARQL
         endpoints); ``limit`` caps the labels read (:attr:`truncated` tells when it was
         reached). A profile whose ids are labels (``metaqa``)
-        falls back to the entity IRIs when the KB has no label triples.
+        falls back to the entity IRIs when the KB has no label triples. A store with a label
+        index for the KB's profile (``pyql kb load --labels PROFILE``,
+        :mod:`pyql.kb.labels`) is read from that file, without a query.
 
         With ``cache`` (a file), the pairs are read from it when its key matches
         ``cache_key`` (default: derived from the backend: endpoint URL and graph, or store path,
@@ -384,6 +387,13 @@ class LabelIndex:
         start = time.perf_counter()
         if page_size is None and not _is_embedded(kb):
             page_size = 10_000
+        stored = read_label_index(kb) if limit is None else None  # `pyql kb load --labels`
+        if stored is not None:
+            index = cls(stored)
+            log.info("label index of %s read from its store: %d labels", kb, len(index))
+            if cache is not None:
+                index.save(cache, key=key)
+            return index
         pairs, rows = _read_labels(kb, page_size=page_size, limit=limit, timeout=timeout)
         if not rows and kb.profile.id_encoding == "label" and kb.profile.entity_base:
             pairs, rows = _read_label_ids(kb, limit=limit, timeout=timeout)

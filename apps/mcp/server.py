@@ -576,7 +576,7 @@ class _StdioConnection:
 def _default_prompt_profile(backend: Any, table: str | None) -> str:
     if isinstance(backend, KB):
         name = backend.profile.name
-        return name if name in ("freebase", "metaqa") else "generic"
+        return name if name in ("freebase", "metaqa", "wikidata") else "generic"
     return "wikisql" if table else "spider"
 
 
@@ -637,10 +637,19 @@ def _bounded_relations(obs: Observation, question: str) -> dict[str, Any]:
 
     relations = obs.relations
     assert relations is not None
-    forward, backward = select_relations(question, relations.forward, relations.backward,
+    # opaque ids (Wikidata) are ranked on their labels; the lists keep the ids, "labels" names
+    # each: {"forward": ["P161"], "labels": {"P161": "cast member"}}
+    by_shown = {relations.shown(r): r for r in relations.all}
+    forward, backward = select_relations(question, [relations.shown(r) for r in relations.forward],
+                                         [relations.shown(r) for r in relations.backward],
                                          _bm25() if question else None, top_k=TOP_RELATIONS)
-    return {"forward": forward, "backward": backward,
-            "forward_total": len(relations.forward), "backward_total": len(relations.backward)}
+    out: dict[str, Any] = {
+        "forward": [by_shown[r] for r in forward], "backward": [by_shown[r] for r in backward],
+        "forward_total": len(relations.forward), "backward_total": len(relations.backward)}
+    if relations.labels:
+        kept = set(out["forward"]) | set(out["backward"])
+        out["labels"] = {name: label for name, label in relations.labels if name in kept}
+    return out
 
 
 def _json_value(value: Any) -> Any:

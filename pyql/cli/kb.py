@@ -39,12 +39,16 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 
 def load_command(
     sources: Annotated[list[Path], typer.Argument(help="N-Triples / N-Quads / Turtle files "
-                                                  "(.nt, .nq, .ttl; optionally .gz).")],
+                                                  "(.nt, .nq, .ttl; optionally .gz or .bz2).")],
     store: Annotated[Path, typer.Option("--store", metavar="DIR",
                                         help="The store directory (created, or "
                                         "added to).")],
     force: Annotated[bool, typer.Option("--force", help="Load a file again even if the store "
                                         "holds it already (same content).")] = False,
+    labels: Annotated[list[str] | None, typer.Option(
+        "--labels", help="Then write the label index of this profile (e.g. wikidata: "
+        "rdfs:label and skos:altLabel) next to the store, for offline entity linking; "
+        "repeatable.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Bulk-load RDF files into an on-disk Oxigraph store, streamed, with a manifest.
@@ -69,9 +73,15 @@ def load_command(
         except SourceAlreadyLoadedError as exc:
             raise CliError(str(exc), hint="nothing was loaded; drop the file, or pass --force "
                            "to load it again") from None
+        from pyql.kb.labels import write_label_index
+
+        indexes = [write_label_index(store, name) for name in labels or ()]
     if as_json:
-        print_json(manifest.model_dump())
+        print_json({**manifest.model_dump(),
+                    "label_indexes": [{"path": str(p), "labels": n} for p, n in indexes]})
         return
+    for path, n in indexes:
+        typer.echo(f"label index: {path} ({n:,} labels)")
     rate = manifest.triples / manifest.seconds if manifest.seconds else 0.0
     typer.echo(f"{store}: {counted(manifest.triples, 'triple')} from "
                f"{counted(len(manifest.sources), 'file')}, "
@@ -95,7 +105,7 @@ def info_command(
                f"built {manifest.created}, {manifest.seconds:.1f} s)")
     for s in manifest.sources:  # a path may hold anything a file name can
         typer.echo(f"  {printable(s.path)}  {s.bytes:,} bytes  {s.format}"
-                   f"{' gzip' if s.compressed else ''}"
+                   f"{' ' + (s.compression or 'gzip') if s.compressed else ''}"
                    f"  {counted(s.triples, 'triple')}  {s.seconds:.1f} s")
 
 
@@ -175,6 +185,7 @@ class SparqlDataset(str, Enum):
     webqsp = "webqsp"
     cwq = "cwq"
     grailqa = "grailqa"
+    wwq = "wwq"
 
 
 def sparql_fidelity_command(
@@ -184,6 +195,9 @@ def sparql_fidelity_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")] = 0,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="The shared data "
                                                   "directory.")] = None,
+    slice_path: Annotated[Path | None, typer.Option(
+        "--slice", help="Write the synthesized graphs of the queries that agree to this "
+        "N-Triples file: a KB slice for 'pyql eval --llm gold' ('pyql kb load' it).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Gold SPARQL -> PyQL: coverage, unsupported constructs, equivalence on synthesized
@@ -193,7 +207,7 @@ def sparql_fidelity_command(
     logging.getLogger("rdflib").setLevel(logging.ERROR)
     with reported():
         report = sparql_fidelity(dataset.value, data_dir=data_dir, limit=limit, sample=sample,
-                                 seed=seed)
+                                 seed=seed, slice_path=slice_path)
     if as_json:
         print_json(report.summary())
     else:

@@ -26,7 +26,7 @@ __all__ = [
 
 #: the one defaulting rule, shown by every command with --profile
 PROFILE_HELP = (
-    "KB profile: generic, freebase or metaqa. Default: metaqa for MetaQA's kb.txt, "
+    "KB profile: generic, freebase, metaqa or wikidata. Default: metaqa for MetaQA's kb.txt, "
     "generic for anything else; Freebase ids (m.0x) need freebase."
 )
 

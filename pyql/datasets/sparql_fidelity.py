@@ -57,13 +57,17 @@ from pyql.sparql.from_sparql import (
     Cmp,
     Parsed,
     UnsupportedQuery,
+    parse_algebra,
     read_query,
+    simple_path_of,
     standardize,
     to_program,
+    type_path_of,
 )
 
 __all__ = [
     "DATASETS",
+    "DATASET_PROFILES",
     "GoldQuery",
     "ItemResult",
     "FidelityReport",
@@ -74,12 +78,15 @@ __all__ = [
     "write_ntriples",
     "virtuoso_reading",
     "check_query",
+    "query_features",
     "sparql_fidelity",
 ]
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("webqsp", "cwq", "grailqa")
+DATASETS = ("webqsp", "cwq", "grailqa", "wwq")
+#: the KB profile of each dataset's gold queries (Freebase unless named)
+DATASET_PROFILES = {"wwq": "wikidata"}
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _FB = "http://rdf.freebase.com/ns/"
 #: the relation a distractor copy uses in place of one of the pattern's
@@ -109,6 +116,10 @@ def load_gold_queries(dataset: str, data_dir: Path | None = None) -> list[GoldQu
     if dataset == "grailqa":
         rows = json.loads(gzip.open(root / "grailqa_sample.json.gz").read())
         return [GoldQuery(str(r["qid"]), r["sparql_query"], r["level"]) for r in rows]
+    if dataset == "wwq":  # WikiWebQuestions train (the dev and test splits are held out)
+        rows = json.loads((data_dir or default_data_dir()).joinpath(
+            "wikidata", "wwq", "train.json").read_text(encoding="utf-8"))
+        return [GoldQuery(r["id"], r["sparql"]) for r in rows]
     raise UnknownNameError("dataset", dataset, DATASETS)
 
 
@@ -353,13 +364,21 @@ def _other_string(cmps: Sequence[Cmp]) -> Any:
                         if f"pyql other {i}" not in taken), lang="en")
 
 
-def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
+def synthesize(parsed: Parsed, stem: str = "syn", profile: str | Profile | None = None
+               ) -> list[tuple[Any, Any, Any]]:
     """A graph (rdflib-term triples) holding a solution of ``parsed`` and one distractor per
-    constraint; see the module docstring. Raises :class:`Unsynthesizable`."""
+    constraint; see the module docstring. Fresh nodes are named ``m.<stem>N_var`` (give each
+    query its own stem to put several graphs in one store). With a ``profile`` whose classes
+    have a subclass closure (Wikidata), each bare ``?x type C`` triple (``wdt:P31``, direct
+    instances only) also gets a copy where ``?x`` is an instance of a subclass of ``C`` only: a
+    program that reads it as ``add_type`` (``wdt:P31/wdt:P279*``) answers there, the gold does
+    not. Raises :class:`Unsynthesizable`."""
     from rdflib.term import Literal, URIRef
 
     body = parsed.body
     plan = _plan(parsed)
+    prof = get_profile(profile) if profile is not None else None
+    subclass = prof.subclass_predicate if prof is not None else None
     time_vars = {h.var for h in body.time_halves}
     for var in time_vars:
         if not _is_var(var) or var in plan.kinds:
@@ -370,7 +389,8 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
     def copy(*, values: dict[Any, float] | None = None, strings: dict[Any, Any] | None = None,
              swap: int | None = None, same: tuple[Any, Any] | None = None,
              node_values: dict[Any, Any] | None = None,
-             windows: Callable[[Any, Any], list[tuple[Any, Any]]] | None = None) -> None:
+             windows: Callable[[Any, Any], list[tuple[Any, Any]]] | None = None,
+             via_subclass: int | None = None) -> None:
         nonlocal copies
         copies += 1
         n = copies
@@ -387,10 +407,15 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
             if t in plan.kinds:
                 kind = plan.kinds[t]
                 return strs[t] if kind.kind == "string" else _literal(vals[t], kind)
-            return URIRef(f"{_FB}m.syn{n}_{_safe(str(t))}")
+            return URIRef(f"{_FB}m.{stem}{n}_{_safe(str(t))}")
 
         for i, (s, p, o) in enumerate(body.triples):
-            graph.append((term(s), URIRef(OTHER_RELATION) if i == swap else p, term(o)))
+            if i == swap:
+                graph.append((term(s), URIRef(OTHER_RELATION), term(o)))
+            elif i == via_subclass and subclass is not None:
+                graph.extend(_edges(term(s), _class_path(p, subclass), term(o), f"{stem}{n}_{i}"))
+            else:
+                graph.extend(_edges(term(s), p, term(o), f"{stem}{n}_{i}"))
         for half_var in time_vars:
             node = term(half_var)
             start_end = windows(half_var, node) if windows else _window(body, half_var)
@@ -426,6 +451,10 @@ def synthesize(parsed: Parsed) -> list[tuple[Any, Any, Any]]:
         values = {v: x + sign * i for v, (x, sign) in better.items()}
         copy(swap=i, values={v: x for v, x in values.items()
                              if _satisfies(x, plan.bounds.get(v, []), plan.kinds[v])})
+    if subclass is not None:
+        for i, (s, p, o) in enumerate(body.triples):
+            if _is_var(s) and not _is_var(o) and str(p) == prof.type_predicate:  # type: ignore[union-attr]
+                copy(via_subclass=i)
     for c in body.comparisons:
         left, right = (c.left, c.right) if _is_var(c.left) else (c.right, c.left)
         if left in plan.kinds and _is_literal(right):
@@ -485,12 +514,44 @@ def gold_graph(parsed: Parsed, answers: Sequence[str] = (), *, label: str | None
                 return plan.strings[t] if kind.kind == "string" else _literal(plan.values[t], kind)
             return URIRef(f"{_FB}m.{prefix}{n}_{_safe(str(t))}")
 
-        graph += [(term(s), p, term(o)) for s, p, o in body.triples]
+        for i, (s, p, o) in enumerate(body.triples):
+            graph += _edges(term(s), p, term(o), f"{prefix}{n}_{i}")
         for var in {h.var for h in body.time_halves}:
             graph += [(term(var), rel, v) for rel, v in _window(body, var)]
     if label is not None:
         graph.append((values[0], URIRef(_FB + "type.object.name"), Literal(label, lang="en")))
     return [(s, p, o) for s, p, o in graph if not isinstance(s, Literal)]
+
+
+def _edges(s: Any, p: Any, o: Any, stem: str) -> list[tuple[Any, Any, Any]]:
+    """The graph edges of one pattern triple: itself; for a class path ``type/subclass*``
+    (Wikidata's ``wdt:P31/wdt:P279*``) an instance of a fresh class one ``subclass`` step
+    below the class, so that the path's closure is exercised; for ``R+`` two ``R`` steps through
+    a fresh node; for ``R*`` one step; for alternatives ``R1|R2`` the last one."""
+    from rdflib.term import URIRef
+
+    path = type_path_of(p)
+    if path is not None:
+        middle = URIRef(f"{_FB}m.{stem}_class")
+        return [(s, URIRef(path[0]), middle), (middle, URIRef(path[1]), o)]
+    simple = simple_path_of(p)
+    if simple is None:
+        return [(s, p, o)]
+    op, iris = simple
+    if op == "+":  # two steps: the closure is exercised
+        middle = URIRef(f"{_FB}m.{stem}_step")
+        return [(s, URIRef(iris[0]), middle), (middle, URIRef(iris[0]), o)]
+    # one step of a "*" closure; the last alternative (a program reading only the first of
+    # them misses it)
+    return [(s, URIRef(iris[-1]), o)]
+
+
+def _class_path(type_predicate: Any, subclass: str) -> Any:
+    """The path ``type/subclass*`` (rdflib terms), for :func:`_edges` to spell out."""
+    from rdflib.paths import MulPath, SequencePath
+    from rdflib.term import URIRef
+
+    return SequencePath(type_predicate, MulPath(URIRef(subclass), "*"))
 
 
 def _safe(name: str) -> str:
@@ -513,6 +574,62 @@ def _window(body: Body, var: Any, miss: str | None = None) -> list[tuple[Any, An
     return out
 
 
+# -- the constructs a query uses -----------------------------------------------------------------
+_NODE_FEATURES = {
+    "Filter": "filter", "OrderBy": "order_by", "Slice": "limit", "Union": "union",
+    "LeftJoin": "optional", "Minus": "minus", "AggregateJoin": "aggregate",
+    "Builtin_NOTEXISTS": "not_exists", "Builtin_EXISTS": "exists", "values": "values",
+    "ServiceGraphPattern": "service", "Group": "group", "ToMultiSet": "subquery",
+}
+
+
+def query_features(text: str, profile: str | Profile = "freebase") -> frozenset[str]:
+    """The constructs the gold query ``text`` uses, read from its algebra: the graph-pattern and
+    solution operators (``filter``, ``order_by``, ``limit``, ``union``, ``not_exists``,
+    ``aggregate`` ...), the namespace of each predicate as the profile prints it (Wikidata:
+    ``wdt:``, ``p:``, ``ps:``, ``pq:``; the statement qualifiers are ``pq:``), ``class_path`` for
+    the profile's ``type/subclass*`` path and ``property_path`` for any other path;
+    ``unparseable`` alone when rdflib cannot read it."""
+    from rdflib.paths import Path as RdfPath
+    from rdflib.plugins.sparql.parserutils import CompValue
+    from rdflib.term import URIRef
+
+    prof = get_profile(profile)
+    try:
+        algebra = parse_algebra(text)
+    except UnsupportedQuery:
+        return frozenset({"unparseable"})
+    out: set[str] = set()
+    bases = sorted(((base, prefix) for prefix, base in prof.prefixes.items()),
+                   key=lambda item: -len(item[0]))
+
+    def predicate(p: Any) -> None:
+        if isinstance(p, RdfPath):
+            out.add("class_path" if type_path_of(p) == (prof.type_predicate,
+                                                        prof.subclass_predicate)
+                    else "property_path")
+        elif isinstance(p, URIRef):
+            out.add(next((f"{prefix}:" for base, prefix in bases if str(p).startswith(base)),
+                         "<iri>"))
+
+    def walk(node: Any) -> None:
+        if isinstance(node, CompValue):
+            feature = _NODE_FEATURES.get(node.name)
+            if feature is not None:
+                out.add(feature)
+            if node.name == "BGP":
+                for _s, p, _o in node.triples:
+                    predicate(p)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value)
+
+    walk(algebra)
+    return frozenset(out)
+
+
 # -- checking ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ItemResult:
@@ -528,6 +645,8 @@ class ItemResult:
     gold: tuple[str, ...] = ()
     predicted: tuple[str, ...] = ()
     triples: int = 0
+    #: the constructs the gold query uses (:func:`query_features`)
+    features: tuple[str, ...] = ()
 
 
 def _answers(store: Any, text: str) -> tuple[str, ...]:
@@ -553,29 +672,38 @@ def _number_text(term: Any) -> str:
     return str(term)
 
 
-def check_query(gold: GoldQuery, profile: str | Profile = "freebase") -> ItemResult:
-    """Convert one gold query and compare both on its synthesized graph."""
+def check_query(gold: GoldQuery, profile: str | Profile = "freebase", *,
+                graph_sink: list[tuple[Any, Any, Any]] | None = None) -> ItemResult:
+    """Convert one gold query and compare both on its synthesized graph; with ``graph_sink``,
+    the graph of a query that agrees is added to it (its nodes named after the query's id)."""
     import pyoxigraph as ox
 
     prof = get_profile(profile)
+    features = tuple(sorted(query_features(gold.sparql, prof)))
     try:
         parsed = read_query(gold.sparql)
         program = to_program(parsed, prof)
     except UnsupportedQuery as exc:
-        return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail)
+        return ItemResult(gold.id, gold.group, "unsupported", exc.construct, exc.detail,
+                          features=features)
     try:
-        graph = synthesize(parsed)
+        graph = synthesize(parsed, "syn" if graph_sink is None else f"{_safe(gold.id)}_s",
+                           prof)
     except Unsynthesizable as exc:
-        return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc))
+        return ItemResult(gold.id, gold.group, "unchecked", detail=str(exc), features=features)
     store = ox.Store()
     store.bulk_extend(ox.Quad(_ox(s), _ox(p), _ox(o)) for s, p, o in graph)
     try:
         expected = _answers(store, virtuoso_reading(gold.sparql))
         got = _answers(store, program.to_sparql(prof))
     except (SyntaxError, OSError, ValueError) as exc:
-        return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph))
+        return ItemResult(gold.id, gold.group, "error", detail=str(exc)[:300], triples=len(graph),
+                          features=features)
     status = "agree" if expected == got else "disagree"
-    return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph))
+    if graph_sink is not None and status == "agree":
+        graph_sink.extend(graph)
+    return ItemResult(gold.id, gold.group, status, gold=expected, predicted=got, triples=len(graph),
+                      features=features)
 
 
 def write_ntriples(graph: Iterable[tuple[Any, Any, Any]], path: str | Path) -> int:
@@ -638,6 +766,17 @@ class FidelityReport:
             row["checked"] += item.status in ("agree", "disagree", "error")
         return out
 
+    def by_feature(self) -> dict[str, dict[str, int]]:
+        """Per construct the gold queries use: how many use it, convert, and agree."""
+        out: dict[str, dict[str, int]] = {}
+        for item in self.items:
+            for feature in item.features:
+                row = out.setdefault(feature, {"total": 0, "covered": 0, "agree": 0})
+                row["total"] += 1
+                row["covered"] += item.status != "unsupported"
+                row["agree"] += item.status == "agree"
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1]["total"], kv[0])))
+
     def summary(self) -> dict[str, Any]:
         checked = self.checked
         return {
@@ -653,6 +792,7 @@ class FidelityReport:
             "unchecked": self.count("unchecked"),
             "constructs": dict(self.constructs.most_common()),
             "groups": self.by_group(),
+            "features": self.by_feature(),
             "seconds": round(self.seconds, 1),
         }
 
@@ -667,6 +807,10 @@ class FidelityReport:
         if s["constructs"]:
             lines += ["", "| construct | queries | what |", "|---|---:|---|"]
             lines += [f"| {c} | {n} | {CONSTRUCTS.get(c, '')} |" for c, n in s["constructs"].items()]
+        if s["features"]:
+            lines += ["", "| construct used | queries | converted | agree |", "|---|---:|---:|---:|"]
+            lines += [f"| {f} | {r['total']} | {r['covered']} ({r['covered'] / r['total']:.1%}) "
+                      f"| {r['agree']} |" for f, r in s["features"].items()]
         groups = s["groups"]
         if len(groups) > 1:
             lines += ["", "| group | questions | converted | agree / checked |", "|---|---:|---:|---:|"]
@@ -688,8 +832,13 @@ def sparql_fidelity(
     sample: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    slice_path: str | Path | None = None,
 ) -> FidelityReport:
-    """Coverage and equivalence of a dataset's gold queries (see the module docstring)."""
+    """Coverage and equivalence of a dataset's gold queries (see the module docstring).
+
+    ``slice_path``: write the synthesized graphs of the queries that agree, together, as
+    N-Triples there: a *synthesized slice* of the KB on which ``pyql eval --llm gold`` of the
+    dataset scores at the ceiling the conversion allows (``pyql kb load`` it, then ``--kb``)."""
     queries = load_gold_queries(dataset, data_dir)
     if limit is not None:
         queries = queries[:limit]
@@ -697,8 +846,12 @@ def sparql_fidelity(
         queries = [queries[i] for i in sorted(random.Random(seed).sample(range(len(queries)), sample))]
     start = time.perf_counter()
     items = []
+    sink: list[tuple[Any, Any, Any]] | None = [] if slice_path is not None else None
     for n, gold in enumerate(queries, 1):
-        items.append(check_query(gold))
+        items.append(check_query(gold, DATASET_PROFILES.get(dataset, "freebase"),
+                                 graph_sink=sink))
         if progress is not None:
             progress(n, len(queries))
+    if slice_path is not None:
+        write_ntriples(sink, slice_path)
     return FidelityReport(dataset, items, time.perf_counter() - start)

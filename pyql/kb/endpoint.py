@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import ssl
@@ -67,7 +68,25 @@ __all__ = ["SparqlEndpointKB"]
 
 logger = logging.getLogger(__name__)
 
-_AGENT = "pyql (+https://github.com/pyql)"
+#: the environment variable whose value replaces the User-Agent (public endpoints such as
+#: query.wikidata.org ask for a contact: ``mytool/1.0 (me@example.org) pyql/0.1.0``)
+USER_AGENT_ENV = "PYQL_USER_AGENT"
+
+
+def user_agent() -> str:
+    """The User-Agent pyql sends: ``$PYQL_USER_AGENT`` when set, else a descriptive one in the
+    form the Wikimedia User-Agent policy asks for (client/version (contact) library/version).
+    A value with a line break is ignored (it would split the header)."""
+    import platform
+
+    from pyql import __version__
+
+    custom = os.environ.get(USER_AGENT_ENV, "").strip()
+    if custom and not any(c in custom for c in "\r\n"):
+        return custom
+    return (f"pyql/{__version__} (KBQA toolkit; https://github.com/pyql; set {USER_AGENT_ENV} "
+            f"to add your contact) httpx2/{getattr(httpx2, '__version__', '?')} "
+            f"Python/{platform.python_version()}")
 _ACCEPT = "application/sparql-results+json,application/json;q=0.9"
 #: longest URL sent with GET; longer queries go by POST (many servers stop at 2-8 KB)
 _MAX_GET_URL = 2000
@@ -166,7 +185,7 @@ class SparqlEndpointKB(KB):
         self._closed = False
         self._client = httpx2.Client(
             auth=credentials,
-            headers={"Accept": _ACCEPT, "User-Agent": _AGENT, **self.headers},
+            headers={"Accept": _ACCEPT, "User-Agent": user_agent(), **self.headers},
             follow_redirects=True,
         )
 

@@ -1,7 +1,7 @@
 """Load RDF dumps into an on-disk Oxigraph store, streamed, with a manifest.
 
 :func:`load_store` bulk-loads N-Triples / N-Quads / Turtle files (gzip or not; the format is
-read from the suffix: ``.nt``, ``.nq``, ``.ttl``, each optionally ``.gz``) into a store
+read from the suffix: ``.nt``, ``.nq``, ``.ttl``, each optionally ``.gz`` or ``.bz2``) into a store
 directory with pyoxigraph's bulk loader, which reads its input as a stream and writes sorted
 runs to disk: memory stays bounded by the loader's buffers whatever the size of the dump
 (measured in ``benchmarks/kb_load.py``). A progress callback gets the bytes read so far (of
@@ -30,6 +30,7 @@ query it at once.
 
 from __future__ import annotations
 
+import bz2
 import datetime as _dt
 import gzip
 import hashlib
@@ -58,6 +59,7 @@ __all__ = [
     "SourceAlreadyLoadedError",
     "StoreError",
     "rdf_format",
+    "compression",
     "load_store",
     "store_info",
     "open_store",
@@ -112,6 +114,8 @@ class SourceInfo(BaseModel):
     sha256: str = ""
     format: str
     compressed: bool
+    #: ``gzip`` or ``bzip2`` when compressed (manifests made before it: gzip when compressed)
+    compression: str = ""
     triples: int
     seconds: float
 
@@ -132,17 +136,30 @@ class Manifest(BaseModel):
         return sum(s.bytes for s in self.sources)
 
 
+#: compressed-file suffixes and the compression each names
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bzip2"}
+
+
+def compression(path: str | Path) -> str:
+    """``gzip`` or ``bzip2`` by the file's last suffix (``.gz``, ``.bz2``: Wikidata's truthy
+    dumps come as ``.nt.bz2`` and ``.nt.gz``), else ``""``."""
+    suffixes = Path(path).suffixes
+    return COMPRESSIONS.get(suffixes[-1].lower(), "") if suffixes else ""
+
+
 def rdf_format(path: str | Path) -> tuple[ox.RdfFormat, bool]:
-    """The RDF format of a file by its suffix, and whether it is gzipped."""
+    """The RDF format of a file by its suffix, and whether it is compressed (gzip or bzip2:
+    :func:`compression` says which)."""
     p = Path(path)
     suffixes = [s.lower() for s in p.suffixes]
-    compressed = bool(suffixes) and suffixes[-1] == ".gz"
+    compressed = bool(compression(p))
     if compressed:
         suffixes = suffixes[:-1]
     fmt = _FORMATS.get(suffixes[-1]) if suffixes else None
     if fmt is None:
         raise StoreError(
-            f"{p.name}: unknown RDF format (expected .nt, .nq, .ttl or .trig, optionally .gz)",
+            f"{p.name}: unknown RDF format (expected .nt, .nq, .ttl or .trig, optionally .gz "
+            "or .bz2)",
             path=str(p),
         )
     return fmt, compressed
@@ -282,7 +299,9 @@ def _load(store: ox.Store, plan: list[tuple[Path, Any, bool, int]], previous: Ma
 
         with open(path, "rb") as raw:
             counted = io.BufferedReader(_Counting(raw, read), buffer_size=1 << 20)
-            stream = gzip.GzipFile(fileobj=counted) if compressed else counted
+            kind = compression(path)
+            stream: Any = (gzip.GzipFile(fileobj=counted) if kind == "gzip"
+                           else bz2.BZ2File(counted) if kind == "bzip2" else counted)
             try:
                 store.bulk_load(stream, fmt, base_iri=base_iri)
             except SyntaxError as exc:
@@ -295,7 +314,8 @@ def _load(store: ox.Store, plan: list[tuple[Path, Any, bool, int]], previous: Ma
         after = len(store)
         infos.append(SourceInfo(path=str(path.resolve()), bytes=size,
                                 sha256=digest.hexdigest(), format=fmt.name,
-                                compressed=compressed, triples=after - count,
+                                compressed=compressed, compression=kind,
+                                triples=after - count,
                                 seconds=round(time.perf_counter() - t0, 3)))
         count = after
     store.optimize()

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyql.terms import BlankNode, Entity, Literal, Relation, Term, Var
+from pyql.terms import BlankNode, Entity, Literal, Relation, RelationPath, Term, Var
 
 if TYPE_CHECKING:
     from pyql.profiles import Profile
@@ -40,6 +40,7 @@ __all__ = [
     "compile_label_scan",
     "compile_entity_scan",
     "prologue",
+    "type_path",
 ]
 
 # A conservative subset of PN_LOCAL: at most one inner dot. Oxigraph (0.5) rejects valid local
@@ -62,16 +63,29 @@ class CompiledSparql(str):
     __slots__ = ()
 
 
+def _display_prefixes(profile: Profile) -> tuple[str, ...]:
+    head = (profile.display_prefix,) if profile.display_prefix is not None else ()
+    return head + tuple(p for p in profile.display_prefixes if p != profile.display_prefix)
+
+
 def render_term(term: Term, profile: Profile) -> str:
-    """SPARQL text of ``term``, using the profile's display prefix where it is safe."""
+    """SPARQL text of ``term``, using the profile's display prefixes where it is safe (the
+    longest namespace that holds the IRI: ``wds:`` before ``wd:``); a property path as its
+    parts joined (``wdt:P22|wdt:P25``, ``wdt:P131+``)."""
+    if isinstance(term, RelationPath):
+        if term.op == "|":
+            return "|".join(render_term(part, profile) for part in term.parts)
+        return f"{render_term(term.parts[0], profile)}{term.op}"
     if isinstance(term, (Entity, Relation)):
-        prefix = profile.display_prefix
-        if prefix is not None:
+        best: tuple[int, str] | None = None
+        for prefix in _display_prefixes(profile):
             base = profile.prefixes[prefix]
-            if term.iri.startswith(base):
+            if term.iri.startswith(base) and (best is None or len(base) > best[0]):
                 local = term.iri[len(base):]
                 if _PN_LOCAL.fullmatch(local):
-                    return f"{prefix}:{local}"
+                    best = (len(base), f"{prefix}:{local}")
+        if best is not None:
+            return best[1]
         return str(term)
     if isinstance(term, (Var, Literal, BlankNode)):
         return str(term)
@@ -79,9 +93,16 @@ def render_term(term: Term, profile: Profile) -> str:
 
 
 def prologue(profile: Profile) -> list[str]:
-    if profile.display_prefix is None:
-        return []
-    return [f"PREFIX {profile.display_prefix}: <{profile.prefixes[profile.display_prefix]}>"]
+    return [f"PREFIX {prefix}: <{profile.prefixes[prefix]}>" for prefix in _display_prefixes(profile)]
+
+
+def type_path(profile: Profile) -> str:
+    """The predicate (or property path) of class membership: ``ns:type.object.type``, or
+    ``wdt:P31/wdt:P279*`` for a profile with a subclass predicate."""
+    type_pred = render_term(Relation(profile.type_predicate), profile)
+    if profile.subclass_predicate is None:
+        return type_pred
+    return f"{type_pred}/{render_term(Relation(profile.subclass_predicate), profile)}*"
 
 
 class _Fresh:
@@ -167,7 +188,7 @@ def _base_lines(query: Sparql, fresh: _Fresh) -> list[str]:
     profile = query.profile
     lines = [_triple_line(t, profile) for t in query.triples]
     if query.types:
-        type_pred = render_term(Relation(profile.type_predicate), profile)
+        type_pred = type_path(profile)
         lines += [f"{tc.var} {type_pred} {render_term(tc.type, profile)} ." for tc in query.types]
     lines += [_filter_line(f, profile) for f in query.filters]
     for tc in query.time_constraints:
@@ -382,9 +403,12 @@ def _page(order: str, limit: int | None, offset: int | None) -> str:
 def compile_label_scan(
     profile: Profile, *, limit: int | None = None, offset: int | None = None
 ) -> CompiledSparql:
-    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels in the profile's language
-    (or untagged). With ``offset`` the rows are ordered (``?e ?l``) so that pages are stable."""
+    """``SELECT ?e ?l``: every (entity, label) pair of the KB, labels and aliases
+    (``profile.alias_predicates``) in the profile's language (or untagged). With ``offset`` the
+    rows are ordered (``?e ?l``) so that pages are stable."""
     predicates = profile.label_predicates
+    if predicates:
+        predicates = (*predicates, *(p for p in profile.alias_predicates if p not in predicates))
     if not predicates:
         raise ValueError(f"profile {profile.name!r} has no label predicates")
     if len(predicates) == 1:

@@ -77,6 +77,9 @@ __all__ = [
     "Superlative",
     "UnsupportedQuery",
     "CONSTRUCTS",
+    "type_path_of",
+    "simple_path_of",
+    "is_type_triple",
 ]
 
 #: the constructs that stand in the way of a conversion, by stable code
@@ -96,6 +99,9 @@ CONSTRUCTS: dict[str, str] = {
     "order": "ORDER BY with more than one key or on an expression",
     "limit": "LIMIT other than ORDER BY ... LIMIT 1, or OFFSET",
     "variable_predicate": "a variable in the predicate position",
+    "property_path": "a property path other than the profile's class membership (Wikidata's "
+                     "wdt:P31/wdt:P279* from a variable to a class), alternatives of relations "
+                     "(P22|P25) or a closure of one (P131+, P279*)",
     "or": "a disjunction other than the answer-language and time-window filters",
     "not_exists": "EXISTS / NOT EXISTS other than a time window",
     "time_half": "one side of a time window without the other",
@@ -242,6 +248,55 @@ def _is_var(term: Any) -> bool:
     return isinstance(term, Variable)
 
 
+def _is_path(term: Any) -> bool:
+    from rdflib.paths import Path
+
+    return isinstance(term, Path)
+
+
+def type_path_of(predicate: Any) -> tuple[str, str] | None:
+    """``(type, subclass)`` of a ``type/subclass*`` property path (Wikidata's
+    ``wdt:P31/wdt:P279*``), else None."""
+    from rdflib.paths import MulPath, SequencePath
+    from rdflib.term import URIRef
+
+    if not isinstance(predicate, SequencePath) or len(predicate.args) != 2:
+        return None
+    first, rest = predicate.args
+    if (isinstance(first, URIRef) and isinstance(rest, MulPath) and rest.mod == "*"
+            and isinstance(rest.path, URIRef)):
+        return str(first), str(rest.path)
+    return None
+
+
+def simple_path_of(predicate: Any) -> tuple[str, tuple[str, ...]] | None:
+    """``(op, relation IRIs)`` of a path the DSL writes in a relation position
+    (:class:`~pyql.terms.RelationPath`): alternatives of relations (``wdt:P22|wdt:P25``: ``"|"``)
+    or a closure of one (``wdt:P131+``, ``wdt:P279*``), else None."""
+    from rdflib.paths import AlternativePath, MulPath
+    from rdflib.term import URIRef
+
+    if isinstance(predicate, AlternativePath) and all(isinstance(a, URIRef)
+                                                      for a in predicate.args):
+        return "|", tuple(str(a) for a in predicate.args)
+    if (isinstance(predicate, MulPath) and predicate.mod in ("+", "*")
+            and isinstance(predicate.path, URIRef)):
+        return predicate.mod, (str(predicate.path),)
+    return None
+
+
+def is_type_triple(triple: tuple[Any, Any, Any], profile: Profile) -> bool:
+    """Is ``triple`` a class membership the profile's ``add_type`` compiles to: ``?x type C``,
+    or ``?x type/subclass* C`` for a profile with a subclass predicate (Wikidata); a bare
+    ``?x wdt:P31 C`` there is a fact."""
+    s, p, o = triple
+    if not _is_var(s) or _is_var(o):
+        return False
+    if profile.subclass_predicate is None:
+        return not _is_path(p) and str(p) == profile.type_predicate
+    return type_path_of(p) == (profile.type_predicate, profile.subclass_predicate)
+
+
 def _name(node: Any) -> str:
     return getattr(node, "name", "")
 
@@ -253,6 +308,8 @@ def _collect(node: Any, body: Body) -> None:
         for s, p, o in node.triples:
             if _is_var(p):
                 raise UnsupportedQuery("variable_predicate", f"?{p}")
+            if _is_path(p) and type_path_of(p) is None and simple_path_of(p) is None:
+                raise UnsupportedQuery("property_path", str(p)[:120])
             body.triples.append((s, p, o))
     elif name == "Join":
         _collect(node.p1, body)
@@ -647,6 +704,12 @@ def _term_text(term: Any, profile: Profile, *, relation: bool = False) -> str:
                 return local
             if relation and profile.relation_pattern and re.fullmatch(profile.relation_pattern, local):
                 return local
+        if profile.display_prefixes:
+            # a profile that prints several namespaces (Wikidata: P161, p:P39, pq:P580, Q42) is
+            # written with them too, where the short form reads back as the same IRI
+            short = profile.compact(iri)
+            if not short.startswith("<") and _reads_back(short, iri, profile, relation):
+                return short
         return f"<{iri}>"
     if isinstance(term, Literal):
         if term.datatype is not None and str(term.datatype) == _XSD + "integer" and re.fullmatch(
@@ -657,6 +720,30 @@ def _term_text(term: Any, profile: Profile, *, relation: bool = False) -> str:
             return Literal(str(term)).n3() + "^^xsd:" + str(term.datatype)[len(_XSD):]
         return term.n3()
     raise UnsupportedQuery("filter_expression", repr(term))
+
+
+def _path_text(predicate: Any, profile: Profile) -> str:
+    """The DSL text of a simple property path (``P131+``, ``P22|P25``), when the profile writes
+    paths (its relations are property ids) and each relation has a short name."""
+    from rdflib.term import URIRef
+
+    op, iris = simple_path_of(predicate)  # type: ignore[misc]
+    names = [_term_text(URIRef(iri), profile, relation=True) for iri in iris]
+    if not profile.property_bases or any(n.startswith("<") for n in names):
+        raise UnsupportedQuery("property_path", f"{predicate} in the {profile.name} profile")
+    return "|".join(names) if op == "|" else f"{names[0]}{op}"
+
+
+def _reads_back(short: str, iri: str, profile: Profile, relation: bool) -> bool:
+    """Does the program text ``short`` read back as ``iri`` in its argument position (a
+    malformed id such as ``wd:40475`` would read as the number 40475)?"""
+    from pyql.resolve import Context, Slot, parse_term
+
+    try:
+        term = parse_term(short, Slot.RELATION if relation else Slot.NODE, Context(profile))
+    except PyqlError:
+        return False
+    return getattr(term, "iri", None) == iri
 
 
 def _ordered(
@@ -690,12 +777,16 @@ def _calls(parsed: Parsed, profile: Profile) -> list[Call]:
     def rel(term: Any) -> str:
         return _term_text(term, profile, relation=True)
 
-    type_iri = profile.type_predicate
     calls: list[Call] = []
-    types = [t for t in body.triples if str(t[1]) == type_iri and _is_var(t[0]) and not _is_var(t[2])]
+    types = [t for t in body.triples if is_type_triple(t, profile)]
     facts = [t for t in body.triples if t not in types]
+    for _s, p, _o in facts:
+        if _is_path(p) and simple_path_of(p) is None:
+            raise UnsupportedQuery("property_path", "a class path that is not the profile's "
+                                   "add_type (from a variable to a class)")
     for s, p, o in _ordered(facts, profile):
-        calls.append(Call.of("add_fact", text(s), rel(p), text(o)))
+        calls.append(Call.of("add_fact", text(s), _path_text(p, profile) if _is_path(p)
+                             else rel(p), text(o)))
     for s, _p, o in types:
         calls.append(Call.of("add_type", text(s), rel(o)))
     for cmp in body.comparisons:

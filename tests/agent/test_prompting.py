@@ -105,8 +105,9 @@ def test_profiles_use_their_toolsets() -> None:
         "get_relation", "add_fact", "add_max", "add_min", "add_count", "add_filter", "set_answer",
         "execute")  # the paper's Table 10
     assert get_prompt_profile("wikisql").tools == "sql"
+    assert "add_type" in get_prompt_profile("wikidata").functions
     with pytest.raises(ValueError, match="unknown prompt profile"):
-        get_prompt_profile("wikidata")
+        get_prompt_profile("dbpedia")
 
 
 @pytest.mark.parametrize("name", PROFILES)

@@ -389,7 +389,7 @@ def _parse_reply(text: str, functions: Sequence[str]) -> ParsedReply:
 
 def render_hint(hint: Hint, step: int) -> str:
     """A guideline's message plus the retry wording for the next step (``step + 1``)."""
-    message = hint.message.strip()
+    message = hint.text.strip()
     if message and message[-1] not in ".!?":
         message += "."
     return f"{message} {RETRY_WORDING.format(n=step + 1)}".strip()
@@ -442,7 +442,10 @@ def render_observation(
     if relations is not None:
         from pyql.agent.grounding.ranking import select_relations
 
-        fwd, bwd = select_relations(question, relations.forward, relations.backward, ranker,
+        # opaque ids (Wikidata) are ranked and shown with their labels: P161 (cast member)
+        shown = relations.shown
+        fwd, bwd = select_relations(question, [shown(r) for r in relations.forward],
+                                    [shown(r) for r in relations.backward], ranker,
                                     top_k=top_k, seed=seed)
         if relation_order == "sorted":
             return cap_text(str({"forward": sorted(fwd), "backward": sorted(bwd)}), max_chars)

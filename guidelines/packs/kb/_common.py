@@ -78,7 +78,7 @@ def capped_relations(relations: Relations, near: str,
     keep = set(ranked[:limit])
     forward = tuple(r for r in relations.forward if r in keep)
     backward = tuple(r for r in relations.backward if r in keep and r not in forward)
-    return Relations(forward=forward, backward=backward), len(every)
+    return Relations(forward=forward, backward=backward, labels=relations.labels), len(every)
 
 
 def cut_note(shown: Relations, total: int, near: str) -> str:
