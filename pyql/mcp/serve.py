@@ -249,10 +249,11 @@ def _classify(raw: bytes) -> tuple[Any, types.JSONRPCError | None]:
 
 def _request_id(raw: bytes) -> str | int | None:
     """The ``id`` of a request that is JSON to Python's reader but not a valid message to the
-    SDK's (a lone surrogate, a long number, a raw control character): the host waits for a
+    SDK's (a lone surrogate, a long number, a raw control character, bytes that are not
+    UTF-8): the host waits for a
     reply with that id. None when it cannot be read."""
     try:  # a number too long for int() is kept as its text
-        message = json.loads(raw, parse_int=lambda s: int(s) if len(s) < 4000 else s,
+        message = json.loads(raw.decode("utf-8", errors="replace"), parse_int=lambda s: int(s) if len(s) < 4000 else s,
                              parse_float=str, parse_constant=str, strict=False)
     except (ValueError, RecursionError):
         return None
