@@ -46,6 +46,15 @@ def replies(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(text) for text in stdout.decode().splitlines() if text.strip()]
 
 
+def read_line(stream: Any, seconds: float) -> bytes:
+    """The next line of ``stream``, or ``b""`` when none comes within ``seconds``."""
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return got[0] if got else b""
+
+
 def stdio_run(stdin: Any, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*PYQL, "mcp", "--kb", MOVIES, *args], stdin=stdin, cwd=REPO,
                           capture_output=True, timeout=timeout)
@@ -122,7 +131,9 @@ def test_every_malformed_line_gets_a_json_rpc_error_and_the_server_lives():
     def send(raw: bytes) -> dict[str, Any]:
         process.stdin.write(raw if raw.endswith(b"\n") else raw + b"\n")  # type: ignore[union-attr]
         process.stdin.flush()  # type: ignore[union-attr]
-        return json.loads(process.stdout.readline())  # type: ignore[union-attr]
+        reply = read_line(process.stdout, 30)
+        assert reply, "no reply within 30 s"
+        return json.loads(reply)
 
     try:
         assert "result" in send(line(INITIALIZE))
@@ -134,9 +145,13 @@ def test_every_malformed_line_gets_a_json_rpc_error_and_the_server_lives():
             alive = send(line(call(100, "show_program", {})))  # and the server still serves
             assert alive["id"] == 100 and not alive["result"]["isError"], what
     finally:
-        process.stdin.close()
+        if process.poll() is None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        finally:
+            process.kill()
         err = process.stderr.read()  # type: ignore[union-attr]
-        process.wait(timeout=30)
     assert process.returncode == 0 and b"Traceback" not in err, err.decode()[-2000:]
 
 
@@ -172,9 +187,11 @@ class Http:
             [*PYQL, "mcp", "--kb", MOVIES, "--transport", "http", "--port", str(self.port),
              *args], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})})
-        assert self.process.stderr is not None
-        self.ready = self.process.stderr.readline().decode().strip()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.ready = read_line(self.process.stderr, 30).decode().strip()
+        if not self.ready:
+            self.stop()
+            raise AssertionError("pyql mcp printed nothing within 30 s")
 
     def stop(self) -> None:
         self.process.terminate()
