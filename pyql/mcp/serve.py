@@ -26,9 +26,7 @@ import json
 import logging
 import os
 import socket
-import sys
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 import anyio
@@ -96,8 +94,9 @@ def stdio(server: Server[Any]) -> None:
 
 def _host_gone(exc: BaseException) -> bool:
     """Whether ``exc`` (or every exception of a group) is the host's pipe closing under us."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_host_gone(e) for e in exc.exceptions)
+    group = getattr(exc, "exceptions", None)  # an exception group (a backport on 3.10)
+    if isinstance(group, tuple) and group:
+        return all(_host_gone(e) for e in group)
     return isinstance(exc, (BrokenPipeError, ConnectionResetError))
 
 

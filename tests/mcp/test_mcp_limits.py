@@ -22,7 +22,6 @@ from pyql.mcp import PyqlMcp  # noqa: E402
 from pyql.mcp import server as mcp_server  # noqa: E402
 from pyql.mcp.server import LlmConfig  # noqa: E402
 
-
 INCEPTION = "<http://example.org/movies/Inception>"
 
 
@@ -55,7 +54,7 @@ def test_a_kb_timeout_with_guidelines_on_is_a_tool_error():
     assert content["error"]["status"] == "timeout"
 
 
-def test_entities_that_are_not_text_are_a_tool_error_in_ask(fake_openai):
+def test_entities_that_are_not_text_are_a_tool_error_in_ask(fake_openai):  # noqa: F811
     face = PyqlMcp(open_kb(str(movies_path())),
                    llm=LlmConfig("openai:gpt-test", base_url=fake_openai.base_url,
                                  api_key=fake_openai.api_key))
