@@ -293,9 +293,13 @@ def test_one_sessions_hung_calls_do_not_delay_another_session():
 
             async def go() -> float:
                 async with Client(url) as stuck, Client(url) as other:
+                    await stuck.call_tool("start_question", {
+                        "question": "who directed Inception",
+                        "entities": {"Inception": "Inception"}})
                     calls = [asyncio.create_task(stuck.call_tool(
                         "get_relation", {"node": "Inception"})) for _ in range(45)]
                     await asyncio.sleep(1.0)  # the 45 calls are in: one hangs, 44 wait
+                    assert hung.requests >= 1
                     start = time.perf_counter()
                     program = await other.call_tool("show_program", {})
                     waited = time.perf_counter() - start
