@@ -509,7 +509,12 @@ class PyqlMcp:
         text = system_prompt(self.profile, mode if not self.profile.verbatim else "text")
         question = args.get("question")
         if question:
-            entities = self.link(question) if self.is_kb else {}
+            try:
+                entities = self.link(question) if self.is_kb else {}
+            except BackendError as exc:  # linking hit a failing KB: a typed error, not a crash
+                raise MCPError(types.INTERNAL_ERROR, f"linking the question's entities failed: "
+                               f"{str(exc)[:300]}", data={"type": type(exc).__name__,
+                                                         "backend": exc.backend}) from exc
             schema = None if self.is_kb else self.backend.schema()
             text += "\n" + question_message(self.profile, question, entities=entities,
                                             schema=schema)

@@ -128,6 +128,22 @@ def test_llm_takes_the_spec_ask_and_eval_take():
         PyqlMcp(open_kb(str(movies_path())), llm=LlmConfig("gpt-4o-mini"))  # a bare name
 
 
+def test_a_stand_in_without_a_gold_program_is_an_llm_error():
+    face = PyqlMcp(open_kb(str(movies_path())), llm=LlmConfig("gold"))
+    result = face.call(Key(), "ask", {"question": "who directed Inception",
+                                      "entities": {"Inception": INCEPTION}})
+    assert result.is_error and result.structured_content["status"] == "llm_error"
+    assert "no gold program" in result.structured_content["error"]["message"]
+
+
+def test_a_kb_timeout_while_linking_a_prompts_question_is_a_typed_error():
+    with HungEndpoint() as hung:
+        face = PyqlMcp(open_kb(hung.url, profile="metaqa"), timeout=1.0)
+        with pytest.raises(MCPError) as raised:
+            face.prompt("queryagent", {"question": "who directed Inception"})
+    assert raised.value.error.data["type"] == "BackendTimeoutError"
+
+
 def test_llm_local_answers_through_the_ask_tool():
     from pyql.agent.evaluation.llm_spec import LLMSpecError
 
