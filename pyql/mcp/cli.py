@@ -52,7 +52,8 @@ def mcp_command(
         str, typer.Option("--transport", metavar="stdio|http",
                           help="stdio (a host starts the server) or Streamable HTTP.")
     ] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="HTTP: the address to listen on (one "
+    host: Annotated[str, typer.Option("--host", metavar="ADDRESS",
+                                      help="HTTP: the address to listen on (one "
                                       "that is not loopback needs a bearer token).")
                     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="HTTP: the port.")
