@@ -17,7 +17,11 @@ low-level ``mcp`` :class:`~mcp.server.lowlevel.Server` (:meth:`PyqlMcp.server`) 
 - **prompts**: QueryAgent's task description and one-shot demo for the profile.
 
 Sessions are kept per MCP session (a stdio connection, a Streamable HTTP session) and expire
-after ``idle_timeout`` seconds without a call. Over HTTP, the 2026 per-request protocol era has
+after ``idle_timeout`` seconds without a call; each keeps its last :data:`MAX_HISTORY`
+observations and at most :data:`MAX_PROGRAM_CALLS` calls, and runs its threaded calls on its
+own worker (one session's hung calls never hold the pool). Results are bounded: text to
+:data:`MAX_TEXT_CHARS`, structured content by :func:`bounded`; a failing backend (in a step,
+while linking) is a tool error. Over HTTP, the 2026 per-request protocol era has
 no session to keep a Session in, so the server answers an HTTP ``server/discover`` with "method
 not found" (clients fall back to the initialize handshake, which has sessions) and refuses
 per-request HTTP calls with one clear error; over stdio both eras serve (the connection is the
