@@ -5,6 +5,9 @@ from __future__ import annotations
 from pyql.apps.mcp.server import (
     DEFAULT_IDLE_TIMEOUT,
     MAX_ARGUMENT_CHARS,
+    MAX_HISTORY,
+    MAX_PROGRAM_CALLS,
+    MAX_STRUCTURED_CHARS,
     MAX_TEXT_CHARS,
     SESSION_TOOLS,
     LlmConfig,
@@ -16,6 +19,9 @@ from pyql.apps.mcp.server import (
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "MAX_ARGUMENT_CHARS",
+    "MAX_HISTORY",
+    "MAX_PROGRAM_CALLS",
+    "MAX_STRUCTURED_CHARS",
     "MAX_TEXT_CHARS",
     "SESSION_TOOLS",
     "LlmConfig",

@@ -17,7 +17,11 @@ low-level ``mcp`` :class:`~mcp.server.lowlevel.Server` (:meth:`PyqlMcp.server`) 
 - **prompts**: QueryAgent's task description and one-shot demo for the profile.
 
 Sessions are kept per MCP session (a stdio connection, a Streamable HTTP session) and expire
-after ``idle_timeout`` seconds without a call. Over HTTP, the 2026 per-request protocol era has
+after ``idle_timeout`` seconds without a call; each keeps its last :data:`MAX_HISTORY`
+observations and at most :data:`MAX_PROGRAM_CALLS` calls, and runs its threaded calls on its
+own worker (one session's hung calls never hold the pool). Results are bounded: text to
+:data:`MAX_TEXT_CHARS`, structured content by :func:`bounded`; a failing backend (in a step,
+while linking) is a tool error. Over HTTP, the 2026 per-request protocol era has
 no session to keep a Session in, so the server answers an HTTP ``server/discover`` with "method
 not found" (clients fall back to the initialize handshake, which has sessions) and refuses
 per-request HTTP calls with one clear error; over stdio both eras serve (the connection is the
@@ -54,7 +58,14 @@ from pyql.agent.strategies.queryagent.prompts import (
     system_prompt,
 )
 from pyql.environment import Environment, GuidelineChecker, Observation, resolve_guidelines
-from pyql.errors import InputError, ParseError, QueryError, TermError, UnknownFunctionError
+from pyql.errors import (
+    BackendError,
+    InputError,
+    ParseError,
+    QueryError,
+    TermError,
+    UnknownFunctionError,
+)
 from pyql.feedback import Feedback, Hint
 from pyql.kb.base import KB
 from pyql.schemas import call_from_arguments, tool_schemas
@@ -69,6 +80,9 @@ __all__ = [
     "SESSION_TOOLS",
     "MAX_ARGUMENT_CHARS",
     "MAX_TEXT_CHARS",
+    "MAX_STRUCTURED_CHARS",
+    "MAX_HISTORY",
+    "MAX_PROGRAM_CALLS",
     "DEFAULT_IDLE_TIMEOUT",
     "observation_content",
 ]
@@ -85,6 +99,17 @@ TOP_RELATIONS = 40
 VOCABULARY_SHOWN = 200
 #: seconds without a call after which an MCP session's Session is dropped
 DEFAULT_IDLE_TIMEOUT = 30 * 60.0
+#: the longest text a string of a result's structured content holds, and the most items a list
+#: of it holds (both shrink until the whole fits :data:`MAX_STRUCTURED_CHARS`)
+MAX_VALUE_CHARS = 1000
+MAX_LIST_ITEMS = 100
+#: the most characters a result's structured content takes as JSON
+MAX_STRUCTURED_CHARS = 100_000
+#: the observations an MCP session keeps (the older ones are dropped: only the program and
+#: the query carry state from step to step)
+MAX_HISTORY = 20
+#: the most calls an MCP session's program holds; a longer one is refused (``reset`` it)
+MAX_PROGRAM_CALLS = 500
 
 #: the tools that drive the session rather than the query (name -> description)
 SESSION_TOOLS = {
@@ -121,6 +146,9 @@ class _Entry:
     entities: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     used: float = field(default_factory=time.monotonic)
+    #: the session's worker thread: its calls wait here (not in a thread) for the one before
+    #: to end, so a session whose calls hang holds one thread, never the pool other sessions use
+    limiter: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
 
 
 class SessionStore:
@@ -158,9 +186,12 @@ class SessionStore:
 
 @dataclass(frozen=True)
 class LlmConfig:
-    """What the ``ask`` tool runs: a strategy over an OpenAI-compatible model."""
+    """What the ``ask`` tool runs: a strategy over the model of an ``--llm`` spec, read as
+    ``pyql ask``/``pyql eval`` read it (:func:`~pyql.agent.evaluation.llm_spec.parse_llm_spec`:
+    ``openai:MODEL``, ``local[:PATH.gguf]``, ``gold``, ``noisy-gold:RATE``, ...); ``base_url``
+    and ``api_key`` for ``openai:``."""
 
-    model: str
+    spec: str
     base_url: str | None = None
     api_key: str | None = None
     strategy: str = "queryagent"
@@ -196,6 +227,8 @@ class PyqlMcp:
         self.max_values = max_values
         self.timeout = timeout
         self.llm = llm
+        self._provider = _llm_provider(llm) if llm is not None else None
+        self._asked = 0
         self._linker = linker
         self._linker_lock = threading.Lock()
         self._signatures = {s.name: s for s in self.profile.signatures}
@@ -231,7 +264,8 @@ class PyqlMcp:
                 from pyql.kb.oxigraph import OxigraphKB
 
                 limit = None if isinstance(self.backend, OxigraphKB) else ENDPOINT_LABEL_LIMIT
-                self._linker = LabelLinker(LabelIndex.from_kb(self.backend, limit=limit))
+                self._linker = LabelLinker(LabelIndex.from_kb(self.backend, limit=limit,
+                                                              timeout=self.timeout))
             linker = self._linker
         return linker.candidates(question).entities
 
@@ -274,17 +308,24 @@ class PyqlMcp:
                     return self._session_tool(entry, name, arguments)
                 if name in self._signatures:
                     call = call_from_arguments(name, arguments, self._signatures,
-                                               json.dumps(arguments)[:MAX_TEXT_CHARS])
+                                               _arguments_text(arguments))
+                    if len(entry.session.program) >= MAX_PROGRAM_CALLS:
+                        call = QueryError(
+                            f"the program has {MAX_PROGRAM_CALLS} calls, the most a session "
+                            "keeps: reset or start a question", code="program_too_long")
                 else:
                     call = UnknownFunctionError(name, [t.name for t in self.tools()])
             except InputError as exc:
                 if session_tool:  # not a DSL step: the session's record is left alone
                     return error_result(exc)
                 call = exc
+            except BackendError as exc:  # linking or a replay hit a failing KB/DB
+                return backend_error_result(exc)
             if isinstance(call, InputError):
                 obs = entry.session.reject(_action_text(name, arguments), call)
             else:
                 obs = entry.session.run(call)
+            del entry.session.observations[:-MAX_HISTORY]
             return self._result(entry, obs)
 
     def _result(self, entry: _Entry, obs: Observation) -> types.CallToolResult:
@@ -299,7 +340,9 @@ class PyqlMcp:
                                       top_k=TOP_RELATIONS, max_chars=MAX_TEXT_CHARS)
         if obs.relations is not None and obs.error is None:
             content["relations"] = _bounded_relations(obs, entry.question)
-        refused = obs.feedback.python.status != "ok" or obs.status in ("backend_error", "timeout")
+        # a backend that failed or timed out is an error even when a guideline hinted at it
+        refused = (obs.feedback.python.status != "ok"
+                   or obs.feedback.backend.status in ("backend_error", "timeout"))
         return _tool_result(_cap(text), content, is_error=refused)
 
     def _session_tool(self, entry: _Entry, name: str, args: dict[str, Any]) -> types.CallToolResult:
@@ -336,11 +379,7 @@ class PyqlMcp:
 
     def _start(self, entry: _Entry, args: dict[str, Any]) -> types.CallToolResult:
         question = _text_arg(args, "question", 0)
-        given = args.get("entities")
-        if given is not None and not (isinstance(given, dict)
-                                      and all(isinstance(v, str) for v in given.values())):
-            raise TermError("entities must be an object of mention -> KB id",
-                            text=json.dumps(given)[:200], expected="object", index=1)
+        given = _entities_arg(args)
         entities: dict[str, str] = {}
         if self.is_kb:
             entities = dict(given) if given else self.link(question)
@@ -359,15 +398,19 @@ class PyqlMcp:
 
     def _ask(self, entry: _Entry, args: dict[str, Any]) -> types.CallToolResult:
         from pyql.agent.errors import LLMError
-        from pyql.agent.llm.clients import OpenAIChat
+        from pyql.agent.evaluation.records import EvalItem
         from pyql.agent.strategy import StrategyConfig, build_strategy
 
-        assert self.llm is not None
+        assert self.llm is not None and self._provider is not None
         question = _text_arg(args, "question", 0)
-        given = args.get("entities")
-        entities = dict(given) if isinstance(given, dict) else (
+        given = _entities_arg(args)
+        entities = dict(given) if given is not None else (
             self.link(question) if self.is_kb else {})
-        llm = OpenAIChat(self.llm.model, base_url=self.llm.base_url, api_key=self.llm.api_key)
+        with self._linker_lock:
+            self._asked += 1
+            item = EvalItem(id=f"mcp-{self._asked}", question=question, entities=entities,
+                            tools="sparql" if self.is_kb else "sql", table=self.table)
+        llm = self._provider.for_item(item)
         config = StrategyConfig(guidelines=self.guidelines, max_steps=self.llm.max_steps,
                                 table=self.table, options=dict(self.llm.options))
         strategy = build_strategy(self.llm.strategy, llm, self.backend, config)
@@ -456,13 +499,25 @@ class PyqlMcp:
         if name != "queryagent":
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt {name[:100]!r}")
         args = dict(arguments or {})
+        for key, value in args.items():
+            if len(key) > MAX_ARGUMENT_CHARS or len(str(value)) > MAX_ARGUMENT_CHARS:
+                raise MCPError(types.INVALID_PARAMS,
+                               f"prompt argument {key[:100]!r} has {len(str(value))} characters; "
+                               f"at most {MAX_ARGUMENT_CHARS} are read",
+                               data={"argument": key[:100], "length": len(str(value)),
+                                     "limit": MAX_ARGUMENT_CHARS})
         mode = args.get("mode") or "tools"
         if mode not in ("tools", "text"):
             raise MCPError(types.INVALID_PARAMS, "mode must be 'tools' or 'text'")
         text = system_prompt(self.profile, mode if not self.profile.verbatim else "text")
         question = args.get("question")
         if question:
-            entities = self.link(question) if self.is_kb else {}
+            try:
+                entities = self.link(question) if self.is_kb else {}
+            except BackendError as exc:  # linking hit a failing KB: a typed error, not a crash
+                raise MCPError(types.INTERNAL_ERROR, f"linking the question's entities failed: "
+                               f"{str(exc)[:300]}", data={"type": type(exc).__name__,
+                                                         "backend": exc.backend}) from exc
             schema = None if self.is_kb else self.backend.schema()
             text += "\n" + question_message(self.profile, question, entities=entities,
                                             schema=schema)
@@ -511,7 +566,8 @@ class PyqlMcp:
             in_threads += 1
             try:
                 return await anyio.to_thread.run_sync(self.call, key, params.name,
-                                                      params.arguments)
+                                                      params.arguments,
+                                                      limiter=self.sessions.get(key).limiter)
             finally:
                 in_threads -= 1
 
@@ -524,7 +580,9 @@ class PyqlMcp:
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
                                 ) -> types.ReadResourceResult:
             uri = str(params.uri)
-            text = await anyio.to_thread.run_sync(self.read, self._key(ctx), uri)
+            key = self._key(ctx)
+            text = await anyio.to_thread.run_sync(self.read, key, uri,
+                                                  limiter=self.sessions.get(key).limiter)
             return types.ReadResourceResult(contents=[types.TextResourceContents(
                 uri=uri, mime_type="text/plain", text=text)])
 
@@ -533,7 +591,12 @@ class PyqlMcp:
 
         async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
                              ) -> types.GetPromptResult:
-            return await anyio.to_thread.run_sync(self.prompt, params.name, params.arguments)
+            try:  # a session's prompts wait for its calls only, not for other sessions'
+                limiter = self.sessions.get(self._key(ctx)).limiter
+            except MCPError:  # a per-request HTTP exchange: no session, the shared pool
+                limiter = None
+            return await anyio.to_thread.run_sync(self.prompt, params.name, params.arguments,
+                                                  limiter=limiter)
 
         async def discover(ctx: Any, params: Any) -> Any:
             if ctx.request is not None:  # HTTP: a client that falls back gets a session
@@ -591,7 +654,7 @@ def _instructions(profile: PromptProfile, is_kb: bool) -> str:
 
 def _check_lengths(name: str, arguments: Mapping[str, Any]) -> None:
     for index, (key, value) in enumerate(arguments.items()):
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = value if isinstance(value, str) else _json_text(value)
         if len(text) > MAX_ARGUMENT_CHARS:
             raise TermError(f"argument {key!r} of {name[:100]} has {len(text)} characters; at most "
                             f"{MAX_ARGUMENT_CHARS} are read", text=text[:80] + "...",
@@ -604,9 +667,27 @@ def _action_text(name: str, arguments: Mapping[str, Any]) -> str:
     """The tool call as one line for the step record (long arguments in part)."""
     parts = []
     for key, value in arguments.items():
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = value if isinstance(value, str) else _json_text(value)
         parts.append(f"{key}={text[:80]!r}" + ("..." if len(text) > 80 else ""))
     return f"{name[:100]}({', '.join(parts)})"
+
+
+def _entities_arg(args: Mapping[str, Any]) -> dict[str, str] | None:
+    """The ``entities`` argument of ``start_question``/``ask`` (None: not given), checked to be
+    an object of mention -> KB id (text)."""
+    given = args.get("entities")
+    if given is not None and not (isinstance(given, dict)
+                                  and all(isinstance(v, str) for v in given.values())):
+        raise TermError("entities must be an object of mention -> KB id (text)",
+                        text=json.dumps(given, default=str)[:200], expected="object", index=1)
+    return dict(given) if given is not None else None
+
+
+def _arguments_text(arguments: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(arguments)[:MAX_TEXT_CHARS]
+    except ValueError:  # an int past Python's digit limit: its text stays unread
+        return _action_text("", arguments)
 
 
 def _text_arg(args: Mapping[str, Any], key: str, index: int) -> str:
@@ -615,6 +696,15 @@ def _text_arg(args: Mapping[str, Any], key: str, index: int) -> str:
         raise TermError(f"{key} must be non-empty text", text=str(value)[:80], expected="text",
                         index=index)
     return value
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON; an int past Python's digit limit (4,300) as its length in digits'
+    worth of ``9`` (so the length check refuses it like any over-long argument)."""
+    try:
+        return json.dumps(value, default=str)
+    except ValueError:
+        return "9" * (MAX_ARGUMENT_CHARS + 1)
 
 
 def _query(session: Environment) -> str:
@@ -676,8 +766,9 @@ def observation_content(obs: Observation) -> dict[str, Any]:
                  "function": py.function, "arg_index": py.arg_index,
                  "expected": py.expected, "code": py.error_code,
                  "suggestions": list(py.suggestions)}
-    elif obs.status in ("backend_error", "timeout"):
-        error = {"type": fb.backend.error_type, "status": obs.status, "message": obs.text}
+    elif fb.backend.status in ("backend_error", "timeout"):  # hinted at or not
+        error = {"type": fb.backend.error_type, "status": fb.backend.status,
+                 "message": fb.backend.message or obs.text}
     return {
         "status": obs.status,
         "ok": obs.ok,
@@ -697,7 +788,60 @@ def observation_content(obs: Observation) -> dict[str, Any]:
 def _tool_result(text: str, content: dict[str, Any], *, is_error: bool = False
                  ) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                structured_content=content, is_error=is_error)
+                                structured_content=bounded(content), is_error=is_error)
+
+
+def bounded(content: dict[str, Any]) -> dict[str, Any]:
+    """``content`` with every string cut to :data:`MAX_VALUE_CHARS` and every list to
+    :data:`MAX_LIST_ITEMS` (both quartered until the JSON takes at most
+    :data:`MAX_STRUCTURED_CHARS`), as the text is bounded; ``truncated: true`` when anything
+    was cut (the totals, e.g. ``values.X.total``, still count what there was)."""
+    chars, items = MAX_VALUE_CHARS, MAX_LIST_ITEMS
+    cut = [False]
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) > chars:
+                cut[0] = True
+                return value[:chars] + "..."
+            return value
+        if isinstance(value, dict):
+            return {str(k)[:chars]: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            if len(value) > items:
+                cut[0] = True
+            return [walk(v) for v in value[:items]]
+        return value
+
+    while True:
+        out = walk(content)
+        if not cut[0] or len(json.dumps(out, default=str)) <= MAX_STRUCTURED_CHARS or chars < 8:
+            break
+        chars, items, cut[0] = chars // 4, max(1, items // 4), False
+    if cut[0]:
+        out["truncated"] = True
+    return out
+
+
+def backend_error_result(exc: BackendError) -> types.CallToolResult:
+    """A failing backend met outside a DSL step (linking a question's entities, replaying the
+    program for ``undo``) as a tool error with its fields."""
+    status = "timeout" if type(exc).__name__ == "BackendTimeoutError" else "backend_error"
+    return _tool_result(_cap(f"Error: the backend failed: {exc}"), {
+        "status": status, "error": {"type": type(exc).__name__, "status": status,
+                                    "message": str(exc)[:500], "backend": exc.backend}},
+        is_error=True)
+
+
+def _llm_provider(config: LlmConfig) -> Any:
+    """The provider of the ``ask`` tool's model, built as ``pyql eval`` builds it (a spec that
+    cannot be used, e.g. ``local`` without its model, is :class:`LLMSpecError` here, before the
+    server starts)."""
+    from pyql.agent.evaluation.specs import build_provider
+
+    options = {"api_key": config.api_key} if config.api_key else None
+    return build_provider(config.spec, base_url=config.base_url, strategy=config.strategy,
+                          openai_options=options)
 
 
 def error_result(exc: InputError) -> types.CallToolResult:

@@ -319,7 +319,7 @@ def test_the_ask_tool_runs_a_strategy_end_to_end(fake_openai):
     from tests.agent_cli.test_ask import NOLAN_FILMS, QUESTION, TEXT_SCRIPT
 
     fake_openai.push(*TEXT_SCRIPT)
-    params = stdio_server("--kb", str(movies_path()), "--llm", "gpt-test", "--base-url",
+    params = stdio_server("--kb", str(movies_path()), "--llm", "openai:gpt-test", "--base-url",
                           fake_openai.base_url)
     params.env = {**(params.env or {}), "OPENAI_API_KEY": fake_openai.api_key}
 
@@ -344,7 +344,7 @@ def test_a_step_sent_while_ask_runs_does_not_stop_the_stdio_server(fake_openai):
     from tests.support.fake_openai import Slow
 
     fake_openai.push(Slow(3.0, then=TEXT_SCRIPT[0]), *TEXT_SCRIPT[1:])
-    params = stdio_server("--kb", str(movies_path()), "--llm", "gpt-test", "--base-url",
+    params = stdio_server("--kb", str(movies_path()), "--llm", "openai:gpt-test", "--base-url",
                           fake_openai.base_url)
     params.env = {**(params.env or {}), "OPENAI_API_KEY": fake_openai.api_key}
 
