@@ -343,6 +343,27 @@ def test_schema_introspection(db: SqlDB) -> None:
     assert [(fk.column, fk.ref_table, fk.ref_column) for fk in concert.foreign_keys] == [
         ("singer_id", "singer", "singer_id")
     ]
+
+
+def test_schema_sample_queries_are_built_not_parsed(
+    db: SqlDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample values take one query per column, built as a sqlglot expression and generated
+    without copies: no SQL text is parsed on the way (``.limit(3)`` parsed ``LIMIT 3`` each time,
+    and with the copying builders that cost four times the query itself on SQLite)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    parsed: list[str] = []
+    tokenize = Dialect.tokenize
+
+    def spy(self: Dialect, sql: str, **options: object) -> object:
+        parsed.append(sql)
+        return tokenize(self, sql, **options)
+
+    monkeypatch.setattr(Dialect, "tokenize", spy)
+    singer = db.schema(["singer"]).table("singer")
+    assert singer.column("name").sample_values == ("Joe Sharp", "John Nizinik", "Justin Brown")
+    assert parsed == []
     assert schema.foreign_keys_between("concert", "singer") == [
         ("concert", "singer_id", "singer", "singer_id")
     ]
