@@ -1,11 +1,11 @@
 """Conservatism on SQL gold programs, and the once-only rule for result-based hints.
 
 WikiSQL: no gold program whose answer is not empty fires a guideline (every dev program is
-checked by the exhaustive test, ``-m exhaustive``; a seeded sample of 800 by default). A gold program whose answer *is* empty
-(no row, NULL, a count of 0; 919 of the 8,421 dev questions) may get an empty-result hint at the
-condition that empties it — no environment signal tells a right empty answer from a wrong value —
-and repeating the same action right after the hint is accepted (:class:`pyql.session.HintPolicy`),
-so a model that insists keeps its condition.
+checked by the exhaustive test, ``-m exhaustive``; a seeded sample of 800 by default). A gold
+program whose answer *is* empty (no row, NULL, a count of 0; 919 of the 8,421 dev questions) may
+get an empty-result hint at the condition that empties it — no environment signal tells a right
+empty answer from a wrong value — and repeating the same action right after the hint is accepted
+(:class:`pyql.session.HintPolicy`), so a model that insists keeps its condition.
 """
 
 from __future__ import annotations
