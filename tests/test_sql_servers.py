@@ -179,8 +179,8 @@ class _Copies(Mapping[str, dict[str, SqlDB]]):
             password=pg_url.password, dbname=pg_url.database,
         ) as pg:
             with pg.cursor() as cur:
-                _copy(source, "postgres",
-                      lambda sql, params=None, cur=cur: cur.execute(sql.replace("?", "%s"), params))
+                _copy(source, "postgres", lambda sql, params=None, cur=cur: cur.execute(
+                    sql if params is None else sql.replace("?", "%s"), params))
             pg.commit()
         # DuckDB: a writable file, closed before the read-only SqlDB opens it
         duck_path = self.workdir / f"{db_id}.duckdb"
