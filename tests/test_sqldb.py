@@ -21,7 +21,6 @@ from pyql.errors import (
 )
 from pyql.results import ResultSet
 from pyql.sql.schema import ForeignKey
-from tests.support.postgres import postgres, postgres_url  # noqa: F401 - pytest fixtures
 
 SCRIPT = """
 CREATE TABLE singer (
@@ -423,7 +422,7 @@ def test_duckdb_read_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.server
-def test_postgres_read_only_session(postgres_url: str) -> None:  # noqa: F811
+def test_postgres_read_only_session(postgres_url: str) -> None:
     admin = sa.create_engine(postgres_url)
     with admin.begin() as conn:
         for statement in [
