@@ -49,3 +49,42 @@ def _pyql_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("PYQL_CACHE", None)
     else:
         os.environ["PYQL_CACHE"] = before
+
+
+# ------------------------------------------------------------------ exhaustive data checks
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exhaustive",
+        action="store_true",
+        help="also run the exhaustive data checks (marker 'exhaustive': every item of a dataset), "
+        "which the default run leaves to a seeded sample; '-m exhaustive' runs only them",
+    )
+
+
+def _named(item: pytest.Item, args: list[str], invocation: Path) -> bool:
+    """Whether ``item`` was named on the command line (``file.py::test`` or ``...::test[id]``)."""
+    for arg in args:
+        path, sep, rest = arg.partition("::")
+        if not sep or (invocation / path).resolve() != item.path:
+            continue
+        name = item.nodeid.partition("::")[2]
+        if name == rest or name.startswith(rest + "["):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``exhaustive`` tests unless ``--exhaustive`` is given, ``-m`` names the
+    marker, or the test is named on the command line: each has a sampled twin in the default run."""
+    if config.getoption("--exhaustive") or "exhaustive" in (config.option.markexpr or ""):
+        return
+    invocation = config.invocation_params.dir
+    args = list(config.invocation_params.args)
+    keep, drop = [], []
+    for item in items:
+        exhaustive = item.get_closest_marker("exhaustive") and not _named(item, args, invocation)
+        (drop if exhaustive else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

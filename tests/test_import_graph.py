@@ -34,6 +34,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 #: package -> directory (``[tool.setuptools] package-dir`` of pyproject.toml)
 PACKAGE_DIRS = {"pyql": "pyql", "pyql.guidelines": "guidelines", "pyql.agent": "agent",
@@ -262,3 +264,30 @@ def test_a_kb_run_loads_neither_sqlalchemy_nor_sqlglot() -> None:
     assert seen["kb_run"] == {"sqlalchemy": False, "sqlglot": False}
     # and a database still loads them, through the same names as ever
     assert seen["db"] and seen["same"] and seen["missing"] and seen["tables"] == ["t"]
+
+
+_CLI_START = """
+import contextlib, io, sys
+from pyql.cli import main
+sys.argv = ["pyql", "eval", "--help"]
+with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+    main()
+assert "--dataset" in out.getvalue(), out.getvalue()
+print("mcp" in sys.modules, "pyql.apps.mcp.cli" in sys.modules)
+"""
+
+
+def test_a_command_other_than_mcp_does_not_load_the_mcp_sdk() -> None:
+    """Every ``pyql`` invocation registers ``pyql mcp``; the package loads its server (and the
+    MCP SDK, half a second of each process's start) only when a name of it is used."""
+    done = subprocess.run([sys.executable, "-c", _CLI_START], capture_output=True, text=True,
+                          check=True, timeout=120, cwd=ROOT)
+    assert done.stdout.split() == ["False", "True"]
+    from pyql.apps.mcp import MAX_ARGUMENT_CHARS, PyqlMcp
+    from pyql.apps.mcp.server import PyqlMcp as Loaded
+
+    assert PyqlMcp is Loaded and MAX_ARGUMENT_CHARS == 2000
+    with pytest.raises(AttributeError):
+        import pyql.apps.mcp
+
+        pyql.apps.mcp.no_such_name  # noqa: B018

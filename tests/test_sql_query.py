@@ -339,6 +339,25 @@ def test_group_having_order_limit() -> None:
     assert info.value.suggestions == ("add_group_by(g)",)
 
 
+def test_to_sql_parses_no_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiling builds the expression and generates it once, without copies: no SQL text is
+    parsed (an int LIMIT was parsed back from ``LIMIT 5`` on every compile)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    parsed: list[str] = []
+    tokenize = Dialect.tokenize
+
+    def spy(self: Dialect, sql: str, **options: object) -> object:
+        parsed.append(sql)
+        return tokenize(self, sql, **options)
+
+    monkeypatch.setattr(Dialect, "tokenize", spy)
+    q = Sql("t").set_answer("g").add_condition("v", ">", 10).add_order("g", limit=5)
+    assert q.to_sql() == 'SELECT "g" FROM "t" WHERE "v" > 10 ORDER BY "g" LIMIT 5'
+    assert q.to_sql("tsql") == 'SELECT TOP 5 [g] FROM [t] WHERE [v] > 10 ORDER BY [g]'
+    assert parsed == []
+
+
 def test_order_by_aggregate_text_that_is_a_schema_column_stays_a_column() -> None:
     schema = Schema((TableInfo("t", ["COUNT(x)", "y"]),))
     assert Sql("t", schema=schema).add_order("COUNT(x)").to_sql() == (

@@ -21,7 +21,6 @@ from pyql.errors import (
 )
 from pyql.results import ResultSet
 from pyql.sql.schema import ForeignKey
-from tests.support.postgres import postgres, postgres_url  # noqa: F401 - pytest fixtures
 
 SCRIPT = """
 CREATE TABLE singer (
@@ -349,6 +348,27 @@ def test_schema_introspection(db: SqlDB) -> None:
     assert db.query_count == 0  # introspection is not counted
 
 
+def test_schema_sample_queries_are_built_not_parsed(
+    db: SqlDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample values take one query per column, built as a sqlglot expression and generated
+    without copies: no SQL text is parsed on the way (``.limit(3)`` parsed ``LIMIT 3`` each time,
+    and with the copying builders that cost four times the query itself on SQLite)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    parsed: list[str] = []
+    tokenize = Dialect.tokenize
+
+    def spy(self: Dialect, sql: str, **options: object) -> object:
+        parsed.append(sql)
+        return tokenize(self, sql, **options)
+
+    monkeypatch.setattr(Dialect, "tokenize", spy)
+    singer = db.schema(["singer"]).table("singer")
+    assert singer.column("name").sample_values == ("Joe Sharp", "John Nizinik", "Justin Brown")
+    assert parsed == []
+
+
 def test_schema_subset_and_unknown_table(db: SqlDB) -> None:
     assert db.schema(["SINGER"]).table_names == ("singer",)
     with pytest.raises(SchemaError) as info:
@@ -402,7 +422,7 @@ def test_duckdb_read_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.server
-def test_postgres_read_only_session(postgres_url: str) -> None:  # noqa: F811
+def test_postgres_read_only_session(postgres_url: str) -> None:
     admin = sa.create_engine(postgres_url)
     with admin.begin() as conn:
         for statement in [

@@ -204,6 +204,7 @@ def test_gold_programs_execute_like_wikisql_sample(
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 def test_gold_programs_execute_like_wikisql_all(
     db: SqlDB, tables: dict[str, WikiSQLTable], items: dict[str, WikiSQLItem]
 ) -> None:

@@ -13,6 +13,7 @@ the protocol's.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -26,8 +27,17 @@ from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, QueryTimeoutOp
 __all__ = ["register", "mcp_command"]
 
 
+#: the packages of the ``mcp`` extra that :mod:`pyql.apps.mcp.server` imports
+SDK_MODULES = ("mcp", "mcp_types")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``pyql mcp`` to the ``pyql`` app."""
+    """Add ``pyql mcp`` to the ``pyql`` app. The SDK is looked for, not imported (every ``pyql``
+    invocation registers the command); without it, :class:`ModuleNotFoundError`, which
+    :mod:`pyql.cli.plugins` turns into the extra's install command in ``pyql --help``."""
+    for name in SDK_MODULES:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
     app.command("mcp")(mcp_command)
 
 

@@ -1095,7 +1095,7 @@ class Sql:
         """
         expression = self.to_expression(dialect)
         with sqlglot_warnings_logged():  # a feature the dialect lacks: pyql's log, not stderr
-            return expression.sql(dialect=dialect, pretty=pretty, identify=True)
+            return expression.sql(dialect=dialect, pretty=pretty, identify=True, copy=False)
 
     def _select(self, target: _Target) -> exp.Select:
         if self.table is None:
@@ -1141,7 +1141,7 @@ class Sql:
                 copy=False,
             )
         if self.limit is not None:
-            select.limit(self.limit, copy=False)
+            select.limit(exp.Literal.number(self.limit), copy=False)  # an int would be parsed
         if self.distinct:
             select.distinct(copy=False)
         return select

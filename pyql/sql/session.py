@@ -509,7 +509,8 @@ class SqlSession(Session):
             if query.limit is None or query.limit > limit:
                 query = query.set_limit(limit)
             return query.to_sql(self.dialect)
-        return self._wrap(query).limit(limit).sql(dialect=self.dialect)
+        wrapped = self._wrap(query).limit(exp.Literal.number(limit), copy=False)
+        return wrapped.sql(dialect=self.dialect, copy=False)
 
     def _wrap(self, query: Sql) -> exp.Select:
         inner = exp.Subquery(
