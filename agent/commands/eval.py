@@ -179,7 +179,7 @@ def eval_command(
     dataset: Annotated[str | None, typer.Option(
         "--dataset", "-d", help="metaqa-1hop, metaqa-2hop, metaqa-3hop, wikisql, spider, "
         "webqsp, webqsp-el, grailqa, grailqa-el, cwq (docs/freebase.md), graphq, graphq-el "
-        "(docs/baselines.md), or one a plugin registers")
+        "(docs/baselines.md), wwq, qald (docs/wikidata.md), or one a plugin registers")
     ] = None,
     split: Annotated[str | None, typer.Option(
         help="the split (default: dev; webqsp: test)")] = None,

@@ -647,8 +647,9 @@ class OpenAIChat(_OpenAIBase):
             kwargs["tools"] = [dict(t) for t in tools]
             if self.parallel_tool_calls is not None:
                 kwargs["parallel_tool_calls"] = self.parallel_tool_calls
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        extra = self._request_extra()
+        if extra:
+            kwargs["extra_body"] = extra
         if response_format is not None and self.structured_output:
             kwargs["response_format"] = dict(response_format)
         stops = [s for s in (stop or ()) if s][:4]
@@ -772,6 +773,11 @@ class OpenAIChat(_OpenAIBase):
         self._scoring = known
         return known
 
+    def _request_extra(self) -> Mapping[str, Any]:
+        """The server-specific fields every request of this call carries (``extra_body``; a
+        subclass may add per-call ones, such as the slot a local server decodes in)."""
+        return self.extra_body
+
     def _native(self, path: str, body: Mapping[str, Any]) -> tuple[Any, int]:
         """One JSON request to a route of the server's root (llama.cpp's own API), with this
         client's key, retries and time bounds: (the parsed JSON answer, retries used)."""
@@ -847,7 +853,8 @@ class OpenAIChat(_OpenAIBase):
             answer = native("/completion", {
                 "prompt": prompt, "grammar": "root ::= " + " ".join(f"<[{i}]>" for i in ids),
                 "n_probs": 1, "post_sampling_probs": False, "n_predict": len(ids) + 1,
-                "temperature": 0.0, "cache_prompt": True, "stream": False})
+                "temperature": 0.0, "cache_prompt": True, "stream": False,
+                **self._request_extra()})
             requests += 1
             values.append(self._forced_logprob(answer, ids, text))
             timings = answer.get("timings") or {}

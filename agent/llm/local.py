@@ -368,6 +368,11 @@ class LocalChat(OpenAIChat):
                          **options)
         self.server = server
         self._scoring = (True, "")
+        #: per thread: the slot of the run's first call while it runs (``first``), and the
+        #: thread's own slot (``slot``), see :meth:`_request_extra`
+        self._pin = threading.local()
+        self._pin_lock = threading.Lock()
+        self._next_slot = 0
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,
@@ -381,11 +386,30 @@ class LocalChat(OpenAIChat):
 
     def _in_slot(self, slot: int | None, fn: Callable[..., _T], *args: Any, **kwargs: Any
                  ) -> _T:
+        """``fn`` with its requests decoded in ``slot`` (the first call of a run: slot 0), else
+        in this thread's own slot (:meth:`_request_extra`)."""
         if slot is None:
             return fn(*args, **kwargs)
-        extra = self.extra_body
-        self.extra_body = {**extra, "id_slot": slot}  # only the first call, alone, runs here
+        self._pin.first = slot  # only the first call, alone, runs here
         try:
             return fn(*args, **kwargs)
         finally:
-            self.extra_body = extra
+            self._pin.first = None
+
+    def _request_extra(self) -> Mapping[str, Any]:
+        """With several slots, each thread's requests go to one slot of its own (``id_slot``),
+        assigned in turn the first time the thread calls: an evaluation's worker threads then
+        answer their questions each in its own slot, whose cache holds that question's history,
+        instead of in whichever slot the server picks by prompt similarity (which, when the
+        best slot is busy, is another question's, and its prefix is processed again)."""
+        extra = self.extra_body
+        slots = self.server.settings.parallel
+        if slots <= 1:
+            return extra
+        first = getattr(self._pin, "first", None)
+        slot = getattr(self._pin, "slot", None)
+        if first is None and slot is None:
+            with self._pin_lock:
+                slot = self._pin.slot = self._next_slot % slots
+                self._next_slot += 1
+        return {**extra, "id_slot": first if first is not None else slot}
