@@ -1,11 +1,10 @@
 """Helpers of the ``pyql serve`` tests: the real app served by uvicorn in a thread (a real HTTP
-server on a free port of 127.0.0.1), run directories made from real result records, and the
-system Chromium (Playwright drives it; no browser is downloaded)."""
+server on a free port of 127.0.0.1) and run directories made from real result records (the
+system Chromium the browser tests drive is found by :mod:`tests.support.chromium`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 import time
@@ -24,17 +23,6 @@ from pyql.apps.web.workspace import Workspace
 from pyql.demo import movies_path
 
 FIXTURE_RUN = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "metaqa_small"
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def chromium() -> str | None:
-    """The system Chromium ($PYQL_CHROMIUM, else one on PATH), or None."""
-    env = os.environ.get("PYQL_CHROMIUM")
-    if env:
-        return env
-    return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
-
-
 @dataclass
 class Served:
     url: str
