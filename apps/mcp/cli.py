@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pyql.cli import CliError, open_db, open_kb, pairs, reported, warnings_shown
+from pyql.cli import CliError, check_one_backend, open_db, open_kb, pairs, reported, warnings_shown
 from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, QueryTimeoutOpt, TableOpt
 
 __all__ = ["register", "mcp_command"]
@@ -95,9 +95,7 @@ def mcp_command(
 ) -> None:
     """Serve a KB (--kb) or a database (--db) to MCP hosts: the DSL calls as tools, one
     pyql session per MCP session, ERASER hints as results, read-only."""
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb")
+    check_one_backend(kb, db)
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("expected stdio or http", param_hint="--transport")
     if guidelines not in ("on", "off"):
