@@ -46,6 +46,7 @@ from pyql.agent.commands import options as opts
 from pyql.agent.llm.structured import CONSTRAIN_MODES
 from pyql.cli import (
     CliError,
+    check_one_backend,
     fail,
     open_kb,
     open_sql_session,
@@ -185,10 +186,7 @@ def ask_command(
     an answer, 1 for an error, 2 for bad usage.
     """
     with reported(as_json=as_json):  # with --json, a usage error is one JSON object too
-        if (kb is None) == (db is None):
-            raise typer.BadParameter(
-                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
-                param_hint="--kb")
+        check_one_backend(kb, db)
         if mode not in ("text", "tools"):
             raise typer.BadParameter(f"expected 'text' or 'tools', got {mode!r}",
                                      param_hint="--mode")

@@ -53,7 +53,7 @@ import random
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -72,6 +72,7 @@ __all__ = [
     "KBBackend",
     "SqlBackend",
     "EvalDataset",
+    "KBQuestionsDataset",
     "MetaQADataset",
     "WikiSQLDataset",
     "SpiderDataset",
@@ -329,6 +330,38 @@ class EvalDataset(ABC):
         return KBBackend(*open_kb(kb, profile))
 
 
+class KBQuestionsDataset(EvalDataset):
+    """Questions over a KB that ``--kb`` must name (Freebase's, Wikidata's): :meth:`items` takes
+    the selected ones (:func:`select_indices`) of :meth:`_questions` and makes each an item with
+    :meth:`_item`; :meth:`backend` opens ``--kb`` with :attr:`profile` and keeps its KB
+    (``self._kb``) for what reads the KB after the run (gold answers, answer names)."""
+
+    tools = "sparql"
+    #: what ``--kb`` must name (the error without one)
+    kb_needed: ClassVar[str] = "--kb"
+
+    @abstractmethod
+    def _questions(self, split: str | None) -> Sequence[Any]:
+        """The questions of ``split`` (checked with :meth:`split`), in the file's order."""
+
+    @abstractmethod
+    def _item(self, question: Any) -> EvalItem:
+        """One question as an item: its gold program and meta."""
+
+    def items(self, split: str | None = None, *, limit: int | None = None,
+              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+        questions = self._questions(split)
+        return [self._item(questions[index])
+                for index in select_indices(len(questions), limit, sample, seed)]
+
+    def backend(self, *, split: str | None = None, kb: str | None = None,
+                db: str | None = None) -> Backend:
+        backend = self._kb_override(kb, db, self.profile, required=self.kb_needed)
+        assert backend is not None
+        self._kb = backend.kb
+        return backend
+
+
 class MetaQADataset(EvalDataset):
     tools = "sparql"
     profile = "metaqa"
@@ -550,14 +583,14 @@ class SpiderDataset(EvalDataset):
         return SqlBackend(open_one)
 
 
-class WebQSPDataset(EvalDataset):
+class WebQSPDataset(KBQuestionsDataset):
     name = "webqsp"
-    tools = "sparql"
     profile = "freebase"
     metric = "kbqa"
     primary = "f1"
     default_split = "test"
     description = "WebQuestionsSP test over Freebase (needs --kb: a Freebase endpoint)"
+    kb_needed = FREEBASE_KB
     FILE: ClassVar[str] = "freebase_questions/WebQSP_test_processed.json.gz"
 
     def splits(self) -> list[str]:
@@ -573,41 +606,31 @@ class WebQSPDataset(EvalDataset):
             raise DatasetError(f"{path}: expected a JSON array of questions")
         return data
 
-    def items(self, split: str | None = None, *, limit: int | None = None,
-              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
+    def _questions(self, split: str | None) -> list[dict[str, Any]]:
+        return self._records(split or self.default_split)
+
+    def _item(self, question: Any) -> EvalItem:
         from pyql.program import Call, Program
 
-        split = split or self.default_split
-        records = self._records(split)
-        out = []
-        for index in select_indices(len(records), limit, sample, seed):
-            raw = records[index]
-            meta: dict[str, Any] = {}
-            text = raw.get("PyQL")
-            program = None
-            if isinstance(text, str) and text.strip() and text.strip() != "null":
-                parsed = Program.parse(text)
-                if not len(parsed) or parsed[-1].name != "execute":
-                    parsed = parsed.append(Call(name="execute"))
-                program = str(parsed)
-            else:
-                meta["unsupported"] = "no PyQL program in the dataset"
-            alternatives = raw.get("different_answer") or []
-            if alternatives:
-                meta["answer_sets"] = [list(a) for a in alternatives]
-            out.append(EvalItem(
-                id=str(raw["qid"]), question=raw["question"],
-                entities={str(k): str(v) for k, v in (raw.get("entity_linking") or {}).items()},
-                answers=tuple(raw.get("answer") or ()), program=program, tools="sparql",
-                meta=meta,
-            ))
-        return out
-
-    def backend(self, *, split: str | None = None, kb: str | None = None,
-                db: str | None = None) -> Backend:
-        backend = self._kb_override(kb, db, "freebase", required=FREEBASE_KB)
-        assert backend is not None
-        return backend
+        raw: dict[str, Any] = question
+        meta: dict[str, Any] = {}
+        text = raw.get("PyQL")
+        program = None
+        if isinstance(text, str) and text.strip() and text.strip() != "null":
+            parsed = Program.parse(text)
+            if not len(parsed) or parsed[-1].name != "execute":
+                parsed = parsed.append(Call(name="execute"))
+            program = str(parsed)
+        else:
+            meta["unsupported"] = "no PyQL program in the dataset"
+        alternatives = raw.get("different_answer") or []
+        if alternatives:
+            meta["answer_sets"] = [list(a) for a in alternatives]
+        return EvalItem(
+            id=str(raw["qid"]), question=raw["question"],
+            entities={str(k): str(v) for k, v in (raw.get("entity_linking") or {}).items()},
+            answers=tuple(raw.get("answer") or ()), program=program, tools="sparql", meta=meta,
+        )
 
 
 #: the datasets ``pyql eval --dataset`` knows (the built-in ones; :func:`register_dataset` and

@@ -30,11 +30,9 @@ from typing import Any, ClassVar
 
 from pyql.agent.evaluation.datasets import (
     FREEBASE_KB,
-    Backend,
     DatasetError,
-    EvalDataset,
+    KBQuestionsDataset,
     WebQSPDataset,
-    select_indices,
 )
 from pyql.agent.evaluation.records import EvalItem
 from pyql.datasets.freebase import (
@@ -52,11 +50,11 @@ __all__ = ["GrailQADataset", "GrailQALinkedDataset", "CWQDataset", "WebQSPLinked
            "GraphQDataset", "GraphQLinkedDataset"]
 
 
-class _FreebaseDataset(EvalDataset):
-    tools = "sparql"
+class _FreebaseDataset(KBQuestionsDataset):
     profile = "freebase"
     metric = "kbqa"
     primary = "f1"
+    kb_needed = FREEBASE_KB
     source: ClassVar[str] = ""
     entity_links: ClassVar[str] = "gold"
 
@@ -72,34 +70,20 @@ class _FreebaseDataset(EvalDataset):
         except (OSError, ValueError, KeyError) as exc:
             raise DatasetError(f"{self.name}: {exc}") from None
 
-    def items(self, split: str | None = None, *, limit: int | None = None,
-              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
-        questions = self._questions(split)
-        out = []
-        for index in select_indices(len(questions), limit, sample, seed):
-            q = questions[index]
-            program, construct = gold_program(q)
-            meta: dict[str, Any] = {"qtype": q.group, **{k: v for k, v in q.meta.items()
-                                                          if isinstance(v, (str, int, float))}}
-            if construct is not None:
-                meta["unsupported"] = construct
-            if q.answer_sets:
-                meta["answer_sets"] = [list(s) for s in q.answer_sets]
-            out.append(EvalItem(
-                id=q.id, question=q.question, entities=q.entities,
-                answers=self._gold(q), program=program, tools="sparql", meta=meta,
-            ))
-        return out
+    def _item(self, question: Any) -> EvalItem:
+        q: FreebaseQuestion = question
+        program, construct = gold_program(q)
+        meta: dict[str, Any] = {"qtype": q.group, **{k: v for k, v in q.meta.items()
+                                                      if isinstance(v, (str, int, float))}}
+        if construct is not None:
+            meta["unsupported"] = construct
+        if q.answer_sets:
+            meta["answer_sets"] = [list(s) for s in q.answer_sets]
+        return EvalItem(id=q.id, question=q.question, entities=q.entities,
+                        answers=self._gold(q), program=program, tools="sparql", meta=meta)
 
     def _gold(self, q: FreebaseQuestion) -> tuple[Any, ...]:
         return q.answers
-
-    def backend(self, *, split: str | None = None, kb: str | None = None,
-                db: str | None = None) -> Backend:
-        backend = self._kb_override(kb, db, "freebase", required=FREEBASE_KB)
-        assert backend is not None
-        self._kb = backend.kb
-        return backend
 
 
 class GrailQADataset(_FreebaseDataset):

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pyql.agent.evaluation.datasets import Backend, DatasetError, EvalDataset, select_indices
+from pyql.agent.evaluation.datasets import Backend, DatasetError, KBQuestionsDataset
 from pyql.agent.evaluation.records import EvalItem
 from pyql.datasets.wikidata import (
     WWQ_FILE,
@@ -48,40 +48,29 @@ WIKIDATA_KB = ("--kb: a Wikidata SPARQL endpoint (https://query.wikidata.org/spa
                "('pyql fidelity sparql wwq --slice DIR')")
 
 
-class _WikidataDataset(EvalDataset):
-    tools = "sparql"
+class _WikidataDataset(KBQuestionsDataset):
     profile = "wikidata"
     metric = "qald"
     primary = "f1"
+    kb_needed = WIKIDATA_KB
 
-    def _questions(self, split: str | None) -> list[WikidataQuestion]:
-        raise NotImplementedError
-
-    def items(self, split: str | None = None, *, limit: int | None = None,
-              sample: int | None = None, seed: int = 0) -> list[EvalItem]:
-        questions = self._questions(split)
-        out = []
-        for index in select_indices(len(questions), limit, sample, seed):
-            q = questions[index]
-            program, construct = gold_program(q)
-            meta: dict[str, Any] = {"gold_sparql": q.sparql}
-            if construct is not None:
-                meta["unsupported"] = construct
-            if q.gold_from_kb:
-                meta["gold_from_kb"] = True
-            if q.boolean:
-                meta["qtype"] = "boolean"
-            out.append(EvalItem(id=q.id, question=q.question, entities=topic_entities(program),
-                                answers=q.answers, program=program, tools="sparql", meta=meta))
-        return out
+    def _item(self, question: Any) -> EvalItem:
+        q: WikidataQuestion = question
+        program, construct = gold_program(q)
+        meta: dict[str, Any] = {"gold_sparql": q.sparql}
+        if construct is not None:
+            meta["unsupported"] = construct
+        if q.gold_from_kb:
+            meta["gold_from_kb"] = True
+        if q.boolean:
+            meta["qtype"] = "boolean"
+        return EvalItem(id=q.id, question=q.question, entities=topic_entities(program),
+                        answers=q.answers, program=program, tools="sparql", meta=meta)
 
     def backend(self, *, split: str | None = None, kb: str | None = None,
                 db: str | None = None) -> Backend:
-        backend = self._kb_override(kb, db, "wikidata", required=WIKIDATA_KB)
-        assert backend is not None
-        self._kb = backend.kb
         self._gold: dict[str, tuple[str, ...]] = {}
-        return backend
+        return super().backend(split=split, kb=kb, db=db)
 
     def entities_for(self, item: EvalItem) -> EvalItem:
         """The topic entities named by their labels in the run's KB, read in one batch:

@@ -21,7 +21,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pyql.cli import CliError, open_db, open_kb, pairs, reported, warnings_shown
+from pyql.agent.commands import options as opts
+from pyql.cli import CliError, check_one_backend, open_db, open_kb, pairs, reported, warnings_shown
 from pyql.cli.options import DbOpt, KbOpt, PrefixOpt, ProfileOpt, QueryTimeoutOpt, TableOpt
 
 __all__ = ["register", "mcp_command"]
@@ -97,17 +98,12 @@ def mcp_command(
                      "same spec as `pyql ask`/`pyql eval`: openai:MODEL (with --base-url or "
                      "$OPENAI_BASE_URL), local[:PATH.gguf], gold, noisy-gold:RATE, ...")
     ] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", metavar="URL",
-                                                 help="The `ask` tool's OpenAI-compatible API.")
-                        ] = None,
-    strategy: Annotated[str, typer.Option("--strategy", metavar="NAME",
-                                          help="The `ask` tool's strategy.")] = "queryagent",
+    base_url: opts.BaseUrlOpt = None,
+    strategy: opts.StrategyOpt = None,
 ) -> None:
     """Serve a KB (--kb) or a database (--db) to MCP hosts: the DSL calls as tools, one
     pyql session per MCP session, ERASER hints as results, read-only."""
-    if (kb is None) == (db is None):
-        raise typer.BadParameter(
-            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb")
+    check_one_backend(kb, db)
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("expected stdio or http", param_hint="--transport")
     if guidelines not in ("on", "off"):
@@ -136,8 +132,8 @@ def mcp_command(
             face = PyqlMcp(backend, table=table, prompt_profile=prompt,
                            guidelines=guidelines == "on", timeout=timeout,
                            idle_timeout=idle_timeout,
-                           llm=LlmConfig(llm, base_url=base_url, strategy=strategy) if llm
-                           else None)
+                           llm=LlmConfig(llm, base_url=base_url,
+                                         strategy=strategy or "queryagent") if llm else None)
         except (LLMSpecError, ValueError) as exc:
             raise CliError(str(exc)) from None
     from pyql.apps.mcp.serve import serve_http, serve_stdio

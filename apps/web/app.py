@@ -45,6 +45,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pyql.agent.evaluation.llm_spec import LLMSpecError
+from pyql.agent.evaluation.report import RunView
 from pyql.apps.web import runs as run_pages
 from pyql.apps.web.asks import AskManager
 from pyql.apps.web.playground import PadNotFound, Playground
@@ -185,6 +186,15 @@ def create_app(config: ServeConfig) -> Starlette:
     def not_found(request: Request, exc: Exception) -> HTMLResponse:
         return page("error.html.j2", request, 404, title="Not found", message=str(exc))
 
+    def keyed_run(request: Request) -> run_pages.RunRef:
+        """The run the ``key`` query parameter names (:class:`~run_pages.RunNotFound`: none)."""
+        return index.get(request.query_params.get("key", ""))
+
+    def opened_run(request: Request) -> tuple[run_pages.RunRef, RunView]:
+        """The run the ``key`` query parameter names, and its files read."""
+        ref = keyed_run(request)
+        return ref, run_pages.read(ref)
+
     # -- ask --------------------------------------------------------------------------------------
     def ask_page(request: Request) -> HTMLResponse:
         return page("ask.html.j2", request, title="Ask",
@@ -261,8 +271,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     def run_page(request: Request) -> HTMLResponse:
         try:
-            ref = index.get(request.query_params.get("key", ""))
-            view = run_pages.read(ref)
+            ref, view = opened_run(request)
         except run_pages.RunNotFound as exc:
             return not_found(request, exc)
         primary = view.metrics.get("primary")
@@ -276,7 +285,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     def run_rows(request: Request) -> JSONResponse:
         try:
-            ref = index.get(request.query_params.get("key", ""))
+            ref = keyed_run(request)
             after = int(request.query_params.get("after", "0"))
             return JSONResponse(run_pages.rows_after(ref, after))
         except run_pages.RunNotFound as exc:
@@ -286,8 +295,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     def run_summary(request: Request) -> HTMLResponse:
         try:
-            ref = index.get(request.query_params.get("key", ""))
-            view = run_pages.read(ref)
+            ref, view = opened_run(request)
         except run_pages.RunNotFound as exc:
             return not_found(request, exc)
         html = env.get_template("summary_part.html.j2").render(
@@ -296,7 +304,7 @@ def create_app(config: ServeConfig) -> Starlette:
 
     def question(request: Request) -> HTMLResponse:
         try:
-            ref = index.get(request.query_params.get("key", ""))
+            ref = keyed_run(request)
             data = run_pages.question_page(ref, request.query_params.get("id", ""))
         except run_pages.RunNotFound as exc:
             qid = request.query_params.get("id", "")

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from pyql.cli import CliError, open_kb, pairs, reported
+from pyql.cli import CliError, check_one_backend, open_kb, pairs, reported
 from pyql.cli.options import (
     DbOpt,
     KbOpt,
@@ -101,9 +101,7 @@ def serve_command(
     """A local web app: ask questions and watch each step live, browse and compare evaluation
     runs, and type DSL calls by hand (the Playground)."""
     with reported():
-        if (kb is None) == (db is None):
-            raise typer.BadParameter("give exactly one of --kb PATH_OR_URL or --db URL",
-                                     param_hint="--kb")
+        check_one_backend(kb, db)
         local = check_bind(host, allow_remote, token)
         try:
             import uvicorn

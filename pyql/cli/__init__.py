@@ -17,7 +17,7 @@ Shared by every command, plugins included:
 - :mod:`pyql.cli.output`: :func:`print_json` (every ``--json``), :func:`print_query` (queries
   printed whole, never wrapped at the terminal width), :func:`warnings_shown`.
 - :mod:`pyql.cli.backends`: :func:`open_kb`, :func:`open_db`, :func:`open_sql_session`: one
-  opener for ``--kb`` / ``--db``.
+  opener for ``--kb`` / ``--db``; :func:`check_one_backend`: exactly one of them is given.
 - :mod:`pyql.cli.inputs` and :mod:`pyql.cli.options`: programs, entity tables, prefixes and the
   one profile rule (:data:`~pyql.cli.inputs.DEFAULT_PROFILE`: ``generic``, ``metaqa`` for
   MetaQA's kb.txt).
@@ -34,7 +34,7 @@ from pyql.cli import compile as _compile
 from pyql.cli import demo as _demo
 from pyql.cli import fidelity as _fidelity
 from pyql.cli import run as _run
-from pyql.cli.backends import open_db, open_kb, open_sql_session
+from pyql.cli.backends import check_one_backend, open_db, open_kb, open_sql_session
 from pyql.cli.errors import EXIT_STATUSES, CliError, as_cli_error, fail, reported
 from pyql.cli.inputs import DEFAULT_PROFILE, build_profile, entities, pairs
 from pyql.cli.output import print_json, print_query, stderr, stdout, warnings_shown
@@ -48,6 +48,7 @@ __all__ = [
     "app",
     "as_cli_error",
     "build_profile",
+    "check_one_backend",
     "entities",
     "fail",
     "group",

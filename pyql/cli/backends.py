@@ -16,8 +16,8 @@ from pyql.cli.inputs import build_profile, declared_prefixes
 from pyql.errors import InputError, LocationError, ProfileError
 from pyql.kb.base import KB
 
-__all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "open_kb", "open_db", "open_sql_session",
-           "sql_function", "driver_hint"]
+__all__ = ["KB_HELP", "is_url", "is_metaqa_kb", "check_one_backend", "open_kb", "open_db",
+           "open_sql_session", "sql_function", "driver_hint"]
 
 #: the ``--kb`` values every command accepts
 KB_HELP = "RDF file, Oxigraph store directory, SPARQL endpoint URL, or MetaQA's kb.txt."
@@ -31,6 +31,14 @@ def is_metaqa_kb(location: str) -> bool:
     """A ``.txt`` file is read as MetaQA's ``kb.txt`` (``head|relation|tail`` lines)."""
     path = Path(location).expanduser()
     return not is_url(location) and path.suffix == ".txt" and path.is_file()
+
+
+def check_one_backend(kb: str | None, db: str | None) -> None:
+    """The rule of every command that takes ``--kb`` and ``--db``: exactly one of them is given
+    (else a usage error, exit code 2, on ``--kb``)."""
+    if (kb is None) == (db is None):
+        raise typer.BadParameter(
+            "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)", param_hint="--kb")
 
 
 def open_kb(

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from pyql.cli.backends import open_kb, open_sql_session
+from pyql.cli.backends import check_one_backend, open_kb, open_sql_session
 from pyql.cli.errors import ENTITY_HINT, TIMEOUT_HINT, CliError, fail, prefix_hint, reported
 from pyql.cli.inputs import check_extremum, entities, pairs, parse_program, read_program
 from pyql.cli.options import (
@@ -76,11 +76,7 @@ def run_command(
     """
     with warnings_shown(), reported(as_json=as_json):
         check_extremum(extremum)
-        if (kb is None) == (db is None):
-            raise typer.BadParameter(
-                "give exactly one of --kb PATH_OR_URL (SPARQL) or --db URL (SQL)",
-                param_hint="--kb",
-            )
+        check_one_backend(kb, db)
         text, source = read_program(program)
         linked = entities(entity, entities_file)
         explicit = pairs(prefix, "--prefix", "NAME=IRI")

@@ -6,9 +6,7 @@ Skipped only when no Chromium binary is found (Debian: ``apt-get install -y chro
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -17,21 +15,10 @@ import pytest
 
 from pyql.agent.evaluation.report import PAGE_SIZE, write_report
 from tests.evaluation_report.support import copy_run, results, write_results
+from tests.support.chromium import SKIP_REASON, chromium
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def _chromium() -> str | None:
-    env = os.environ.get("PYQL_CHROMIUM")
-    if env:
-        return env
-    return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
-
-
-CHROMIUM = _chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no Chromium binary (apt-get install -y chromium, or set PYQL_CHROMIUM)")
+CHROMIUM = chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 
 
 def _run(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:

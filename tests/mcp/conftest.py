@@ -111,13 +111,18 @@ def start_http(*args: str) -> HttpServer:
     raise RuntimeError("pyql mcp did not listen in 30 s")
 
 
-def stop(server: HttpServer) -> None:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Terminate ``process``; kill it when it has not exited within 10 s."""
+    process.terminate()
     try:
-        server.process.wait(timeout=10)
+        process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+        process.kill()
+        process.wait()
+
+
+def stop(server: HttpServer) -> None:
+    stop_process(server.process)
 
 
 @pytest.fixture(scope="module")

@@ -390,28 +390,16 @@ def test_undo_keeps_a_call_accepted_after_its_hint(transport, metaqa_case, kb_ht
 
 
 def test_a_session_the_client_ends_is_freed_at_once(metaqa_case):
-    import threading
-
-    import uvicorn
-
     from pyql.apps.mcp import PyqlMcp
     from pyql.apps.mcp.serve import http_app
     from pyql.kb import open_kb
-    from tests.mcp.conftest import free_port
+    from tests.support.threaded_server import served_in_thread
 
     face = PyqlMcp(open_kb(str(metaqa_case.kb)))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(http_app(face), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
+    with served_in_thread(http_app(face)) as running:
 
         async def go() -> None:
-            url = f"http://127.0.0.1:{port}/mcp"
+            url = f"{running.url}/mcp"
             async with Client(url) as first, Client(url) as second:
                 await first.call_tool("start_question", {"question": metaqa_case.item.question})
                 await second.call_tool("show_program", {})
@@ -420,9 +408,6 @@ def test_a_session_the_client_ends_is_freed_at_once(metaqa_case):
             assert len(face.sessions) == 0
 
         run(go())
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_the_sdk_span_middleware_is_left_out_when_nothing_records_it(metaqa_case):

@@ -19,7 +19,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.mcp.conftest import PYQL, free_port
+from tests.mcp.conftest import PYQL, free_port, stop_process
 from tests.support.hostile_sparql import HungEndpoint
 
 Client = pytest.importorskip("mcp").Client
@@ -193,12 +193,7 @@ class Http:
             raise AssertionError("pyql mcp printed nothing within 30 s")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture
@@ -272,24 +267,15 @@ def test_throwaway_initializes_cannot_lock_other_clients_out(http_server):
 
 
 def test_one_sessions_hung_calls_do_not_delay_another_session():
-    import uvicorn
-
     from pyql.apps.mcp import PyqlMcp
     from pyql.apps.mcp.serve import http_app
     from pyql.kb import open_kb
+    from tests.support.threaded_server import served_in_thread
 
     with HungEndpoint() as hung:
         face = PyqlMcp(open_kb(hung.url, profile="metaqa"), timeout=8.0)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(http_app(face), host="127.0.0.1", port=port,
-                                               log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            deadline = time.monotonic() + 30
-            while not server.started and time.monotonic() < deadline:
-                time.sleep(0.02)
-            url = f"http://127.0.0.1:{port}/mcp"
+        with served_in_thread(http_app(face), start_seconds=30, stop_seconds=30) as running:
+            url = f"{running.url}/mcp"
 
             async def go() -> float:
                 async with Client(url) as stuck, Client(url) as other:
@@ -311,6 +297,3 @@ def test_one_sessions_hung_calls_do_not_delay_another_session():
 
             waited = asyncio.run(go())
             assert waited < 2.0, f"show_program waited {waited:.1f} s behind another session"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)

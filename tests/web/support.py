@@ -1,14 +1,11 @@
 """Helpers of the ``pyql serve`` tests: the real app served by uvicorn in a thread (a real HTTP
-server on a free port of 127.0.0.1), run directories made from real result records, and the
-system Chromium (Playwright drives it; no browser is downloaded)."""
+server on a free port of 127.0.0.1) and run directories made from real result records (the
+system Chromium the browser tests drive is found by :mod:`tests.support.chromium`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,17 +19,9 @@ import uvicorn
 from pyql.apps.web.app import LOCAL_HOSTS, ServeConfig, create_app
 from pyql.apps.web.workspace import Workspace
 from pyql.demo import movies_path
+from tests.support.threaded_server import served_in_thread
 
 FIXTURE_RUN = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "metaqa_small"
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def chromium() -> str | None:
-    """The system Chromium ($PYQL_CHROMIUM, else one on PATH), or None."""
-    env = os.environ.get("PYQL_CHROMIUM")
-    if env:
-        return env
-    return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
 
 
 @dataclass
@@ -58,22 +47,11 @@ def serve(workspace: Workspace, out: Path, runs: list[Path] | None = None, *,
     config = ServeConfig(workspace=workspace, out=out, runs=list(runs or []), token=token,
                          allowed_hosts=allowed_hosts)
     app = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, daemon=True, name="pyql-serve-test")
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield Served(f"http://127.0.0.1:{port}", config, app, server)
-    finally:
-        app.state.asks.shutdown()
-        server.should_exit = True
-        thread.join(10)
+    with served_in_thread(app, name="pyql-serve-test", graceful_seconds=1) as running:
+        try:
+            yield Served(running.url, config, app, running.server)
+        finally:
+            app.state.asks.shutdown()
 
 
 def request(url: str, *, method: str = "GET", body: Any = None,

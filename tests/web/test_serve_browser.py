@@ -19,10 +19,10 @@ import pytest
 
 from pyql.agent.evaluation.rundir import RunDir
 from pyql.apps.web.workspace import Workspace
+from tests.support.chromium import SKIP_REASON, chromium
 from tests.web.support import (
     FIXTURE_RUN,
     big_run,
-    chromium,
     copy_run,
     movies_workspace,
     results,
@@ -33,9 +33,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 CHROMIUM = chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no Chromium binary (apt-get install -y chromium, or set PYQL_CHROMIUM)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 
 #: the demo's second tour: seven calls, one answer
 NOLAN = "Which film by Christopher Nolan released before 2015 is the longest?"
