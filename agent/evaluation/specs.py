@@ -435,7 +435,8 @@ class ReplayProvider:
 
 class RankerProvider:
     """``--llm ranker``: a :class:`~pyql.agent.llm.ranker.RankerLLM` per question, made from the
-    question's text alone (the item's gold answers and program are not read)."""
+    question's text and its linked mentions (whose words do not count) alone — the item's gold
+    answers and program are not read."""
 
     def __init__(self, *, spec: str = "ranker") -> None:
         self.spec = spec
@@ -443,7 +444,7 @@ class RankerProvider:
     def for_item(self, item: EvalItem) -> LLM:
         from pyql.agent.llm.ranker import RankerLLM
 
-        return RankerLLM(item.question)
+        return RankerLLM(item.question, mentions=tuple(item.entities))
 
 
 # -- parsing ------------------------------------------------------------------------------------
