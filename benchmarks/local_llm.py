@@ -37,6 +37,7 @@ metrics (and the sample's seed). Usage (from the repository root)::
         [--datasets metaqa-1hop,metaqa-2hop,metaqa-3hop,wikisql]
         [--strategies queryagent,readi,srp] [--settings off,format,grounded,choose,ranker]
         [--max-steps 6] [--llm local | --llm openai:MODEL --base-url URL] [--json out.json]
+        [--keep DIR]
 
 ``--constrain`` is kept as an alias of ``--settings``.
 
@@ -194,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of LLM time per question")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write every run's metrics")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep every run's directory (results, trajectories) under this "
+                             "folder instead of a temporary one")
     parser.add_argument("--throughput", action="store_true",
                         help="questions per minute at concurrency 1 vs --throughput-k (the "
                              "first dataset, strategy and constrain setting given)")
@@ -220,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
           "unreadable replies | finished | outcomes | hints (top 4) |")
     print("|---|---|---|---|---:|---:|---|---:|---|---:|---:|---|---|")
     with tempfile.TemporaryDirectory(prefix="pyql-local-llm-") as tmp:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
         for dataset in args.datasets.split(","):
             for strategy in args.strategies.split(","):
                 if strategy == "srp" and dataset not in KB_DATASETS:
