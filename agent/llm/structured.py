@@ -420,8 +420,10 @@ def kb_path_format(mentions: Sequence[str],
 
     def chain(mention: str) -> dict[str, Any]:
         offered = (relations or {}).get(mention)
-        if isinstance(offered, HopChoices) and offered.first:
-            return _hop_chain(offered)
+        if isinstance(offered, HopChoices):
+            if offered.first:
+                return _hop_chain(offered)
+            offered = offered.rest  # nothing at the entity: the vocabulary, or free
         return {"type": "array", "items": _enum(offered) if offered else _string(),
                 "maxItems": 4}
 

@@ -307,6 +307,7 @@ TEXT_FORMATS = [kb_path_format(["Kismet", "The Story"]),
                 kb_path_format(["Kismet"], {"Kismet": HopChoices(
                     first=["directed_by", "release_year"], second={"directed_by": ["written_by"]},
                     rest=["directed_by", "release_year", "written_by"])}),
+                kb_path_format(["Kismet"], {"Kismet": HopChoices(first=[], second={}, rest=[])}),
                 table_path_format(["Player", "Team"]),
                 table_path_format([]), answers_format(), relation_check_format(["a", "b_c"], 2),
                 plan_format(["Kismet"]), judge_format(2), edit_chains_format(["Kismet"]),
