@@ -200,6 +200,14 @@ class GatedLLM(Retrying):
         return f"GatedLLM({self.llm!r})"
 
     @property
+    def max_tokens(self) -> int | None:
+        """The reply cap of the client behind the gate: what the recorder raises to a
+        constrained call's longest reply (without it, every evaluation run kept the
+        strategy's cap and a grounded Readi table path was cut at 512 tokens inside its JSON,
+        3 unreadable replies in 10 WikiSQL questions)."""
+        return getattr(self.llm, "max_tokens", None)
+
+    @property
     def structured_output(self) -> bool:
         """Whether the client behind the gate takes ``response_format``."""
         return bool(getattr(self.llm, "structured_output", False))

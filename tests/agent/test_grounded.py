@@ -461,3 +461,25 @@ def test_a_constrained_calls_cap_holds_the_schemas_longest_reply() -> None:
     assert llm.calls[0]["max_tokens"] == fmt.token_bound() > 64
     rec.llm([{"role": "user", "content": "q"}], format=fmt, max_tokens=4000)
     assert llm.calls[1]["max_tokens"] == 4000
+
+
+def test_the_cap_is_raised_through_the_evaluations_gate(fake_openai: FakeOpenAI) -> None:
+    """The evaluation wraps the client in a :class:`GatedLLM`; the recorder reads the cap it
+    raises from the client it calls, so the gate must show the wrapped client's (a Readi
+    table path on WikiSQL was cut at 512 tokens inside its JSON without it)."""
+    from pyql.agent.evaluation.specs import GatedLLM, RateGate
+    from pyql.agent.llm.accounting import PriceTable, TokenCounter
+    from pyql.agent.recorder import Recorder
+
+    fmt = table_path_format(["Week", "Date", "Opponent"])
+    reply = {"thought": "", "path": {"columns": ["Week"], "rows": [], "answer": "Opponent"}}
+    fake_openai.push(Text(json.dumps(reply)))
+    client = OpenAIChat("gpt-test", base_url=fake_openai.base_url, api_key=fake_openai.api_key,
+                        max_tokens=64)
+    gated = GatedLLM(client, RateGate())
+    assert gated.max_tokens == 64
+    rec = Recorder(gated, "q", counter=TokenCounter(estimates=False),
+                   price_table=PriceTable.of(None))
+    call = rec.llm([{"role": "user", "content": "q"}], format=fmt)
+    assert fake_openai.chat_requests[-1].body["max_tokens"] == fmt.token_bound() > 64
+    assert call.reply.text.startswith("Path: ")
