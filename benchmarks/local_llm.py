@@ -1,25 +1,45 @@
 """A real model on every strategy: what it scores, what it costs, how often its replies are
-unreadable — with and without constrained output.
+unreadable — free, constrained to the reply's format, grounded in the environment, choosing —
+beside a no-model baseline that chooses among the same candidates.
 
 Runs the evaluation harness (:func:`pyql.agent.evaluation.runner.evaluate`, the same code as
-``pyql eval``) on the first ``--n`` dev questions of MetaQA 1/2/3-hop and WikiSQL, for each
-strategy (QueryAgent text mode, Readi, SRP on the KB datasets) and each ``--constrain`` setting
-(``on``: replies follow the strategy's JSON schemas; ``off``: free text, the paper's format). The
-model is ``--llm local`` by default — SmolLM2-135M-Instruct in llama.cpp's server, in this process
-— or any OpenAI-compatible server (``--llm openai:MODEL --base-url URL``): the command is the
-same for a bigger model.
+``pyql eval``) on a seeded sample of ``--n`` dev questions (``--sample N --seed S``: a uniform
+sample of the whole split, kept in file order, so every question type can be drawn; ``--first``
+takes the first N instead) of MetaQA 1/2/3-hop and WikiSQL, for each strategy (QueryAgent text
+mode, Readi, SRP on the KB datasets) and each **setting** (``--settings``):
+
+``off``       free text, the paper's format (``--constrain off``)
+``format``    replies follow the reply kind's JSON schema (``--constrain format``; ``on``)
+``grounded``  the schemas narrowed to what the environment offered (``--constrain grounded``)
+``choose``    ``--choose on --constrain grounded``: where a step's options are enumerable the
+              model scores the candidates (``llm.score``) and the best is taken; the other steps
+              are generated under the grounded schemas
+``ranker``    the **no-model baseline**: ``--llm ranker --choose on`` — the same candidates,
+              built by the same code, scored by word-prefix overlap with the question
+              (:mod:`pyql.agent.llm.ranker`); it writes nothing, so a step that is not enumerable
+              ends the question (the ranker's ``GenerationUnsupportedError``, recorded as an
+              error outcome)
+
+The model is ``--llm local`` by default — SmolLM2-135M-Instruct in llama.cpp's server, in this
+process — or any OpenAI-compatible server (``--llm openai:MODEL --base-url URL``): the command is
+the same for a bigger model.
 
 Printed per run: Hit@1 in both meanings (any predicted answer / the top-1 answer is gold) or
-accuracy, LLM calls, prompt / completion / cached tokens per question, seconds per question,
-and the outcome distribution: finished (an accepted ``execute()`` or the strategy's own end),
-step cap, parse failures (replies the strategy could not read), guideline hints by code.
-``--json PATH`` keeps every run's metrics. Usage (from the repository root)::
+accuracy, LLM calls and scoring calls per question (a scoring call counts as an LLM call too),
+prompt / completion / cached tokens per question, seconds per question, the hints that an
+argument named something the environment does not have (``off-vocab``: RM201 get_relation of an
+unknown node, PY202 a fact's invalid relation, KB201 a fact on a relation its node never listed,
+DB101 an unknown table/column name), unreadable replies (parse failures), and the outcome
+distribution (stop reasons), with the top hints by code. ``--json PATH`` keeps every run's
+metrics (and the sample's seed). Usage (from the repository root)::
 
-    python benchmarks/local_llm.py [--n 5] [--datasets metaqa-1hop,metaqa-2hop,metaqa-3hop,wikisql]
-        [--strategies queryagent,readi,srp] [--constrain on,off] [--max-steps 6]
-        [--llm local | --llm openai:MODEL --base-url URL] [--json out.json]
+    python benchmarks/local_llm.py [--n 5] [--seed 37] [--first]
+        [--datasets metaqa-1hop,metaqa-2hop,metaqa-3hop,wikisql]
+        [--strategies queryagent,readi,srp] [--settings off,format,grounded,choose,ranker]
+        [--max-steps 6] [--llm local | --llm openai:MODEL --base-url URL] [--json out.json]
+        [--keep DIR]
 
-The baseline of each row is the same strategy with ``--constrain off`` on the same questions.
+``--constrain`` is kept as an alias of ``--settings``.
 
 **Throughput** (``--throughput``, issue 37 item 6): the same questions answered at
 ``--concurrency 1`` and at ``--concurrency K`` (``--throughput-k``, default 4) with the local
@@ -30,7 +50,7 @@ the prompt tokens of each, and whether every question's predicted answers and st
 the same (greedy decoding)::
 
     python benchmarks/local_llm.py --throughput [--n 4] [--throughput-k 4]
-        [--datasets metaqa-1hop] [--strategies queryagent] [--max-steps 6]
+        [--datasets metaqa-1hop] [--strategies queryagent] [--settings grounded] [--max-steps 6]
 """
 
 from __future__ import annotations
@@ -48,9 +68,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 KB_DATASETS = ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop")
+#: each setting: (``--constrain``, ``--choose``, the LLM: None = ``--llm``)
+SETTINGS: dict[str, tuple[str, bool, str | None]] = {
+    "off": ("off", False, None),
+    "format": ("format", False, None),
+    "on": ("format", False, None),
+    "grounded": ("grounded", False, None),
+    "choose": ("grounded", True, None),
+    "ranker": ("off", True, "ranker"),
+}
+#: hints that an argument named something the environment does not have (see the docstring)
+OFF_VOCAB = ("RM201", "PY202", "KB201", "DB101")
 
 
-def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
+def _run(dataset: str, strategy: str, setting: str, args: argparse.Namespace,
          data: Path, work: Path, concurrency: int = 1, name: str | None = None
          ) -> dict[str, Any]:
     from pyql.agent.evaluation.records import RunConfig
@@ -62,11 +93,15 @@ def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
         options["max_edits"] = args.max_edits
     if strategy == "srp":
         options["max_rounds"] = args.max_edits
-    config = RunConfig(dataset=dataset, data_dir=str(data), llm=args.llm, base_url=args.base_url,
-                       strategy=strategy, options=options, limit=args.n,
+    constrain, choose, llm = SETTINGS[setting]
+    config = RunConfig(dataset=dataset, data_dir=str(data), llm=llm or args.llm,
+                       base_url=None if llm else args.base_url, strategy=strategy,
+                       options=options, limit=args.n if args.first else None,
+                       sample=None if args.first else args.n, seed=args.seed,
                        max_steps=args.max_steps, constrain=constrain,  # type: ignore[arg-type]
-                       question_deadline=args.deadline, max_outages=0, concurrency=concurrency)
-    out = work / (name or f"{dataset}-{strategy}-{constrain}")
+                       choose=choose, question_deadline=args.deadline, max_outages=0,
+                       concurrency=concurrency)
+    out = work / (name or f"{dataset}-{strategy}-{setting}")
     started = time.perf_counter()
     metrics = evaluate(config, out, progress=False)
     metrics["wall_seconds"] = time.perf_counter() - started
@@ -75,10 +110,13 @@ def _run(dataset: str, strategy: str, constrain: str, args: argparse.Namespace,
         for code, n in result.guidelines.items():
             hints[code] = hints.get(code, 0) + n
     metrics["hints_by_code"] = dict(sorted(hints.items(), key=lambda kv: -kv[1]))
+    metrics["off_vocab_hints"] = {code: hints[code] for code in OFF_VOCAB if hints.get(code)}
+    metrics["question_ids"] = [r.id for r in RunDir(out).results()]
+    metrics["seed"] = None if args.first else args.seed
     return metrics
 
 
-def _row(dataset: str, strategy: str, constrain: str, m: dict[str, Any]) -> str:
+def _row(dataset: str, strategy: str, setting: str, m: dict[str, Any]) -> str:
     def f(key: str, digits: int = 2) -> str:
         value = m.get(key)
         return "—" if value is None else f"{value:.{digits}f}"
@@ -88,10 +126,13 @@ def _row(dataset: str, strategy: str, constrain: str, m: dict[str, Any]) -> str:
     stops = m.get("stop_reasons") or {}
     outcome = ", ".join(f"{k or '?'} {v}" for k, v in stops.items())
     hints = ", ".join(f"{k} {v}" for k, v in list(m.get("hints_by_code", {}).items())[:4])
-    return (f"| {dataset} | {strategy} | {constrain} | {score} | {f('llm_calls', 1)} | "
+    off_vocab = m.get("off_vocab_hints") or {}
+    off = ", ".join(f"{k} {v}" for k, v in off_vocab.items()) or "0"
+    return (f"| {dataset} | {strategy} | {setting} | {score} | {f('llm_calls', 1)} | "
+            f"{f('scoring_calls', 1)} | "
             f"{f('prompt_tokens', 0)} / {f('completion_tokens', 0)} / {f('cached_tokens', 0)} | "
-            f"{f('tpq', 1)} | {m.get('parse_failures_total', 0)} | {f('finished')} | {outcome} | "
-            f"{hints or '—'} |")
+            f"{f('tpq', 1)} | {off} | {m.get('parse_failures_total', 0)} | {f('finished')} | "
+            f"{outcome} | {hints or '—'} |")
 
 
 def _answers(run: Path) -> dict[str, tuple[Any, str]]:
@@ -106,14 +147,14 @@ def throughput(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     docstring); prints one table row per run and the ratio, returns the figures."""
     dataset = args.datasets.split(",")[0]
     strategy = args.strategies.split(",")[0]
-    constrain = args.constrain.split(",")[0]
+    setting = args.settings.split(",")[0]
     rows: dict[int, dict[str, Any]] = {}
     print("| concurrency | questions | wall s | questions / min | cached share | LLM calls/q |")
     print("|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="pyql-local-llm-") as tmp:
         answers = {}
         for k in (1, args.throughput_k):
-            m = _run(dataset, strategy, constrain, args, data, Path(tmp), concurrency=k,
+            m = _run(dataset, strategy, setting, args, data, Path(tmp), concurrency=k,
                      name=f"c{k}")
             n = int(m.get("n") or 0)
             qpm = 60.0 * n / m["wall_seconds"] if m["wall_seconds"] else 0.0
@@ -129,16 +170,23 @@ def throughput(args: argparse.Namespace, data: Path) -> dict[str, Any]:
     differ = sorted(q for q in answers[1] if answers[1][q] != answers[k].get(q))
     print(f"\nratio (concurrency {k} / 1): {ratio:.2f}; same answers and stop reasons: "
           f"{same}" + (f" (differ: {', '.join(differ)})" if differ else ""))
-    return {"dataset": dataset, "strategy": strategy, "constrain": constrain, "runs": rows,
-            "ratio": ratio, "same_answers": same, "differ": differ}
+    return {"dataset": dataset, "strategy": strategy, "setting": setting, "runs": rows,
+            "ratio": ratio, "same_answers": same, "differ": differ,
+            "seed": None if args.first else args.seed, "n": args.n,
+            "max_steps": args.max_steps}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=5, help="questions per dataset (the first N)")
+    parser.add_argument("--n", type=int, default=5,
+                        help="questions per dataset (a seeded sample; --first: the first N)")
+    parser.add_argument("--seed", type=int, default=37, help="the sample's seed")
+    parser.add_argument("--first", action="store_true", help="the first N, not a sample")
     parser.add_argument("--datasets", default=",".join((*KB_DATASETS, "wikisql")))
     parser.add_argument("--strategies", default="queryagent,readi,srp")
-    parser.add_argument("--constrain", default="on,off")
+    parser.add_argument("--settings", "--constrain", dest="settings",
+                        default="off,format,grounded,choose,ranker",
+                        help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--llm", default="local", help="local[:PATH.gguf] or openai:MODEL")
     parser.add_argument("--base-url", default=None)
     parser.add_argument("--max-steps", type=int, default=6, help="QueryAgent's step cap")
@@ -147,11 +195,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of LLM time per question")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write every run's metrics")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep every run's directory (results, trajectories) under this "
+                             "folder instead of a temporary one")
     parser.add_argument("--throughput", action="store_true",
                         help="questions per minute at concurrency 1 vs --throughput-k (the "
                              "first dataset, strategy and constrain setting given)")
     parser.add_argument("--throughput-k", type=int, default=4)
     args = parser.parse_args(argv)
+    unknown = [s for s in args.settings.split(",") if s not in SETTINGS]
+    if unknown:
+        parser.error(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
     logging.basicConfig(level=logging.WARNING)
     from pyql.datasets.paths import default_data_dir
 
@@ -162,22 +216,31 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps(figures, indent=1, default=str))
         return 0
     runs: list[dict[str, Any]] = []
-    print("| dataset | strategy | constrain | Hit@1 any / top-1 (or accuracy) | LLM calls/q | "
-          "prompt / completion / cached tokens per q | s/q | parse failures | finished | "
-          "outcomes | hints (top 4) |")
-    print("|---|---|---|---|---:|---|---:|---:|---:|---|---|")
+    print(f"sample: {'the first' if args.first else 'seeded'} {args.n} dev questions per dataset"
+          + ("" if args.first else f", seed {args.seed}") + f"; QueryAgent's step cap "
+          f"{args.max_steps}; Readi's edits / SRP's rounds {args.max_edits}; LLM {args.llm}\n")
+    print("| dataset | strategy | setting | Hit@1 any / top-1 (or accuracy) | LLM calls/q | "
+          "scoring calls/q | prompt / completion / cached tokens per q | s/q | off-vocab hints | "
+          "unreadable replies | finished | outcomes | hints (top 4) |")
+    print("|---|---|---|---|---:|---:|---|---:|---|---:|---:|---|---|")
     with tempfile.TemporaryDirectory(prefix="pyql-local-llm-") as tmp:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
         for dataset in args.datasets.split(","):
             for strategy in args.strategies.split(","):
                 if strategy == "srp" and dataset not in KB_DATASETS:
                     continue  # SRP plans over a KB only
-                for constrain in args.constrain.split(","):
-                    metrics = _run(dataset, strategy, constrain, args, data, Path(tmp))
-                    print(_row(dataset, strategy, constrain, metrics), flush=True)
-                    runs.append({"dataset": dataset, "strategy": strategy,
-                                 "constrain": constrain, "metrics": metrics})
-    if args.json:
-        args.json.write_text(json.dumps(runs, indent=1, default=str))
+                for setting in args.settings.split(","):
+                    metrics = _run(dataset, strategy, setting, args, data, Path(tmp))
+                    print(_row(dataset, strategy, setting, metrics), flush=True)
+                    constrain, choose, llm = SETTINGS[setting]
+                    runs.append({"dataset": dataset, "strategy": strategy, "setting": setting,
+                                 "constrain": constrain, "choose": choose,
+                                 "llm": llm or args.llm, "max_steps": args.max_steps,
+                                 "metrics": metrics})
+                    if args.json:  # after every run: a cut-short plan keeps what it measured
+                        args.json.write_text(json.dumps(runs, indent=1, default=str))
     return 0
 
 

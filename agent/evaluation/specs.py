@@ -200,6 +200,14 @@ class GatedLLM(Retrying):
         return f"GatedLLM({self.llm!r})"
 
     @property
+    def max_tokens(self) -> int | None:
+        """The reply cap of the client behind the gate: what the recorder raises to a
+        constrained call's longest reply (without it, every evaluation run kept the
+        strategy's cap and a grounded Readi table path was cut at 512 tokens inside its JSON,
+        3 unreadable replies in 10 WikiSQL questions)."""
+        return getattr(self.llm, "max_tokens", None)
+
+    @property
     def structured_output(self) -> bool:
         """Whether the client behind the gate takes ``response_format``."""
         return bool(getattr(self.llm, "structured_output", False))
@@ -435,7 +443,8 @@ class ReplayProvider:
 
 class RankerProvider:
     """``--llm ranker``: a :class:`~pyql.agent.llm.ranker.RankerLLM` per question, made from the
-    question's text alone (the item's gold answers and program are not read)."""
+    question's text and its linked mentions (whose words do not count) alone — the item's gold
+    answers and program are not read."""
 
     def __init__(self, *, spec: str = "ranker") -> None:
         self.spec = spec
@@ -443,7 +452,7 @@ class RankerProvider:
     def for_item(self, item: EvalItem) -> LLM:
         from pyql.agent.llm.ranker import RankerLLM
 
-        return RankerLLM(item.question)
+        return RankerLLM(item.question, mentions=tuple(item.entities))
 
 
 # -- parsing ------------------------------------------------------------------------------------

@@ -16,6 +16,17 @@ candidate scores the number of its distinct prefixes found among the question's,
 name with fewer unexplained words wins; a remaining tie goes to the earlier candidate (the
 relation ranker's order) in :meth:`~pyql.agent.llm.clients.Scores.best`.
 
+**The linked mentions do not count** (``mentions``: the item's linked entity mentions, e.g.
+MetaQA's ``[Heat]``): their words are taken out of the question before its prefixes are cut.
+A mention names the node that every call on it carries — ``add_fact(1900, in_language, ?x)``,
+``add_fact(1900, directed_by, ?x)`` — so it says nothing about which relation or which step
+to take; counted, it made every fact on the topic entity outscore ``set_answer(?x)`` and
+``execute()`` (neither has a word of the question), so on QueryAgent the baseline added facts
+until the step cap and never answered (0 of 3 MetaQA 1-hop questions, ``max_steps`` each, in
+the issue 37 measurement), and a mention's words could collide with a relation's ("which movie
+did [Murray Langston] write": ``lang`` tied ``in_language`` with ``written_by``). Without
+mentions the question counts whole.
+
 >>> overlap_prior("what genre is [Heat]", "has_genre")
 1.0
 >>> llm = RankerLLM("who directed [Heat]")
@@ -41,7 +52,7 @@ from pyql.agent.llm.accounting import TokenUsage
 from pyql.agent.llm.clients import LLMReply, Message, Scores, Stop, Tools
 
 __all__ = ["PREFIX", "STOPWORDS", "UNMATCHED_PENALTY", "RankerLLM", "overlap_prior",
-           "prefixes"]
+           "prefixes", "question_words"]
 
 #: the letters of a word that count (``directed``/``director`` -> ``dire``)
 PREFIX = 4
@@ -71,6 +82,18 @@ def prefixes(text: str) -> set[str]:
     return out
 
 
+def question_words(question: str, mentions: Sequence[str] = ()) -> str:
+    """``question`` without its linked ``mentions`` (each occurrence, longest first, with the
+    brackets around it if any): the words the rule counts.
+
+    >>> question_words("which movie did [Murray Langston] write", ["Murray Langston"])
+    'which movie did   write'
+    """
+    for mention in sorted(set(mentions), key=len, reverse=True):
+        question = question.replace(f"[{mention}]", " ").replace(mention, " ")
+    return question
+
+
 def overlap_prior(question: str | set[str], candidate: str) -> float:
     """The candidate's prefixes found in the question, less :data:`UNMATCHED_PENALTY` for each
     that is not (``question``: its text, or its :func:`prefixes`)."""
@@ -91,10 +114,12 @@ class RankerLLM:
     #: ... and writes nothing, so it takes no schema
     structured_output = False
 
-    def __init__(self, question: str, *, model: str = "ranker") -> None:
+    def __init__(self, question: str, *, mentions: Sequence[str] = (),
+                 model: str = "ranker") -> None:
         self.question = question
+        self.mentions = tuple(m for m in mentions if m)
         self.model = model
-        self._asked = prefixes(question)
+        self._asked = prefixes(question_words(question, self.mentions))
 
     def __repr__(self) -> str:
         return f"RankerLLM({self.question!r})"

@@ -76,6 +76,7 @@ __all__ = [
     "edit_chains_format",
     "judge_format",
     "kb_path_format",
+    "HopChoices",
     "plan_format",
     "query_format",
     "relation_check_format",
@@ -190,6 +191,42 @@ def _enum(items: Sequence[str]) -> dict[str, Any]:
     return {"type": "string", "enum": list(items)}
 
 
+@dataclass(frozen=True)
+class HopChoices:
+    """A relation path's options hop by hop (grounded Readi paths): ``first`` the relations at
+    the topic entity, ``second`` per first relation the relations at the nodes it reaches (the
+    ones the grounding fetched), ``rest`` the relations a third or fourth hop may name (the KB's
+    vocabulary around the entity: those nodes were not fetched)."""
+
+    first: Sequence[str]
+    second: Mapping[str, Sequence[str]]
+    rest: Sequence[str]
+
+
+def _hop_chain(hops: HopChoices, max_items: int = 4) -> dict[str, Any]:
+    """The schema of one path under :class:`HopChoices`: an ``anyOf`` of fixed-length arrays
+    (``prefixItems``, which llama.cpp's grammar turns into a tuple), so the second relation is
+    one the KB has at the node the first reaches — a flat enum let SmolLM2 write
+    ``starred_actors → release_year`` from a movie (an actor has no release year), Readi's
+    ``irrelevant_relation`` on 10 of 18 paths of a 1-hop run. A first relation whose nodes were
+    not fetched goes one hop only."""
+    branches: list[dict[str, Any]] = [
+        {"type": "array", "prefixItems": [_enum(hops.first)], "minItems": 1, "maxItems": 1}]
+    rest = _enum(hops.rest) if hops.rest else None
+    for first in hops.first:
+        seconds = hops.second.get(first)
+        if not seconds:
+            continue
+        prefix: list[dict[str, Any]] = [{"type": "string", "const": first}, _enum(seconds)]
+        while len(prefix) <= max_items:
+            branches.append({"type": "array", "prefixItems": list(prefix),
+                             "minItems": len(prefix), "maxItems": len(prefix)})
+            if rest is None:
+                break
+            prefix.append(rest)
+    return {"anyOf": branches}
+
+
 #: what llama.cpp's grammar lets a model put between two JSON tokens (``"\n"{1,2} [ \t]{0,20}``)
 _SEPARATOR = 22
 
@@ -212,6 +249,8 @@ def _worst(schema: Mapping[str, Any]) -> int:
         body = sum(len(json.dumps(k, ensure_ascii=False)) + 1 + 2 * _SEPARATOR + _worst(v)
                    for k, v in properties.items())
         return 2 + body + len(properties) + _SEPARATOR
+    if kind == "array" and "prefixItems" in schema:
+        return 2 + sum(_worst(item) + 1 + 2 * _SEPARATOR for item in schema["prefixItems"])
     if kind == "array":
         items = schema.get("maxItems", 10)
         return 2 + items * (_worst(schema.get("items", {})) + 1 + 2 * _SEPARATOR)
@@ -370,15 +409,21 @@ def _path_relation(relation: Any) -> str:
 
 
 def kb_path_format(mentions: Sequence[str],
-                   relations: Mapping[str, Sequence[str]] | None = None) -> ReplyFormat:
+                   relations: Mapping[str, Sequence[str] | HopChoices] | None = None
+                   ) -> ReplyFormat:
     """Readi's reasoning path over a KB: per topic entity, the relations towards the answer
     (read back as ``Path: { "m": [ m → r1 → r2 ] }``). ``relations`` (grounded): per topic
-    entity the KB's vocabulary around it (:func:`pyql.agent.grounding.candidates.kb_path_options`), its
-    path's only relations."""
+    entity the KB's vocabulary around it (:func:`pyql.agent.grounding.candidates.kb_path_options`),
+    its path's only relations — a flat list (any relation at any hop), or :class:`HopChoices`
+    (hop by hop: :func:`_hop_chain`)."""
     from pyql.agent.grounding.paths.path import ReasoningPath
 
     def chain(mention: str) -> dict[str, Any]:
         offered = (relations or {}).get(mention)
+        if isinstance(offered, HopChoices):
+            if offered.first:
+                return _hop_chain(offered)
+            offered = offered.rest  # nothing at the entity: the vocabulary, or free
         return {"type": "array", "items": _enum(offered) if offered else _string(),
                 "maxItems": 4}
 

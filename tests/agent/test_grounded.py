@@ -22,6 +22,7 @@ from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
 from pyql.agent.llm.structured import (
     ConstrainLevel,
     ConstrainRefusedError,
+    HopChoices,
     ReplyFormat,
     action_format,
     answers_format,
@@ -302,7 +303,12 @@ ACTION_FORMATS = [(action_format(TOOLS), PROFILE.toolset),
                   (action_format(tool_schemas(SQL_PROFILE.signatures, SQL_PROFILE)),
                    SQL_PROFILE.toolset),
                   *((f, PROFILE.toolset) for f in _grounded_formats())]
-TEXT_FORMATS = [kb_path_format(["Kismet", "The Story"]), table_path_format(["Player", "Team"]),
+TEXT_FORMATS = [kb_path_format(["Kismet", "The Story"]),
+                kb_path_format(["Kismet"], {"Kismet": HopChoices(
+                    first=["directed_by", "release_year"], second={"directed_by": ["written_by"]},
+                    rest=["directed_by", "release_year", "written_by"])}),
+                kb_path_format(["Kismet"], {"Kismet": HopChoices(first=[], second={}, rest=[])}),
+                table_path_format(["Player", "Team"]),
                 table_path_format([]), answers_format(), relation_check_format(["a", "b_c"], 2),
                 plan_format(["Kismet"]), judge_format(2), edit_chains_format(["Kismet"]),
                 query_format("sparql")]
@@ -355,13 +361,23 @@ def test_a_grounded_readi_path_only_admits_the_kbs_relations_around_the_topic(kb
     result = Readi(llm, kb, constrain="grounded").run(GODEY_Q, GODEY)
     assert set(result.answers) == GODEY_GOLD and result.usage.parse_failures == 0
     schema = _schema(llm.calls[0])
-    offered = schema["properties"]["path"]["properties"]["John Godey"]["items"]["enum"]
-    # hop 1: written_by (backward); hop 2: at the films
-    assert {"written_by", "directed_by", "has_genre"} <= set(offered)
+    jsonschema.validate(path, schema)
+    branches = schema["properties"]["path"]["properties"]["John Godey"]["anyOf"]
+    # hop 1: the relations at John Godey (written_by, backward), and only those
+    assert branches[0]["prefixItems"][0]["enum"] == ["written_by"]
+    # hop 2: the relations at the films written_by reaches, hop by hop
+    assert all(b["prefixItems"][0]["const"] == "written_by"
+               for b in branches if len(b["prefixItems"]) >= 2)
+    two_hops = [b for b in branches if len(b["prefixItems"]) == 2]
+    assert {"directed_by", "has_genre"} <= set(two_hops[0]["prefixItems"][1]["enum"])
+    offered = {r for b in branches for item in b["prefixItems"] for r in item.get("enum", ())}
     assert "in_language" not in offered  # only Kismet has it: not around John Godey
-    bad = {"thought": "", "path": {"John Godey": ["director_of"]}}
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad, schema)
+    for bad in ({"thought": "", "path": {"John Godey": ["director_of"]}},
+                # a relation the KB has around the entity, but not at the entity itself: the
+                # flat vocabulary admitted it first (Readi's irrelevant_relation)
+                {"thought": "", "path": {"John Godey": ["directed_by", "written_by"]}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
 
 
 def test_readi_choose_mode_scores_the_kbs_paths(kb) -> None:
@@ -445,3 +461,25 @@ def test_a_constrained_calls_cap_holds_the_schemas_longest_reply() -> None:
     assert llm.calls[0]["max_tokens"] == fmt.token_bound() > 64
     rec.llm([{"role": "user", "content": "q"}], format=fmt, max_tokens=4000)
     assert llm.calls[1]["max_tokens"] == 4000
+
+
+def test_the_cap_is_raised_through_the_evaluations_gate(fake_openai: FakeOpenAI) -> None:
+    """The evaluation wraps the client in a :class:`GatedLLM`; the recorder reads the cap it
+    raises from the client it calls, so the gate must show the wrapped client's (a Readi
+    table path on WikiSQL was cut at 512 tokens inside its JSON without it)."""
+    from pyql.agent.evaluation.specs import GatedLLM, RateGate
+    from pyql.agent.llm.accounting import PriceTable, TokenCounter
+    from pyql.agent.recorder import Recorder
+
+    fmt = table_path_format(["Week", "Date", "Opponent"])
+    reply = {"thought": "", "path": {"columns": ["Week"], "rows": [], "answer": "Opponent"}}
+    fake_openai.push(Text(json.dumps(reply)))
+    client = OpenAIChat("gpt-test", base_url=fake_openai.base_url, api_key=fake_openai.api_key,
+                        max_tokens=64)
+    gated = GatedLLM(client, RateGate())
+    assert gated.max_tokens == 64
+    rec = Recorder(gated, "q", counter=TokenCounter(estimates=False),
+                   price_table=PriceTable.of(None))
+    call = rec.llm([{"role": "user", "content": "q"}], format=fmt)
+    assert fake_openai.chat_requests[-1].body["max_tokens"] == fmt.token_bound() > 64
+    assert call.reply.text.startswith("Path: ")

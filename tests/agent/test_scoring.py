@@ -175,10 +175,35 @@ def test_the_ranker_baseline_on_real_metaqa_relations_and_questions() -> None:
         checked += 1
     assert checked >= 1000
     assert right / checked >= 0.97, (right, checked)
-    # the collision the docstring names: a tie, the earlier candidate wins
+    # the collision the docstring names: counted whole, the mention's "Langston" ties
+    # in_language with written_by and the earlier candidate wins ...
     tie = RankerLLM("which movie did [Murray Langston] write").score([], ["in_language",
                                                                           "written_by"])
     assert tie[0] == tie[1] and tie.best() == 0
+    # ... with the linked mention left out, the question's own word decides
+    mentioned = RankerLLM("which movie did [Murray Langston] write", mentions=["Murray Langston"])
+    assert mentioned.score([], ["in_language", "written_by"]).best() == 1
+
+
+def test_the_ranker_baseline_answers_on_queryagent(tmp_path: Path) -> None:
+    """The no-model baseline through QueryAgent's choose mode, the evaluation runner, real
+    MetaQA dev questions: the linked mention's words do not count, so once the fact along the
+    question's relation is in the query, ``set_answer`` and ``execute`` (no question word each)
+    outscore further facts on the topic entity (which all carry its words) — counted, the
+    baseline added facts until the step cap on every question."""
+    require_data("metaqa")
+    from pyql.agent.evaluation.records import RunConfig
+    from pyql.agent.evaluation.rundir import RunDir
+    from pyql.agent.evaluation.runner import evaluate
+    from pyql.datasets.paths import default_data_dir
+
+    config = RunConfig(dataset="metaqa-1hop", data_dir=str(default_data_dir()), llm="ranker",
+                       choose=True, constrain="off", sample=3, seed=37, max_steps=6)
+    evaluate(config, tmp_path / "run", progress=False)
+    results = list(RunDir(tmp_path / "run").results())
+    assert len(results) == 3
+    assert all(r.stop_reason == "execute" and r.predicted for r in results), [
+        (r.id, r.stop_reason) for r in results]
 
 
 def test_the_ranker_only_chooses() -> None:
@@ -204,4 +229,7 @@ def test_the_ranker_spec_and_its_provider() -> None:
                     program="get_relation(Heat)")
     llm = provider.for_item(item)
     assert isinstance(llm, RankerLLM) and llm.question == "who directed [Heat]"
+    assert llm.mentions == ()  # the item links no entity
+    linked = provider.for_item(item.model_copy(update={"entities": {"Heat": "Heat"}}))
+    assert isinstance(linked, RankerLLM) and linked.mentions == ("Heat",)
     assert llm.score([], ["Michael Mann", "directed_by"]).best() == 1  # gold is not read

@@ -3,7 +3,7 @@
 Covers the keywords pyql's reply formats use (``type`` object/array/string/number/integer/
 boolean, ``properties``/``required``/``additionalProperties: false``, ``items``,
 ``minItems``/``maxItems``, ``minLength``/``maxLength``, ``pattern``, ``enum``, ``const``,
-``anyOf``); any other keyword is an error, so a format that starts using one is noticed here.
+``anyOf``, ``prefixItems`` as a fixed-length tuple); any other keyword is an error, so a format that starts using one is noticed here.
 (hypothesis-jsonschema would be the library for this, but its release does not run on the
 hypothesis this project pins.)
 """
@@ -19,7 +19,7 @@ __all__ = ["from_schema"]
 
 _KNOWN = {"type", "properties", "required", "additionalProperties", "items", "minItems",
           "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "pattern",
-          "description"}
+          "description", "prefixItems"}
 
 
 def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
@@ -40,6 +40,8 @@ def from_schema(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
         fields = {k: from_schema(v) for k, v in properties.items() if k in required}
         optional = {k: from_schema(v) for k, v in properties.items() if k not in required}
         return st.fixed_dictionaries(fields, optional=optional)
+    if kind == "array" and "prefixItems" in schema:
+        return st.tuples(*(from_schema(s) for s in schema["prefixItems"])).map(list)
     if kind == "array":
         return st.lists(from_schema(schema.get("items", {"type": "string"})),
                         min_size=schema.get("minItems", 0), max_size=schema.get("maxItems", 5))

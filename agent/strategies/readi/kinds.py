@@ -30,7 +30,12 @@ from pyql.agent.grounding.paths.table import (
     TableStuck,
     parse_table_path,
 )
-from pyql.agent.llm.structured import ReplyFormat, kb_path_format, table_path_format
+from pyql.agent.llm.structured import (
+    HopChoices,
+    ReplyFormat,
+    kb_path_format,
+    table_path_format,
+)
 from pyql.agent.strategies.readi import prompts
 from pyql.program import Program
 
@@ -192,11 +197,16 @@ class KBPaths(_OneQuestion):
             self.run.add_queries(queries)
         return self._options
 
-    def _relations(self, mentions: Sequence[str]) -> dict[str, Sequence[str]] | None:
+    def _relations(self, mentions: Sequence[str]) -> dict[str, Sequence[str] | HopChoices] | None:
+        """Grounded: per topic entity its path's options hop by hop (:class:`HopChoices`: the
+        relations at the entity, at the nodes the fetched ones reach, then the vocabulary)."""
         if not self._grounded():
             return None
         options = self.path_options()
-        return {m: options[m].vocabulary.items for m in mentions if m in options}
+        return {m: HopChoices(first=options[m].first.items,
+                              second={r: c.items for r, c in options[m].second.items()},
+                              rest=options[m].vocabulary.items)
+                for m in mentions if m in options}
 
     def choices(self) -> list[str] | None:
         """Choose mode's first paths: the KB's 1- and 2-hop paths from the one topic entity
