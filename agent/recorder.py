@@ -21,7 +21,7 @@ Choose mode scores candidates instead: ``scored = rec.score(messages, candidates
 LLM call and a ``scoring_calls`` one; ``Step(..., **scored.step_fields())`` keeps the candidates
 and scores in ``data["scored"]``, which a replay returns.
 
-With constraints on (:func:`~pyql.agent.llm.structured.resolve_constrain`), a call with a
+With constraints on (:func:`~pyql.agent.llm.structured.constrain_level`), a call with a
 :class:`~pyql.agent.llm.structured.ReplyFormat` sends its schema and reads the JSON reply back as the
 text (or tool call) the strategy parses; the model's raw JSON is kept in ``call.raw_text``.
 """
@@ -97,7 +97,8 @@ class Recorder:
     ``estimates=False`` does not: they count 0, e.g. in a stand-in run whose token figures are
     not wanted);
     ``price_table`` prices calls whose client reports no cost; ``constrain`` is
-    ``auto``/``on``/``off`` (or an already resolved bool); ``on_step`` is the caller's live
+    ``off``/``format``/``grounded``/``auto`` (``on``: ``format``), a resolved
+    :class:`~pyql.agent.llm.structured.ConstrainLevel`, or a bool; ``on_step`` is the caller's live
     view. A stand-in LLM (``--llm gold``) that
     reads each step's record declares ``observe(step)``: it is called as one more callback.
     ``fingerprint`` records each prompt's hash for replays (off for stand-ins whose prompts do
