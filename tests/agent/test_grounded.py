@@ -18,7 +18,7 @@ from pyql import Session
 from pyql.agent.errors import ScoringUnsupportedError
 from pyql.agent.grounding.candidates import Candidates, candidate_calls, combine, ground_step
 from pyql.agent.grounding.ranking import BM25Ranker, select_relations
-from pyql.agent.llm.clients import OpenAIChat, ScriptedLLM
+from pyql.agent.llm.clients import OpenAIChat, ReplayLLM, ScriptedLLM
 from pyql.agent.llm.structured import (
     ConstrainLevel,
     ConstrainRefusedError,
@@ -247,6 +247,24 @@ def test_choose_mode_scores_the_legal_calls_and_takes_the_best() -> None:
     assert result.usage.llm_calls == 4 and llm.calls == []  # nothing generated
     assert llm.scored[0] == ["Thought 1 : \nAction 1 : get_relation(Kismet)"]
     assert result.steps[1].data["choose"]["chosen"].endswith("directed_by, ?x)")
+
+
+def test_a_choose_mode_run_replays_from_its_trajectory() -> None:
+    """Each choice keeps every candidate's score in its step (``data["scored"]``), so the
+    recorded run replays with no scorer at all."""
+    def rule(candidate: str) -> float:
+        return (2.0 * ("directed_by" in candidate) + 3.0 * ("set_answer" in candidate)
+                + 4.0 * ("execute" in candidate) - 0.01 * len(candidate))
+
+    kb = metaqa_kb(KB_LINES)
+    recorded = QueryAgent(ScriptedScorer(rule), kb, choose=True, max_steps=6).run(
+        "who directed [Kismet]", {"Kismet": "Kismet"})
+    assert all("scored" in s.data for s in recorded.steps)
+    replay = ReplayLLM(recorded.trajectory)
+    again = QueryAgent(replay, kb, choose=True, max_steps=6).run(
+        "who directed [Kismet]", {"Kismet": "Kismet"})
+    assert [s.action for s in again.steps] == [s.action for s in recorded.steps]
+    assert again.answers == recorded.answers == ("William Dieterle",)
 
 
 def test_choose_mode_without_scores_is_a_typed_error_before_the_run() -> None:

@@ -483,7 +483,7 @@ class QueryAgent:
                                             prior_weight=self.prior_weight)
                         call = choice.call
                         decision, fields = self._decide(call.reply), call.step_fields()
-                        fields["data"] = {"choose": choice.data()}
+                        fields["data"] = choice.step_data()
                     else:
                         call = rec.llm(messages,
                                        stop=STOP_SEQUENCES if self.mode == "text" else None,

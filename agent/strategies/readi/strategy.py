@@ -421,7 +421,7 @@ class Readi:
         chosen: dict[str, Any] = {}
         if options:
             choice = run.choose(messages, options)
-            reply, chosen = choice.call, {"choose": choice.data()}
+            reply, chosen = choice.call, choice.step_data()
         else:
             reply = self._ask(run, messages, format, "generate")
         problem = None
@@ -482,7 +482,7 @@ class Readi:
         if self.choose and values:
             choice = run.choose(messages, [answer_text(v) for v in values])
             reply = choice.call
-            data = {**data, "choose": choice.data()}
+            data = {**data, **choice.step_data()}
         else:
             reply = self._ask(run, messages, answers_format(
                 values if self.level.grounded else None), "answer")

@@ -416,7 +416,7 @@ class _Run:
         if self.srp.choose and options:
             choice = self.rec.choose(messages, list(options))
             call = choice.call
-            data = {**data, "choose": choice.data()}
+            data = {**data, **choice.step_data()}
         else:
             call = self.rec.llm(messages, format=format)
         step = Step(n=self.rec.next_n, kind=kind, action=kind, data=data, **call.step_fields())
