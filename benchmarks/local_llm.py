@@ -14,6 +14,10 @@ mode, Readi, SRP on the KB datasets) and each **setting** (``--settings``):
 ``choose``    ``--choose on --constrain grounded``: where a step's options are enumerable the
               model scores the candidates (``llm.score``) and the best is taken; the other steps
               are generated under the grounded schemas
+``prior``     choose mode with the baseline's rule as a prior: each candidate scores the
+              model's log-likelihood + ``--prior-weight`` x its word overlap (QueryAgent's
+              ``prior_weight``; the rule of :func:`pyql.agent.grounding.candidates.combine`):
+              a shared word decides, the model breaks the rule's ties
 ``ranker``    the **no-model baseline**: ``--llm ranker --choose on`` — the same candidates,
               built by the same code, scored by word-prefix overlap with the question
               (:mod:`pyql.agent.llm.ranker`); it writes nothing, so a step that is not enumerable
@@ -35,9 +39,9 @@ metrics (and the sample's seed). Usage (from the repository root)::
 
     python benchmarks/local_llm.py [--n 5] [--seed 37] [--first]
         [--datasets metaqa-1hop,metaqa-2hop,metaqa-3hop,wikisql]
-        [--strategies queryagent,readi,srp] [--settings off,format,grounded,choose,ranker]
-        [--max-steps 6] [--llm local | --llm openai:MODEL --base-url URL] [--json out.json]
-        [--keep DIR]
+        [--strategies queryagent,readi,srp] [--settings off,format,grounded,choose,prior,ranker]
+        [--prior-weight 30] [--max-steps 6] [--llm local | --llm openai:MODEL --base-url URL]
+        [--threads N] [--llm-cache FILE] [--json out.json] [--keep DIR]
 
 ``--constrain`` is kept as an alias of ``--settings``.
 
@@ -49,8 +53,12 @@ questions per minute at 1 and at K (wall clock of each run), their ratio, the ca
 the prompt tokens of each, and whether every question's predicted answers and stop reason are
 the same (greedy decoding)::
 
-    python benchmarks/local_llm.py --throughput [--n 4] [--throughput-k 4]
+    python benchmarks/local_llm.py --throughput [--n 4] [--throughput-k 4] [--threads N]
         [--datasets metaqa-1hop] [--strategies queryagent] [--settings grounded] [--max-steps 6]
+
+``--threads N`` sets the local server's CPU threads for every run (``PYQL_LOCAL_THREADS``);
+``--llm-cache FILE`` keeps replies and scoring calls, so another ``--prior-weight`` on the same
+questions only scores the steps that differ (its seconds per question then count the hits).
 """
 
 from __future__ import annotations
@@ -75,6 +83,7 @@ SETTINGS: dict[str, tuple[str, bool, str | None]] = {
     "on": ("format", False, None),
     "grounded": ("grounded", False, None),
     "choose": ("grounded", True, None),
+    "prior": ("grounded", True, None),
     "ranker": ("off", True, "ranker"),
 }
 #: hints that an argument named something the environment does not have (see the docstring)
@@ -93,6 +102,8 @@ def _run(dataset: str, strategy: str, setting: str, args: argparse.Namespace,
         options["max_edits"] = args.max_edits
     if strategy == "srp":
         options["max_rounds"] = args.max_edits
+    if setting == "prior" and strategy in ("queryagent", "readi"):
+        options["prior_weight"] = args.prior_weight
     constrain, choose, llm = SETTINGS[setting]
     config = RunConfig(dataset=dataset, data_dir=str(data), llm=llm or args.llm,
                        base_url=None if llm else args.base_url, strategy=strategy,
@@ -100,7 +111,8 @@ def _run(dataset: str, strategy: str, setting: str, args: argparse.Namespace,
                        sample=None if args.first else args.n, seed=args.seed,
                        max_steps=args.max_steps, constrain=constrain,  # type: ignore[arg-type]
                        choose=choose, question_deadline=args.deadline, max_outages=0,
-                       concurrency=concurrency)
+                       concurrency=concurrency,
+                       llm_cache=str(args.llm_cache) if args.llm_cache and not llm else None)
     out = work / (name or f"{dataset}-{strategy}-{setting}")
     started = time.perf_counter()
     metrics = evaluate(config, out, progress=False)
@@ -202,7 +214,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="questions per minute at concurrency 1 vs --throughput-k (the "
                              "first dataset, strategy and constrain setting given)")
     parser.add_argument("--throughput-k", type=int, default=4)
+    parser.add_argument("--prior-weight", type=float, default=30.0,
+                        help="the `prior` setting's weight of the word-overlap prior "
+                             "(QueryAgent's and Readi's prior_weight; default 30, chosen on a "
+                             "dev sample disjoint from the measured one: benchmarks/README.md)")
+    parser.add_argument("--llm-cache", type=Path, default=None,
+                        help="an LLM cache file (replies and scoring calls) shared by the runs: "
+                             "a re-run or another prior weight skips the steps already scored")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="the local server's CPU threads (PYQL_LOCAL_THREADS; default half "
+                             "the cores), the same for every run")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be at least 1")
+        import os
+
+        os.environ["PYQL_LOCAL_THREADS"] = str(args.threads)
     unknown = [s for s in args.settings.split(",") if s not in SETTINGS]
     if unknown:
         parser.error(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
@@ -238,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append({"dataset": dataset, "strategy": strategy, "setting": setting,
                                  "constrain": constrain, "choose": choose,
                                  "llm": llm or args.llm, "max_steps": args.max_steps,
+                                 "prior_weight": (args.prior_weight if setting == "prior"
+                                                  else None),
                                  "metrics": metrics})
                     if args.json:  # after every run: a cut-short plan keeps what it measured
                         args.json.write_text(json.dumps(runs, indent=1, default=str))

@@ -131,3 +131,19 @@ def test_ask_without_openai_names_the_agent_extra_once() -> None:
     assert _lines(result.stderr) == [
         "error: the openai package is not installed (the [agent] extra)",
         "hint: pip install 'pyql-kbqa[agent]'"]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_thread_count_is_named_before_any_model_loads(
+        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from pyql.agent.evaluation.llm_spec import LLMSpecError
+    from pyql.agent.evaluation.specs import build_provider
+    from pyql.agent.llm.local import THREADS_ENV, LocalSettings, default_threads
+
+    monkeypatch.setenv(THREADS_ENV, value)
+    with pytest.raises(LocalModelError, match="PYQL_LOCAL_THREADS"):
+        LocalSettings()
+    with pytest.raises(LLMSpecError, match="not a positive number of threads"):
+        build_provider("local")
+    monkeypatch.setenv(THREADS_ENV, " 3 ")
+    assert default_threads() == LocalSettings().threads == 3

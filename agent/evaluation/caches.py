@@ -11,7 +11,8 @@ writers of the same key store the same value, so the last one winning is harmles
   (``temperature``, ``max_tokens``, ``seed``, ``extra_body`` when the client has them). A hit
   returns the recorded reply, with its recorded token usage and cost (so the metrics of a cached
   run equal those of the run that filled the cache) but ``latency=0`` and ``retries=0``. The
-  server's address is not part of the key: one model name, one set of replies.
+  server's address is not part of the key: one model name, one set of replies. Scoring calls
+  (choose mode) are kept the same way, keyed by the messages and the candidates in order.
 - :class:`KBView` and :class:`DBView` are per-question views of a shared backend: each counts
   its own queries (``query_count``, what the agent's QPQ reads, exact under concurrency) and,
   given a :class:`QueryCache`, answers a query it has seen before from the cache. The key is the
@@ -39,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import pickle
 import sqlite3
@@ -47,7 +49,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyql.agent.llm.clients import LLM, LLMReply, Message, Stop, Tools, sampling_kwargs
+from pyql.agent.llm.accounting import TokenUsage
+from pyql.agent.llm.clients import LLM, LLMReply, Message, Scores, Stop, Tools, sampling_kwargs
 from pyql.db.base import DB
 from pyql.kb.base import KB
 from pyql.results import ResultSet
@@ -191,11 +194,32 @@ class CachedLLM:
         raise AttributeError(name)
 
     def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
-              max_tokens: int | None = None) -> list[float]:
-        """The wrapped client's scores (choose mode), asked every time: scores are not cached
-        (a scoring call is cheap next to a reply, and its usage is the server's)."""
-        return self.llm.score(messages, candidates,  # type: ignore[attr-defined]
-                              max_tokens=max_tokens)
+              max_tokens: int | None = None) -> Scores:
+        """The wrapped client's scores (choose mode), from the cache when the same call (model,
+        messages, candidates in order, ``max_tokens``) was scored before. A scoring call is a
+        prompt plus every candidate's tokens decoded one by one, so a re-run that walks the
+        same steps (another ``prior_weight``, another metric) skips them. A hit returns the
+        recorded scores, token usage, cost and requests, with ``latency=0`` and ``retries=0``
+        (as :meth:`complete`)."""
+        key = cache_key("score", self.model, [dict(m) for m in messages], list(candidates),
+                        self.params, max_tokens)
+        blob = self.cache.get(key)
+        if blob is not None:
+            hit = json.loads(blob.decode())
+            return Scores([-math.inf if v is None else v for v in hit["values"]],
+                          usage=(TokenUsage.model_validate(hit["usage"])
+                                 if hit["usage"] is not None else None),
+                          model=hit["model"], requests=hit["requests"],
+                          tokens=hit["tokens"], cost=hit["cost"])
+        raw = self.llm.score(messages, candidates,  # type: ignore[attr-defined]
+                             max_tokens=max_tokens)
+        scores = raw if isinstance(raw, Scores) else Scores(raw, model=self.model)
+        self.cache.put(key, json.dumps({
+            "values": [None if math.isinf(v) else v for v in scores],
+            "usage": scores.usage.model_dump(mode="json") if scores.usage is not None else None,
+            "model": scores.model, "requests": scores.requests, "tokens": list(scores.tokens),
+            "cost": scores.cost}).encode())
+        return scores
 
     def complete(self, messages: Sequence[Message], *, stop: Stop = None, tools: Tools = None,
                  response_format: Mapping[str, Any] | None = None,

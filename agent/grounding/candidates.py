@@ -23,8 +23,9 @@ keeps the ``limit`` best by the relation ranker, as the observation shows them (
 model read agree), and says so (``truncated``, ``total``).
 
 Candidates come in a stable, documented order: relations best first by the ranker (ties and
-``ranker=None`` by name), everything else in the order the session met it (linked entities as
-linked, variables as they appeared, then the fresh one; columns as the schema lists them).
+``ranker=None`` by name), ``set_answer``'s variables newest first (a walk answers with the node
+it reached last), everything else in the order the session met it (linked entities as linked,
+variables as they appeared, then the fresh one; columns as the schema lists them).
 
 This module holds no prompt wording: strategies turn a grounding into a reply format
 (:func:`pyql.agent.llm.structured.grounded_action_format`) or into calls to score (choose mode,
@@ -33,6 +34,7 @@ This module holds no prompt wording: strategies turn a grounding into a reply fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,10 +46,13 @@ __all__ = [
     "Candidates",
     "FactOption",
     "Grounding",
+    "CallOption",
+    "call_options",
     "candidate_calls",
     "check_choose",
     "combine",
     "fresh_variable",
+    "named_variable",
     "ground_step",
     "rank_candidates",
 ]
@@ -114,6 +119,10 @@ class Grounding:
     values: Mapping[str, Candidates] = field(default_factory=dict)
     #: the fresh variable a new node gets (KB)
     fresh: str = ""
+    #: the query's variables (a new one is named apart from them: :func:`named_variable`)
+    variables: tuple[str, ...] = ()
+    #: the answer variable set so far ("" before ``set_answer``)
+    answer: str = ""
 
     def slot(self, function: str, parameter: str) -> Candidates | None:
         return self.slots.get((function, parameter))
@@ -134,6 +143,31 @@ def rank_candidates(question: str, items: Sequence[str], ranker: RelationRanker 
     scores = ranker.scores(question, unique)
     order = sorted(range(len(unique)), key=lambda i: (-scores[i], unique[i]))
     return [unique[i] for i in order]
+
+
+def named_variable(relation: str, taken: Sequence[str]) -> str:
+    """The variable a forward fact along ``relation`` reaches, named after the relation: its
+    last segment (``film.film.directed_by`` -> ``?directed_by``, ``wdt:P57`` -> ``?P57``),
+    every character that cannot be in a variable name made ``_``, then ``2``, ``3`` ... until
+    it is not in ``taken``; ``?x``-style (:func:`fresh_variable`) when nothing is left.
+
+    A name says what the node is (``add_fact(Heat, release_year, ?release_year)``), as the
+    demonstrations' ``?director`` does: a model reads it, and so does the word-overlap prior
+    (``set_answer(?has_genre)`` shares "genre" with "what genres ...", ``set_answer(?x)``
+    nothing).
+
+    >>> named_variable("film.film.directed_by", ["?directed_by"])
+    '?directed_by2'
+    """
+    base = re.sub(r"\W", "_", re.split(r"[./:#]", relation.strip())[-1]).strip("_")
+    if not base:
+        return fresh_variable(taken)
+    used = set(taken)
+    name, n = f"?{base}", 1
+    while name in used:
+        n += 1
+        name = f"?{base}{n}"
+    return name
 
 
 def fresh_variable(taken: Sequence[str]) -> str:
@@ -220,9 +254,11 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
     for name in _ON_VARIABLES:
         first = "answer_var" if name == "set_answer" else f"{name.removeprefix('add_')}_var"
         slots[name, first] = variables
-    # the answer set again is no step: set_answer offers the other variables
+    # the answer set again is no step: set_answer offers the other variables, the newest
+    # first: a walk's answer is the node it reached last (``add_fact(?x, release_year, ?y)``
+    # asks for ``?y``), and a tie in choose mode goes to the earlier candidate
     slots["set_answer", "answer_var"] = Candidates.of(
-        "entity", [v for v in variables.items if v != memory.answer])
+        "entity", [v for v in reversed(variables.items) if v != memory.answer])
     slots["add_type", "var"] = variables
     slots["add_filter", "ob1"] = variables
     slots["add_time_constrain", "var"] = variables
@@ -232,7 +268,8 @@ def _ground_kb(session: Any, question: str, offered: Sequence[str],
         slots[name, "new_var"] = Candidates.of("entity", [fresh_variable(
             [*memory.variables, *variables.items])])
     return Grounding("sparql", Candidates.of("function", legal),
-                     {k: v for k, v in slots.items() if v}, tuple(facts), fresh=fresh)
+                     {k: v for k, v in slots.items() if v}, tuple(facts), fresh=fresh,
+                     variables=tuple(memory.variables), answer=memory.answer or "")
 
 
 def _used(calls: Sequence[Any], node: str, direction: str) -> set[str]:
@@ -299,34 +336,72 @@ def _answered(session: Any) -> bool:
 # -- choose mode ----------------------------------------------------------------------------------
 
 
-def candidate_calls(grounding: Grounding) -> list[str] | None:
-    """The calls of a step as text, when the step's options are enumerable: every legal
-    function whose every required argument has candidates (``get_relation`` of a node not
-    fetched yet, ``add_fact`` along an offered relation to a fresh variable or a known node,
-    ``set_answer`` of a variable with values, ``execute``); None when some legal function takes
-    a free argument and nothing else is offered (the step is not enumerable: generate it).
+@dataclass(frozen=True)
+class CallOption:
+    """One enumerable call of a step: ``text`` as the strategy's parser reads it, and
+    ``words``, what the call is about, which choose mode's prior compares with the question:
+    a fact's relation (its new node is named after it), the node of ``get_relation`` and of
+    ``set_answer``, the answer variable of ``execute``. So ``get_relation(?directed_by)``,
+    ``set_answer(?directed_by)`` and, once it is the answer, ``execute()`` share their words:
+    whether to go on or to stop is not the prior's to say (the model breaks the tie), while
+    ``set_answer(?has_genre)`` names "genre" where ``set_answer(?x)`` names nothing."""
 
-    The order is stable: functions in toolset order, relations best first."""
+    text: str
+    words: str = ""
+
+
+def call_options(grounding: Grounding) -> list[CallOption] | None:
+    """The calls of a step, when the step's options are enumerable: every legal function
+    whose every required argument has candidates (``get_relation`` of a node not fetched yet,
+    ``add_fact`` along an offered relation to a new variable — forward: named after the
+    relation, :func:`named_variable`; backward: the fresh ``?x``-style one —, ``set_answer``
+    of a variable with values, ``execute``); None when some legal function takes a free
+    argument and nothing else is offered (the step is not enumerable: generate it).
+
+    The order is stable: functions in toolset order, relations best first, the newest
+    variable first."""
     if grounding.tools != "sparql":
         return None
-    out: list[str] = []
+    out: list[CallOption] = []
     for name in grounding.functions.items:
         if name == "get_relation":
             nodes = grounding.slot("get_relation", "node")
-            out += [f"get_relation({n})" for n in (nodes.items if nodes else ())]
+            out += [CallOption(_call("get_relation", n), n.lstrip("?"))
+                    for n in (nodes.items if nodes else ())]
         elif name == "add_fact":
+            taken = (*grounding.variables, grounding.fresh)
             for fact in grounding.facts:
-                new = grounding.fresh  # the walk's next node
                 for relation in fact.relations.items:
-                    out.append(f"add_fact({fact.node}, {relation}, {new})"
-                               if fact.direction == "forward"
-                               else f"add_fact({new}, {relation}, {fact.node})")
+                    # the walk's next node: named after the relation that reaches it (forward);
+                    # a backward fact's head is what the relation starts from, so it has no
+                    # name of its own here: the fresh ?x
+                    ends = ((fact.node, named_variable(relation, taken))
+                            if fact.direction == "forward" else (grounding.fresh, fact.node))
+                    out.append(CallOption(_call("add_fact", ends[0], relation, ends[1]),
+                                          relation))
         elif name == "set_answer":
             variables = grounding.slot("set_answer", "answer_var")
-            out += [f"set_answer({v})" for v in (variables.items if variables else ())]
+            out += [CallOption(_call("set_answer", v), v.lstrip("?"))
+                    for v in (variables.items if variables else ())]
         elif name == "execute":
-            out.append("execute()")
+            out.append(CallOption(_call("execute"), grounding.answer.lstrip("?")))
     return out or None
+
+
+def _call(name: str, *arguments: str) -> str:
+    """A call's text as the DSL prints it: a variable as ``?name``, anything else a name, quoted
+    when the bare text would not read back as one argument (``"Black Cat, White Cat"``)."""
+    from pyql.program import Call
+    from pyql.syntax import Atom, AtomKind
+
+    return str(Call.of(name, *(Atom(AtomKind.VAR, a[1:]) if a.startswith("?")
+                               else Atom(AtomKind.NAME, a) for a in arguments)))
+
+
+def candidate_calls(grounding: Grounding) -> list[str] | None:
+    """The texts of :func:`call_options` (None: the step is not enumerable)."""
+    options = call_options(grounding)
+    return [o.text for o in options] if options else None
 
 
 def check_choose(llm: Any) -> None:
@@ -345,9 +420,14 @@ def check_choose(llm: Any) -> None:
 def combine(scores: Sequence[float], prior: Sequence[float] | None = None,
             weight: float = 0.0) -> list[float]:
     """Choose mode's rule: ``score + weight * prior`` per candidate, where ``score`` is the
-    model's total log-likelihood of the candidate (natural log) and ``prior`` the ranker's
-    score of it (BM25 by default: 0 for no word in common with the question, higher for
-    more); ``weight`` 0 (the default) is the model alone."""
+    model's total log-likelihood of the candidate (natural log) and ``prior`` the environment's
+    score of it: the no-model baseline's word overlap with the question
+    (:func:`~pyql.agent.llm.ranker.overlap_priors`: one per question word, less 0.001 per word
+    the question does not have) of what the candidate is about (QueryAgent:
+    :attr:`CallOption.words`; Readi: the path); ``weight`` 0 (the default) is the model alone.
+    With a weight well above the model's spread (30 for SmolLM2-135M, chosen on questions that
+    are not measured: ``benchmarks/README.md``) a shared word decides and the model breaks the
+    rule's ties: going on or stopping, and relations the question names no word of."""
     if prior is None or not weight:
         return [float(s) for s in scores]
     return [float(s) + weight * float(p) for s, p in zip(scores, prior, strict=True)]

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from pyql.agent.errors import LLMError
 from pyql.agent.llm.accounting import DEFAULT_PRICES, Price, PriceTable
-from pyql.agent.llm.clients import LLMReply, Message, OpenAIChat, Stop, Tools
+from pyql.agent.llm.clients import LLMReply, Message, OpenAIChat, Scores, Stop, Tools
 
 __all__ = [
     "DEFAULT_GGUF",
@@ -48,6 +48,7 @@ __all__ = [
     "LocalSettings",
     "check_local",
     "default_model_path",
+    "default_threads",
     "missing_for_local",
     "local_chat",
     "local_server",
@@ -169,11 +170,39 @@ class LocalSettings:
 
     ctx: int = 8192
     parallel: int = 1
-    #: half the machine's cores: llama.cpp's threads wait for each other at every layer, so on
-    #: a shared 2-core machine one thread decodes ~10x faster than two (benchmarks/README.md)
-    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
+    #: ``PYQL_LOCAL_THREADS`` when set, else half the machine's cores: llama.cpp's threads wait
+    #: for each other at every layer, so on a loaded 2-core machine one thread decodes ~10x
+    #: faster than two (benchmarks/README.md); on a quiet one, slots decoding together gain
+    #: from every core (``benchmarks/local_llm.py --throughput --threads 2``)
+    threads: int = field(default_factory=lambda: default_threads())
     cache_prompt: bool = True
     seed: int = 0
+
+
+#: the environment variable that sets the local server's CPU threads
+THREADS_ENV = "PYQL_LOCAL_THREADS"
+
+
+def default_threads(environ: Mapping[str, str] | None = None) -> int:
+    """The local server's CPU threads: ``PYQL_LOCAL_THREADS`` (a positive integer) when set,
+    else half the machine's cores (at least 1). A value that is not a positive integer is a
+    :class:`LocalModelError` naming it, before any model loads.
+
+    >>> default_threads({"PYQL_LOCAL_THREADS": "2"})
+    2
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(THREADS_ENV, "").strip()
+    if not raw:
+        return max(1, (os.cpu_count() or 2) // 2)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise LocalModelError(f"{THREADS_ENV}={raw!r} is not a positive number of threads",
+                              hint=f"unset it, or set it to 1..{os.cpu_count() or 1}")
+    return value
 
 
 def _free_port() -> int:
@@ -383,6 +412,15 @@ class LocalChat(OpenAIChat):
         return self.server.primed(lambda slot: self._in_slot(
             slot, base, messages, stop=stop, tools=tools, response_format=response_format,
             max_tokens=max_tokens, temperature=temperature))
+
+    def score(self, messages: Sequence[Message], candidates: Sequence[str], *,
+              max_tokens: int | None = None) -> Scores:
+        """:meth:`~pyql.agent.llm.clients.OpenAIChat.score`, primed like :meth:`complete`: in
+        choose mode a run's first call is a scoring call, and its prompt is the static prefix
+        the other slots then restore instead of processing it again."""
+        base = super().score
+        return self.server.primed(lambda slot: self._in_slot(
+            slot, base, messages, candidates, max_tokens=max_tokens))
 
     def _in_slot(self, slot: int | None, fn: Callable[..., _T], *args: Any, **kwargs: Any
                  ) -> _T:

@@ -52,7 +52,7 @@ from pyql.agent.llm.accounting import TokenUsage
 from pyql.agent.llm.clients import LLMReply, Message, Scores, Stop, Tools
 
 __all__ = ["PREFIX", "STOPWORDS", "UNMATCHED_PENALTY", "RankerLLM", "overlap_prior",
-           "prefixes", "question_words"]
+           "overlap_priors", "prefixes", "question_words"]
 
 #: the letters of a word that count (``directed``/``director`` -> ``dire``)
 PREFIX = 4
@@ -101,6 +101,19 @@ def overlap_prior(question: str | set[str], candidate: str) -> float:
     own = prefixes(candidate)
     matched = len(own & asked)
     return matched - UNMATCHED_PENALTY * (len(own) - matched)
+
+
+def overlap_priors(question: str, candidates: Sequence[str], mentions: Sequence[str] = ()
+                   ) -> list[float]:
+    """:func:`overlap_prior` of each candidate, the linked ``mentions``' words left out of the
+    question: the baseline's scores, as choose mode's prior (``prior_weight``).
+
+    >>> overlap_priors("what genres are the films directed by [Heat]",
+    ...                ["Heat -> directed_by", "Heat -> directed_by -> has_genre"], ["Heat"])
+    [0.999, 1.999]
+    """
+    asked = prefixes(question_words(question, mentions))
+    return [overlap_prior(asked, c) for c in candidates]
 
 
 class RankerLLM:

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from pyql import Session
 from pyql.agent.errors import ScoringUnsupportedError
-from pyql.agent.grounding.candidates import Candidates, candidate_calls, combine, ground_step
+from pyql.agent.grounding.candidates import (
+    Candidates,
+    call_options,
+    candidate_calls,
+    combine,
+    ground_step,
+    named_variable,
+)
 from pyql.agent.grounding.ranking import BM25Ranker, select_relations
 from pyql.agent.llm.clients import OpenAIChat, ReplayLLM, ScriptedLLM
 from pyql.agent.llm.structured import (
@@ -142,11 +149,24 @@ def test_answer_and_execute_are_legal_only_once_there_is_something_to_answer() -
     assert grounding.fresh == "?y"
     assert candidate_calls(grounding) == [
         "get_relation(?x)",
-        *[f"add_fact(Kismet, {r}, ?y)" for r in grounding.facts[0].relations.items],
+        # a forward fact's new node is named after its relation
+        *[f"add_fact(Kismet, {r}, ?{r})" for r in grounding.facts[0].relations.items],
         "set_answer(?x)"]
     session.run("set_answer(?x)")
     after = ground_step(session, "", functions=PROFILE.functions).functions.items
     assert "execute" in after and "set_answer" not in after  # ?x is the answer already
+
+
+def test_set_answer_offers_the_node_the_walk_reached_last_first() -> None:
+    """A 2-hop walk answers with its second node: ``?y`` is offered before ``?x`` (a tie in
+    choose mode goes to the earlier candidate)."""
+    session = Session(metaqa_kb(KB_LINES), {"Kismet": "Kismet"})
+    for call in ("get_relation(Kismet)", "add_fact(Kismet, directed_by, ?x)",
+                 "get_relation(?x)", "add_fact(?y, directed_by, ?x)"):
+        assert session.run(call).ok
+    grounding = ground_step(session, "", functions=PROFILE.functions)
+    assert grounding.slot("set_answer", "answer_var").items == ("?y", "?x")
+    assert candidate_calls(grounding)[-2:] == ["set_answer(?y)", "set_answer(?x)"]
 
 
 def test_a_fact_already_in_the_query_is_not_offered_again() -> None:
@@ -242,11 +262,11 @@ def test_choose_mode_scores_the_legal_calls_and_takes_the_best() -> None:
     result = agent.run("who directed [Kismet]", {"Kismet": "Kismet"})
     assert result.answers == ("William Dieterle",) and result.finished
     assert [s.action for s in result.steps] == [
-        "get_relation(Kismet)", "add_fact(Kismet, directed_by, ?x)", "set_answer(?x)",
-        "execute()"]
+        "get_relation(Kismet)", "add_fact(Kismet, directed_by, ?directed_by)",
+        "set_answer(?directed_by)", "execute()"]
     assert result.usage.llm_calls == 4 and llm.calls == []  # nothing generated
     assert llm.scored[0] == ["Thought 1 : \nAction 1 : get_relation(Kismet)"]
-    assert result.steps[1].data["choose"]["chosen"].endswith("directed_by, ?x)")
+    assert result.steps[1].data["choose"]["chosen"].endswith("directed_by, ?directed_by)")
 
 
 def test_a_choose_mode_run_replays_from_its_trajectory() -> None:
@@ -276,6 +296,51 @@ def test_choose_mode_without_scores_is_a_typed_error_before_the_run() -> None:
 def test_the_prior_rule_adds_the_weighted_ranker_score() -> None:
     assert combine([-1.0, -2.0], [0.0, 3.0], 0.5) == [-1.0, -0.5]
     assert combine([-1.0, -2.0], [0.0, 3.0], 0.0) == [-1.0, -2.0]
+
+
+def test_with_a_prior_a_shared_word_decides_and_the_model_breaks_the_ties() -> None:
+    """``prior_weight``: the word-overlap prior of the no-model baseline, the linked mention's
+    words left out. The model here prefers ``written_by`` and stopping early; the question
+    names "directed", so the prior takes ``directed_by``; ``set_answer`` against
+    ``get_relation`` shares no word with the question, so the model's preference stands."""
+    def rule(candidate: str) -> float:
+        return (3.0 * ("written_by" in candidate) + 5.0 * ("set_answer" in candidate)
+                + 6.0 * ("execute" in candidate))
+
+    kb = metaqa_kb(KB_LINES)
+    alone = QueryAgent(ScriptedScorer(rule), kb, choose=True, max_steps=6).run(
+        "who directed [Kismet]", {"Kismet": "Kismet"})
+    assert alone.answers == ("Edward Knoblock",)
+    llm = ScriptedScorer(rule)
+    agent = QueryAgent(llm, kb, choose=True, max_steps=6, prior_weight=10.0)
+    result = agent.run("who directed [Kismet]", {"Kismet": "Kismet"})
+    assert [s.action for s in result.steps] == [
+        "get_relation(Kismet)", "add_fact(Kismet, directed_by, ?directed_by)",
+        "set_answer(?directed_by)", "execute()"]
+    assert result.answers == ("William Dieterle",)
+    fact = result.steps[1].data["choose"]["best"][0]  # the prior reads the relation alone
+    assert fact[0].endswith("directed_by, ?directed_by)") and fact[2] == pytest.approx(10.0)
+    # get_relation and set_answer of the director both name "directed": a tie the model
+    # breaks (it prefers set_answer); execute() is about the answer, so it ties too
+    assert result.steps[2].data["choose"]["best"][1][0].endswith("get_relation(?directed_by)")
+    assert result.steps[3].data["choose"]["best"][0][2] == pytest.approx(6.0 + 10.0)
+
+
+def test_the_prior_reads_what_each_call_is_about() -> None:
+    """``CallOption.words``: a fact's relation, the node of get_relation/set_answer, the
+    answer of execute; the new node of a forward fact is named after its relation, so a
+    2-hop walk's answer names the question's words (``?has_genre``) and ``?x`` names none."""
+    session = Session(metaqa_kb(KB_LINES), {"William Dieterle": "William Dieterle"})
+    for call in ("get_relation(William Dieterle)", "add_fact(?x, directed_by, William Dieterle)",
+                 "get_relation(?x)", "add_fact(?x, has_genre, ?has_genre)"):
+        assert session.run(call).ok, call
+    options = call_options(ground_step(session, "", functions=PROFILE.functions))
+    words = {o.text: o.words for o in options}
+    assert words["set_answer(?has_genre)"] == "has_genre" and words["set_answer(?x)"] == "x"
+    assert words["get_relation(?has_genre)"] == "has_genre"
+    assert words["add_fact(?x, release_year, ?release_year)"] == "release_year"
+    assert named_variable("has_genre", ["?has_genre"]) == "?has_genre2"
+    assert named_variable("wdt:P57", []) == "?P57" and named_variable("...", ["?x"]) == "?y"
 
 
 # -- an explicit level fails fast when the server refuses a schema (issue 36 item 16) ------------
@@ -409,6 +474,22 @@ def test_readi_choose_mode_scores_the_kbs_paths(kb) -> None:
     assert generate.data["choose"]["candidates"] >= 4 and llm.calls == []
 
 
+def test_readi_choose_mode_with_the_prior_takes_the_path_the_question_names(kb) -> None:
+    """A model that prefers the shortest path picks one hop alone; with ``prior_weight`` the
+    path that names more of the question's words wins (here "directed" and "written")."""
+    from pyql.agent.strategies.readi import Readi
+
+    def shortest(candidate: str) -> float:
+        return -0.1 * len(candidate)
+
+    alone = Readi(ScriptedScorer(shortest), kb, choose=True).run(GODEY_Q, GODEY)
+    assert alone.steps[0].data["path"] == {"John Godey": ["written_by"]}
+    result = Readi(ScriptedScorer(shortest), kb, choose=True, prior_weight=30.0).run(
+        GODEY_Q, GODEY)
+    assert result.steps[0].data["path"] == {"John Godey": ["written_by", "directed_by"]}
+    assert set(result.answers) == GODEY_GOLD
+
+
 def test_readis_reader_answers_from_the_retrieved_values(kb) -> None:
     from pyql.agent.strategies.readi import Readi
 
@@ -501,3 +582,20 @@ def test_the_cap_is_raised_through_the_evaluations_gate(fake_openai: FakeOpenAI)
     call = rec.llm([{"role": "user", "content": "q"}], format=fmt)
     assert fake_openai.chat_requests[-1].body["max_tokens"] == fmt.token_bound() > 64
     assert call.reply.text.startswith("Path: ")
+
+
+def test_a_candidate_call_reads_back_as_the_call_it_names() -> None:
+    """An entity whose name has a comma is quoted (bare, ``get_relation(Black Cat, White
+    Cat)`` read as two arguments: 8 PY104 hints in one choose-mode question)."""
+    from pyql.program import parse_call
+
+    kb = metaqa_kb("Black Cat, White Cat|directed_by|Emir Kusturica\n"
+                   "1900|directed_by|Bernardo Bertolucci\n")
+    for name in ("Black Cat, White Cat", "1900"):
+        session = Session(kb, {name: name})
+        (option,) = call_options(ground_step(session, "", functions=PROFILE.functions))
+        assert parse_call(option.text).args[0].value == name
+        assert session.run(option.text).ok
+        fact = call_options(ground_step(session, "", functions=PROFILE.functions))
+        (add,) = [o for o in fact if o.text.startswith("add_fact")]
+        assert session.run(add.text).ok, add.text

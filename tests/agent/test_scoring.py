@@ -127,13 +127,38 @@ def test_a_replay_refuses_other_candidates_and_a_reply_where_scores_were_recorde
     assert ReplayLLM([text]).scores_candidates is False
 
 
-def test_the_llm_cache_passes_scoring_through(tmp_path: Path) -> None:
+def test_the_llm_cache_keeps_a_scoring_call_with_its_usage(tmp_path: Path) -> None:
+    """The same call (messages, candidates in order, max_tokens) is scored once; a hit
+    returns the recorded scores, usage, requests and per-candidate tokens (``-inf`` kept),
+    with no latency; other candidates, or the same in another order, are asked anew."""
     from pyql.agent.evaluation.caches import CachedLLM, LLMCache
 
-    cached = CachedLLM(ScriptedLLM([], scores=[[-1.0], [-1.5]]), LLMCache(tmp_path / "c.sqlite"))
+    usage = TokenUsage(prompt_tokens=40, completion_tokens=6, cached_tokens=30)
+    first = Scores([-1.0, -math.inf], usage=usage, latency=2.5, model="m", requests=1,
+                   tokens=(3, 9), cost=0.0)
+    class Scorer:
+        model = "m"
+        scores_candidates = True
+
+        def __init__(self) -> None:
+            self.left = [first, Scores([-1.5, -2.0]), Scores([-3.0])]
+
+        def score(self, messages: object, candidates: object, *,
+                  max_tokens: int | None = None) -> Scores:
+            return self.left.pop(0)
+
+    inner = Scorer()
+    cache = LLMCache(tmp_path / "c.sqlite")
+    cached = CachedLLM(inner, cache)
     assert cached.scores_candidates
-    assert cached.score(MESSAGES, ["a"]) == [-1.0]
-    assert cached.score(MESSAGES, ["a"]) == [-1.5]  # scores are asked each time, not cached
+    assert cached.score(MESSAGES, ["a", "b"], max_tokens=4) == [-1.0, -math.inf]
+    hit = CachedLLM(inner, LLMCache(tmp_path / "c.sqlite")).score(MESSAGES, ["a", "b"],
+                                                                    max_tokens=4)
+    assert list(hit) == [-1.0, -math.inf] and hit.latency == 0.0
+    assert (hit.usage, hit.requests, hit.tokens, hit.model) == (usage, 1, (3, 9), "m")
+    assert cached.score(MESSAGES, ["b", "a"], max_tokens=4) == [-1.5, -2.0]  # another call
+    assert cached.score(MESSAGES, ["a"]) == [-3.0]
+    assert (cache.hits, cache.misses) == (0, 3)
 
 
 # -- the no-model baseline ------------------------------------------------------------------------

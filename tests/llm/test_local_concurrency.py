@@ -60,3 +60,18 @@ def test_four_slots_answer_as_one(server: LocalServer, small_kb: Path, tmp_path:
     # one (0.97), while the 4-slot server starts cold here (0.81 on 3 questions; 0.93 on 12)
     assert four_metrics["cached_share"] >= 0.80, (four_metrics["cached_share"],
                                                   one_metrics["cached_share"])
+
+
+def test_a_first_scoring_call_primes_the_slots(server: LocalServer) -> None:
+    """In choose mode a run's first call is a scoring call: it runs alone in slot 0, whose
+    prompt cache is then copied into the other slot, as a first reply's is."""
+    from pyql.agent.llm.local import LocalChat
+
+    two = local_server(settings=LocalSettings(parallel=2, ctx=2048))
+    client = LocalChat(two, max_tokens=16)
+    messages = [{"role": "system", "content": "Answer with one word."},
+                {"role": "user", "content": "What colour is the sky on a clear day?"}]
+    scores = client.score(messages, ["Blue", "Green"])
+    assert len(scores) == 2 and all(s < 0 for s in scores)
+    assert two.primed_slots == 1
+    assert client.score(messages, ["Blue", "Green"]) == scores  # the second is not pinned

@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pyql.agent.errors import LLMContextLengthError
-from pyql.agent.grounding.candidates import candidate_calls, check_choose, ground_step
+from pyql.agent.grounding.candidates import (
+    CallOption,
+    call_options,
+    check_choose,
+    ground_step,
+)
 from pyql.agent.grounding.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM, AccountedCall, LLMReply, ToolCall
@@ -231,7 +236,9 @@ class QueryAgent:
         "temperature": StrategyOption(float, "sent with every request", ge=0, le=2),
         "choose": StrategyOption(bool, "score the legal calls instead of generating (choose "
                                  "mode)"),
-        "prior_weight": StrategyOption(float, "choose mode: weight of the ranker's prior", ge=0),
+        "prior_weight": StrategyOption(float, "choose mode: weight of the word-overlap prior "
+                                       "(the ranker baseline's rule) added to the model's "
+                                       "log-likelihood", ge=0),
     }
 
     def __init__(
@@ -475,11 +482,11 @@ class QueryAgent:
                     if self.choose or self.level.grounded:
                         grounding, grounded_seconds, grounded_queries = rec.env(
                             lambda: self._ground(session, question), backend=backend)
-                    options = candidate_calls(grounding) if self.choose and grounding else None
+                    options = call_options(grounding) if self.choose and grounding else None
                     if options:
-                        choice = rec.choose(messages, [f"Thought {n} : \nAction {n} : {c}"
-                                                       for c in options],
-                                            prior=self._prior(question, options),
+                        choice = rec.choose(messages, [f"Thought {n} : \nAction {n} : {o.text}"
+                                                       for o in options],
+                                            prior=self._prior(question, options, entities),
                                             prior_weight=self.prior_weight)
                         call = choice.call
                         decision, fields = self._decide(call.reply), call.step_fields()
@@ -615,11 +622,18 @@ class QueryAgent:
             return self.format
         return grounded_action_format(self._tool_schemas, grounding)
 
-    def _prior(self, question: str, options: Sequence[str]) -> list[float] | None:
-        """The ranker's scores of the candidate calls (choose mode's prior)."""
-        if self.ranker is None or not self.prior_weight:
+    def _prior(self, question: str, options: Sequence[CallOption],
+               entities: Mapping[str, str]) -> list[float] | None:
+        """Choose mode's prior of the candidate calls: the no-model baseline's word-overlap
+        rule (:func:`~pyql.agent.llm.ranker.overlap_priors`, the linked mentions' words left
+        out) on what each call is about (``CallOption.words``: a fact's relation, the node of
+        ``get_relation``/``set_answer``, the answer of ``execute``), so that with a large
+        ``prior_weight`` a shared word decides and the model breaks the ties (``combine``)."""
+        if not self.prior_weight:
             return None
-        return list(self.ranker.scores(question, list(options)))
+        from pyql.agent.llm.ranker import overlap_priors
+
+        return overlap_priors(question, [o.words for o in options], tuple(entities))
 
     def _decide(self, reply: LLMReply, constrained: bool = False) -> _Decision:
         functions = self.profile.functions

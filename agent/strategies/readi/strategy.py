@@ -55,6 +55,7 @@ from pyql.agent.grounding.paths.table import TableInstantiator
 from pyql.agent.grounding.ranking import TOP_K
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM, AccountedCall, WrappedLLM
+from pyql.agent.llm.ranker import overlap_priors
 from pyql.agent.llm.structured import (
     Constrain,
     ReplyFormat,
@@ -193,6 +194,9 @@ class Readi:
         "answer_model": StrategyOption(str, "the QA reasoning module's model"),
         "choose": StrategyOption(bool, "score the KB's paths and the retrieved values instead "
                                  "of generating (choose mode)"),
+        "prior_weight": StrategyOption(float, "choose mode: weight of the word-overlap prior "
+                                       "(the ranker baseline's rule) added to the model's "
+                                       "log-likelihood of a first path", ge=0),
     }
 
     def __init__(
@@ -227,6 +231,7 @@ class Readi:
         edit_model: str | None = None,
         answer_model: str | None = None,
         choose: bool = False,
+        prior_weight: float = 0.0,
     ) -> None:
         if table_mode not in ("program", "retrieval"):
             raise ValueError(f"table_mode must be program or retrieval, not {table_mode!r}")
@@ -260,6 +265,9 @@ class Readi:
         #: choose mode: the first path (one topic entity) and the reader's answer are scored
         #: among the KB's paths and the retrieved values (``llm.score``; checked now)
         self.choose = choose
+        #: choose mode: the first paths' prior is the no-model baseline's word overlap with the
+        #: question, times this weight, added to the model's log-likelihood (``combine``)
+        self.prior_weight = prior_weight
         if choose:
             check_choose(llm)
         self.max_edits = max_edits
@@ -420,7 +428,9 @@ class Readi:
         options = kind.choices() if self.choose and hasattr(kind, "choices") else None
         chosen: dict[str, Any] = {}
         if options:
-            choice = run.choose(messages, options)
+            prior = (overlap_priors(run.question, options, kind.mentions)
+                     if self.prior_weight else None)
+            choice = run.choose(messages, options, prior=prior, prior_weight=self.prior_weight)
             reply, chosen = choice.call, choice.step_data()
         else:
             reply = self._ask(run, messages, format, "generate")
