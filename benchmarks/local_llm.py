@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -228,8 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         if args.threads < 1:
             parser.error("--threads must be at least 1")
-        import os
-
         os.environ["PYQL_LOCAL_THREADS"] = str(args.threads)
     unknown = [s for s in args.settings.split(",") if s not in SETTINGS]
     if unknown:

@@ -29,7 +29,7 @@ variables as they appeared, then the fresh one; columns as the schema lists them
 
 This module holds no prompt wording: strategies turn a grounding into a reply format
 (:func:`pyql.agent.llm.structured.grounded_action_format`) or into calls to score (choose mode,
-:func:`candidate_calls`).
+:func:`call_options`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pyql.agent.grounding.ranking import TOP_K, RelationRanker, select_relations
+from pyql.program import Call
+from pyql.syntax import Atom, AtomKind
 
 __all__ = [
     "CandidateKind",
@@ -48,7 +50,6 @@ __all__ = [
     "Grounding",
     "CallOption",
     "call_options",
-    "candidate_calls",
     "check_choose",
     "combine",
     "fresh_variable",
@@ -391,17 +392,8 @@ def call_options(grounding: Grounding) -> list[CallOption] | None:
 def _call(name: str, *arguments: str) -> str:
     """A call's text as the DSL prints it: a variable as ``?name``, anything else a name, quoted
     when the bare text would not read back as one argument (``"Black Cat, White Cat"``)."""
-    from pyql.program import Call
-    from pyql.syntax import Atom, AtomKind
-
     return str(Call.of(name, *(Atom(AtomKind.VAR, a[1:]) if a.startswith("?")
                                else Atom(AtomKind.NAME, a) for a in arguments)))
-
-
-def candidate_calls(grounding: Grounding) -> list[str] | None:
-    """The texts of :func:`call_options` (None: the step is not enumerable)."""
-    options = call_options(grounding)
-    return [o.text for o in options] if options else None
 
 
 def check_choose(llm: Any) -> None:
@@ -464,9 +456,6 @@ def kb_path_options(session: Any, mention: str, question: str = "", *,
     """The KB's vocabulary around ``mention`` (a linked entity of ``session``, a fresh KB
     session): ``get_relation`` at the entity, then, for the ``expand`` best relations, at the
     nodes one hop along them (``hops`` 2), each node's relations fetched once."""
-    from pyql.program import Call
-    from pyql.syntax import Atom, AtomKind
-
     topic = Atom(AtomKind.STRING, mention)
     obs = session.run(Call.of("get_relation", topic))
     found = obs.relations if obs.ok and obs.relations is not None else None

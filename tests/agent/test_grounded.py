@@ -19,7 +19,6 @@ from pyql.agent.errors import ScoringUnsupportedError
 from pyql.agent.grounding.candidates import (
     Candidates,
     call_options,
-    candidate_calls,
     combine,
     ground_step,
     named_variable,
@@ -147,7 +146,7 @@ def test_answer_and_execute_are_legal_only_once_there_is_something_to_answer() -
     assert "execute" not in grounding.functions.items
     assert grounding.slot("set_answer", "answer_var").items == ("?x",)
     assert grounding.fresh == "?y"
-    assert candidate_calls(grounding) == [
+    assert [o.text for o in call_options(grounding)] == [
         "get_relation(?x)",
         # a forward fact's new node is named after its relation
         *[f"add_fact(Kismet, {r}, ?{r})" for r in grounding.facts[0].relations.items],
@@ -166,7 +165,7 @@ def test_set_answer_offers_the_node_the_walk_reached_last_first() -> None:
         assert session.run(call).ok
     grounding = ground_step(session, "", functions=PROFILE.functions)
     assert grounding.slot("set_answer", "answer_var").items == ("?y", "?x")
-    assert candidate_calls(grounding)[-2:] == ["set_answer(?y)", "set_answer(?x)"]
+    assert [o.text for o in call_options(grounding)][-2:] == ["set_answer(?y)", "set_answer(?x)"]
 
 
 def test_a_fact_already_in_the_query_is_not_offered_again() -> None:

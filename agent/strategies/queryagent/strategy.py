@@ -51,6 +51,7 @@ from pyql.agent.grounding.candidates import (
 from pyql.agent.grounding.ranking import TOP_K, RelationRanker, get_ranker
 from pyql.agent.llm.accounting import PriceTable, TokenCounter
 from pyql.agent.llm.clients import LLM, AccountedCall, LLMReply, ToolCall
+from pyql.agent.llm.ranker import overlap_priors
 from pyql.agent.llm.structured import (
     Constrain,
     ReplyFormat,
@@ -631,8 +632,6 @@ class QueryAgent:
         ``prior_weight`` a shared word decides and the model breaks the ties (``combine``)."""
         if not self.prior_weight:
             return None
-        from pyql.agent.llm.ranker import overlap_priors
-
         return overlap_priors(question, [o.words for o in options], tuple(entities))
 
     def _decide(self, reply: LLMReply, constrained: bool = False) -> _Decision:
